@@ -8,6 +8,7 @@ back if anything fails, so a failed apply leaves the tree as it found it.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from contextlib import contextmanager
@@ -27,7 +28,8 @@ class Transaction:
 
     def __init__(self, tree: Path):
         self.tree = tree
-        self._saved: dict[str, bytes | None] = {}
+        # path -> (bytes, (atime_ns, mtime_ns)), or None where the file did not exist
+        self._saved: dict[str, tuple[bytes, tuple[int, int]] | None] = {}
         self._created_dirs: list[Path] = []
         self._index = index_path(tree)
         self._index_bytes = self._index.read_bytes() if self._index.exists() else None
@@ -35,7 +37,11 @@ class Transaction:
     def _save(self, path: str) -> Path:
         full = self.tree / path
         if path not in self._saved:
-            self._saved[path] = full.read_bytes() if full.is_file() else None
+            if full.is_file():
+                stat = full.stat()
+                self._saved[path] = (full.read_bytes(), (stat.st_atime_ns, stat.st_mtime_ns))
+            else:
+                self._saved[path] = None
         return full
 
     def guard(self, paths) -> None:
@@ -47,6 +53,7 @@ class Transaction:
         full = self._save(path)
         if data is None:
             full.unlink(missing_ok=True)
+            self._prune_empty_parents(full)
             return
         missing = [p for p in [full.parent, *full.parent.parents] if not p.exists()]
         self._created_dirs += missing
@@ -54,14 +61,24 @@ class Transaction:
         if not full.is_file() or full.read_bytes() != data:
             full.write_bytes(data)
 
+    def _prune_empty_parents(self, path: Path) -> None:
+        """Remove directories that deleting path left empty (git tracks no empty ones)."""
+        for directory in path.parents:
+            if directory == self.tree or not directory.is_dir() or any(directory.iterdir()):
+                return
+            directory.rmdir()
+
     def rollback(self) -> None:
-        for path, data in self._saved.items():
+        for path, saved in self._saved.items():
             full = self.tree / path
-            if data is None:
+            if saved is None:
                 full.unlink(missing_ok=True)
-            elif not full.is_file() or full.read_bytes() != data:
+                continue
+            data, times = saved
+            if not full.is_file() or full.read_bytes() != data:
                 full.parent.mkdir(parents=True, exist_ok=True)
                 full.write_bytes(data)
+            os.utime(full, ns=times)  # build tools must not see a change
         for directory in sorted(set(self._created_dirs), key=lambda p: len(p.parts), reverse=True):
             if directory.is_dir() and not any(directory.iterdir()):
                 directory.rmdir()
@@ -102,6 +119,9 @@ def _restore_upstream(tx: Transaction, stamp: Stamp) -> None:
 
 def _apply_diff(tx: Transaction, patch_set: PatchSet, item, paths: list[str]) -> None:
     tx.guard(paths)
+    # Files rewritten earlier in this run have stale stat data in the index; without a
+    # refresh, --3way (which checks the index) would call them modified.
+    git(tx.tree, "update-index", "-q", "--refresh", check=False)
     proc = subprocess.run(
         ["git", "-C", str(tx.tree), "apply", "--3way", "--whitespace=nowarn", str(patch_set.source(item))],
         capture_output=True, text=True,

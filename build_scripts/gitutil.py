@@ -58,7 +58,7 @@ def status_paths(repo: Path) -> list[tuple[str, str]]:
     into them); a submodule at another commit is.
     """
     out = git(
-        repo, "status", "--porcelain=v1", "-z", "--untracked-files=all",
+        repo, "--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all",
         "--ignore-submodules=dirty",
     )
     entries = out.split("\0")

@@ -28,6 +28,7 @@ class PatchSet:
 
     @classmethod
     def load(cls, patches_dir: Path = PATCHES_DIR, overrides_dir: Path = OVERRIDES_DIR) -> PatchSet:
+        patches_dir, overrides_dir = patches_dir.resolve(), overrides_dir.resolve()
         patch_set = cls(patches_dir, overrides_dir, tuple(load_series(patches_dir)))
         patch_set._check_files()
         return patch_set

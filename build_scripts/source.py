@@ -71,8 +71,8 @@ def validate_checkout(path: Path, pin: Pin, force: bool = False) -> Checkout:
     changes = foreign_changes(path, stamp)
     if changes:
         problems.append(
-            f"{path} has changes that are not the patch set's (commit or stash them, "
-            f"or `git -C {path} checkout -- . && git -C {path} clean -fd`):\n{_listing(changes)}"
+            f"{path} has changes that are not the patch set's (commit them, or set them aside "
+            f"with `git -C {path} stash -u`):\n{_listing(changes)}"
         )
     submodules = submodule_problems(path)
     if submodules:

@@ -1,0 +1,202 @@
+"""`make check`: the L0 rung of DESIGN.md's ladder, on the real pinned wheel, no GPU.
+
+  fetch    the pinned wheel and CUDA headers (cached), nvcc of the pinned CUDA
+  merge    our overrides into the wheel's packaged native_functions.yaml and derivatives.yaml
+  codegen  torchgen's ATen codegen and the packaged autograd codegen on the merged yaml
+  autograd the generated Functions.cpp, compiled syntax-only
+  compile  every project source, for every target arch, with PyTorch's flags
+  link     one shared library from those objects, against the pinned libraries, no undefined symbols
+  symbols  each source defines what the upstream file it replaces defined (patches/interfaces.toml),
+           and every kernel our dispatch entries name exists, with the declared signature
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from . import REPO_ROOT
+from .codegen import GeneratedCode, run_codegen, syntax_check_autograd
+from .errors import HarnessError
+from .patchset import PatchSet
+from .pin import CudaArch, Pin
+from .series import SeriesItem
+from .symbols import (
+    INTERFACES_FILE, defined_symbols, load_interfaces, probe_symbols, signature_problems, undefined_symbols,
+)
+from .toolchain import Toolchain, compile_command, find_toolchain, include_flags, link_command, run_compiler
+from .wheel_cache import PinnedTorch, cache_dir, ensure_pinned_torch
+
+DEFAULT_WORK_DIR = REPO_ROOT / "build" / "l0"
+LIBRARY_NAME = "libdwconv_kernels.so"
+
+
+@dataclass
+class L0Report:
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    library: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @contextmanager
+    def step(self, name: str):
+        print(f"[L0] {name} ...", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        try:
+            yield
+        except HarnessError as err:
+            raise HarnessError(f"L0 {name} failed: {err}") from None
+        self.timings[name] = time.monotonic() - start
+
+    def summary(self) -> str:
+        wall = time.monotonic() - self.started
+        steps = ", ".join(f"{n} {s:.1f}s" for n, s in self.timings.items())
+        return "\n".join([f"L0 passed in {wall:.1f}s (autograd and compile overlap: {steps})", *self.notes])
+
+
+@dataclass
+class L0Check:
+    pin: Pin
+    patch_set: PatchSet
+    archs: tuple[CudaArch, ...]
+    cache: Path
+    work: Path
+    report: L0Report = field(default_factory=L0Report)
+
+    def run(self) -> L0Report:
+        with self.report.step("fetch"):
+            torch = ensure_pinned_torch(self.pin, self.cache)
+            toolchain = find_toolchain(self.pin)
+        with self.report.step("merge"):
+            merged = {
+                flavour: self.patch_set.merged_yaml(
+                    flavour, torch.packaged_yaml(flavour).read_text(), str(torch.packaged_yaml(flavour))
+                ).text
+                for flavour in ("native_functions", "derivatives")
+            }
+        with self.report.step("codegen"):
+            generated = run_codegen(merged["native_functions"], merged["derivatives"], torch, self.cache)
+            if generated.cached:
+                self.report.notes.append(
+                    f"codegen output (and its Functions.cpp check, if it passed before) reused from "
+                    f"{generated.root}: the merged yaml is unchanged"
+                )
+
+        sources = self.patch_set.compiled_sources()
+        includes = include_flags(self._include_roots(generated), torch, toolchain)
+        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            autograd = pool.submit(self._timed, "autograd", syntax_check_autograd, generated, torch, toolchain)
+            objects = self._compile_all(pool, sources, includes, toolchain)
+            autograd.result()
+        if not sources:
+            self.report.notes.append("the patch set has no kernel sources yet: compile, link and symbols had nothing to check")
+            return self._finish()
+        with self.report.step("link"):
+            library = self.work / LIBRARY_NAME
+            run_compiler(link_command(toolchain, list(objects.values()), library, torch),
+                         f"linking {LIBRARY_NAME} against the pinned libraries left symbols unresolved")
+            self.report.library = library
+        with self.report.step("symbols"):
+            self._check_symbols(objects, includes, toolchain, torch)
+        return self._finish()
+
+    def _finish(self) -> L0Report:
+        diffs = self.patch_set.of_kind("diff")
+        if diffs:
+            self.report.notes.append(
+                f"{len(diffs)} diff item(s) not checked here: a diff needs an upstream tree (`make patch` applies it)"
+            )
+        return self.report
+
+    def _timed(self, name, fn, *args):
+        with self.report.step(name):
+            return fn(*args)
+
+    def _include_roots(self, generated: GeneratedCode) -> list[Path]:
+        # patches/files mirrors the PyTorch tree, so its aten/src and root are include roots.
+        ours = [self.patch_set.files_root / "aten" / "src", self.patch_set.files_root]
+        return [p for p in ours if p.is_dir()] + [generated.include_root]
+
+    def _compile_all(self, pool, sources: list[SeriesItem], includes, toolchain) -> dict[str, Path]:
+        if not sources:
+            return {}
+        obj_dir = self.work / "obj"
+        objects = {item.path: obj_dir / (item.path + ".o") for item in sources}
+        for obj in objects.values():
+            obj.parent.mkdir(parents=True, exist_ok=True)
+        arch_names = ", ".join(f"sm_{a.sm}" for a in self.archs)
+
+        def compile_one(item: SeriesItem) -> None:
+            source = self.patch_set.source(item)
+            cmd = compile_command(toolchain, source, objects[item.path], includes, self.archs)
+            target = f" for {arch_names}" if source.suffix == ".cu" else ""
+            run_compiler(cmd, f"{item.where}: {self.patch_set.label(item)} does not compile{target}")
+
+        with self.report.step("compile"):
+            for future in [pool.submit(compile_one, item) for item in sources]:
+                future.result()
+        return objects
+
+    def _check_symbols(self, objects: dict[str, Path], includes, toolchain: Toolchain, torch: PinnedTorch) -> None:
+        problems: list[str] = []
+        probe_dir = self.work / "probes"
+        labels = {item.path: self.patch_set.label(item) for item in self.patch_set.compiled_sources()}
+        interfaces_path = self.patch_set.patches_dir / INTERFACES_FILE
+        for interface in load_interfaces(interfaces_path):
+            if interface.source not in objects:
+                raise HarnessError(f"{interfaces_path}: {interface.source} is not a compiled source of the series")
+            where = labels[interface.source]
+            names = list(interface.defines) + list(interface.registers)
+            expected = probe_symbols(interface.header, names, includes, toolchain, probe_dir)
+            obj = objects[interface.source]
+            defined = defined_symbols(obj)
+            for name in interface.defines:
+                problems += signature_problems(name, expected[name], defined, where, interface.header)
+            referenced = undefined_symbols(obj)
+            for stub in interface.registers:
+                if expected[stub] not in referenced and expected[stub] not in defined:
+                    problems.append(f"{where}: registers no kernel with {stub} (no REGISTER_DISPATCH for it)")
+
+        kernels = self._dispatch_kernels()
+        if kernels:
+            ours = set().union(*(defined_symbols(o) for o in objects.values()))
+            exported = set().union(*(defined_symbols(torch.lib_dir / lib, dynamic=True)
+                                     for lib in ("libtorch_cpu.so", "libtorch_cuda.so")))
+            for header, (names, origin) in kernels.items():
+                expected = probe_symbols(header, sorted(names), includes, toolchain, probe_dir)
+                subject = f"{origin} (dispatch kernel; looked in the patch set's sources and the pinned libraries)"
+                for name in sorted(names):
+                    if expected[name] not in exported:
+                        problems += signature_problems(name, expected[name], ours, subject, header)
+        if problems:
+            raise HarnessError("\n".join(problems))
+
+    def _dispatch_kernels(self) -> dict[str, tuple[set[str], str]]:
+        """header -> (at::native kernels named by our dispatch entries, the override naming them)."""
+        kernels: dict[str, tuple[set[str], str]] = {}
+        for entry in self.patch_set.overrides("native_functions"):
+            dispatch = entry.value.get("dispatch") if isinstance(entry.value, dict) else None
+            if not dispatch:
+                continue
+            header = f"ATen/ops/{entry.key.split('.')[0]}_native.h"
+            names, _ = kernels.setdefault(header, (set(), entry.origin))
+            names.update(f"at::native::{kernel}" for kernel in dispatch.values())
+        return kernels
+
+
+def run_l0(pin: Pin, patch_set: PatchSet | None = None, archs: tuple[CudaArch, ...] | None = None,
+           cache: Path | None = None, work: Path | None = None) -> L0Report:
+    check = L0Check(
+        pin=pin,
+        patch_set=patch_set or PatchSet.load(),
+        archs=archs or pin.archs(),
+        cache=cache or cache_dir(),
+        work=work or DEFAULT_WORK_DIR,
+    )
+    check.work.mkdir(parents=True, exist_ok=True)
+    return check.run()
