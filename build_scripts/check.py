@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 from . import REPO_ROOT
 from .codegen import GeneratedCode, run_codegen, syntax_check_autograd
 from .errors import HarnessError
+from .fatbin import fatbin_entries
 from .patchset import PatchSet
 from .pin import CudaArch, Pin
 from .series import SeriesItem
@@ -79,7 +80,11 @@ class L0Check:
                 ).text
                 for flavour in ("native_functions", "derivatives")
             }
-        with self.report.step("codegen"):
+            merged_dir = self.work / "merged"
+            merged_dir.mkdir(parents=True, exist_ok=True)
+            for flavour, text in merged.items():
+                (merged_dir / f"{flavour}.yaml").write_text(text)
+        with self.report.step("codegen"), self._blame_overrides("native_functions", "derivatives"):
             generated = run_codegen(merged["native_functions"], merged["derivatives"], torch, self.cache)
             if generated.cached:
                 self.report.notes.append(
@@ -114,8 +119,21 @@ class L0Check:
         return self.report
 
     def _timed(self, name, fn, *args):
-        with self.report.step(name):
+        with self.report.step(name), self._blame_overrides("derivatives"):
             return fn(*args)
+
+    @contextmanager
+    def _blame_overrides(self, *flavours: str):
+        """Name the override files a codegen-side failure may come from."""
+        try:
+            yield
+        except HarnessError as err:
+            labels = [self.patch_set.label(item) for item in self.patch_set.of_kind("override")
+                      if PurePosixPath(item.path).parts[0] in flavours]
+            suspects = ", ".join(labels) if labels else f"none (upstream's {'/'.join(flavours)} yaml as packaged)"
+            raise HarnessError(
+                f"{err}\noverrides merged in: {suspects}; the merged yaml is in {self.work / 'merged'}"
+            ) from None
 
     def _include_roots(self, generated: GeneratedCode) -> list[Path]:
         # patches/files mirrors the PyTorch tree, so its aten/src and root are include roots.
@@ -136,11 +154,22 @@ class L0Check:
             cmd = compile_command(toolchain, source, objects[item.path], includes, self.archs)
             target = f" for {arch_names}" if source.suffix == ".cu" else ""
             run_compiler(cmd, f"{item.where}: {self.patch_set.label(item)} does not compile{target}")
+            if source.suffix == ".cu":
+                self._check_gpu_code(item, objects[item.path])
 
         with self.report.step("compile"):
             for future in [pool.submit(compile_one, item) for item in sources]:
                 future.result()
         return objects
+
+    def _check_gpu_code(self, item: SeriesItem, obj: Path) -> None:
+        """The object must carry a cubin for every target arch (and PTX where asked)."""
+        found = fatbin_entries(obj)
+        wanted = {("cubin", a.major * 10 + a.minor) for a in self.archs}
+        wanted |= {("ptx", a.major * 10 + a.minor) for a in self.archs if a.ptx}
+        missing = sorted(wanted - found)
+        if missing:
+            raise HarnessError(f"{item.where}: the object lacks GPU code for {missing} (it has {sorted(found)})")
 
     def _check_symbols(self, objects: dict[str, Path], includes, toolchain: Toolchain, torch: PinnedTorch) -> None:
         problems: list[str] = []

@@ -116,7 +116,8 @@ def _tail(text: str) -> str:
 
 
 def run_compiler(cmd: list[str], what: str) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    # LC_ALL=C: plain ASCII quotes in diagnostics, whatever the user's locale.
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
     if proc.returncode != 0:
         raise HarnessError(f"{what}:\n{_tail(proc.stderr + proc.stdout)}\n(command: {' '.join(cmd)})")
     return proc.stderr

@@ -1,0 +1,146 @@
+"""The real L0 check on the real pinned wheel, and proof that each of its checks can fail.
+
+The kernel source here is a fixture with upstream's DepthwiseConv2d.cu interfaces
+(tests/fixtures/l0_patch_set), not a kernel. The first run downloads the pinned
+wheel and CUDA headers (~1.3 GB) into $DWCONV_CACHE; later runs reuse them.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.check import LIBRARY_NAME, run_l0
+from build_scripts.errors import HarnessError
+from build_scripts.fatbin import fatbin_entries
+from build_scripts.patchset import PatchSet
+from build_scripts.pin import load_pin, parse_arch_list
+
+pytestmark = pytest.mark.l0
+
+FIXTURE = Path(__file__).parent / "fixtures" / "l0_patch_set"
+KERNEL = "patches/files/aten/src/ATen/native/cuda/DepthwiseConv2d.cu"
+ONE_ARCH = parse_arch_list("8.0")  # negative cases: one arch is enough to fail
+
+
+@pytest.fixture
+def fixture_copy(tmp_path):
+    dest = tmp_path / "patchset"
+    shutil.copytree(FIXTURE, dest)
+    return dest
+
+
+def edit(root: Path, relative: str, old: str, new: str) -> None:
+    path = root / relative
+    text = path.read_text()
+    assert old in text, f"fixture changed: {old!r} not in {relative}"
+    path.write_text(text.replace(old, new))
+
+
+def add_override(root: Path, flavour: str, name: str, text: str) -> None:
+    (root / "native_functions_overrides" / flavour).mkdir(parents=True, exist_ok=True)
+    (root / "native_functions_overrides" / flavour / name).write_text(text)
+    with open(root / "patches" / "series", "a") as series:
+        series.write(f"override {flavour}/{name} | test case | upstream: no\n")
+
+
+def l0(root: Path, tmp_path: Path, archs=None):
+    patch_set = PatchSet.load(root / "patches", root / "native_functions_overrides")
+    before = patch_set.hash
+    try:
+        return run_l0(load_pin(), patch_set, archs=archs, work=tmp_path / "work")
+    finally:
+        assert PatchSet.load(root / "patches", root / "native_functions_overrides").hash == before
+
+
+def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path):
+    report = l0(fixture_copy, tmp_path, archs=parse_arch_list("8.0;9.0+PTX"))
+    assert list(report.timings) == ["fetch", "merge", "codegen", "autograd", "compile", "link", "symbols"]
+    obj = tmp_path / "work" / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
+    assert {("cubin", 80), ("cubin", 90), ("ptx", 90)} <= fatbin_entries(obj)
+    library = tmp_path / "work" / LIBRARY_NAME
+    assert report.library == library
+    exported = subprocess.run(["nm", "-DC", "--defined-only", str(library)], capture_output=True,
+                              text=True, check=True).stdout
+    for name in ("at::native::conv_depthwise2d_cuda(", "at::native::conv_depthwise2d_cuda_out(",
+                 "at::native::dwconv_l0_fixture_cuda("):
+        assert name in exported
+    needed = subprocess.run(["readelf", "-d", str(library)], capture_output=True, text=True, check=True).stdout
+    assert "libtorch_cuda.so" in needed and "libc10_cuda.so" in needed
+    assert "L0 passed in" in report.summary()
+
+
+def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, tmp_path):
+    edit(fixture_copy, KERNEL, "return out;\n}", "return out\n}")
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith("L0 compile failed: patches/series:3 (replace aten/src/ATen/native/cuda/DepthwiseConv2d.cu): "
+                              f"{KERNEL} does not compile for sm_80")
+    assert "DepthwiseConv2d.cu(" in message and "error: expected a \";\"" in message
+
+
+def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path):
+    edit(fixture_copy, KERNEL,
+         "    IntArrayRef dilation) {\n  auto out",
+         "    int64_t dilation) {\n  auto out")
+    edit(fixture_copy, KERNEL, "  return conv_depthwise2d_cuda_out(self, weight, kernel_size, bias, stride, padding, dilation, out);",
+         "  return conv_depthwise2d_cuda_out(self, weight, kernel_size, bias, stride, padding, {dilation}, out);")
+    edit(fixture_copy, KERNEL, "REGISTER_CUDA_DISPATCH(conv_depthwise2d_backward_stub, &fixture_backward)", "")
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith("L0 symbols failed:")
+    assert (f"{KERNEL}: at::native::conv_depthwise2d_cuda has a signature that drifted from "
+            "ATen/ops/_conv_depthwise2d_native.h:") in message
+    assert ("    declared: at::native::conv_depthwise2d_cuda(at::Tensor const&, at::Tensor const&, c10::ArrayRef<long>, "
+            "std::optional<at::Tensor> const&, c10::ArrayRef<long>, c10::ArrayRef<long>, c10::ArrayRef<long>)") in message
+    assert ("    defined:  at::native::conv_depthwise2d_cuda(at::Tensor const&, at::Tensor const&, c10::ArrayRef<long>, "
+            "std::optional<at::Tensor> const&, c10::ArrayRef<long>, c10::ArrayRef<long>, long)") in message
+    assert f"{KERNEL}: registers no kernel with at::native::conv_depthwise2d_backward_stub" in message
+
+
+def test_dispatch_kernel_that_nothing_defines(fixture_copy, tmp_path):
+    edit(fixture_copy, KERNEL, "Tensor dwconv_l0_fixture_cuda(const Tensor& self)", "Tensor dwconv_l0_fixtur_cuda(const Tensor& self)")
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+    assert ("native_functions_overrides/native_functions/fixture.yaml:4 (dispatch kernel; looked in the patch set's "
+            "sources and the pinned libraries): at::native::dwconv_l0_fixture_cuda(at::Tensor const&) is not defined "
+            "(declared in ATen/ops/_dwconv_l0_fixture_native.h)") in str(error.value)
+
+
+def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_path):
+    add_override(fixture_copy, "derivatives", "broken.yaml", (
+        "replace:\n"
+        "  - name: _conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, "
+        "SymInt[2] padding, SymInt[2] dilation) -> Tensor\n"
+        "    self, weight, bias: \"undefined_depthwise_helper(grad, self, weight, grad_input_mask)\"\n"
+    ))
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith("L0 autograd failed: the generated autograd Functions.cpp does not compile")
+    assert "native_functions_overrides/derivatives/broken.yaml" in message
+    assert "'undefined_depthwise_helper' was not declared in this scope" in message
+
+
+def test_unknown_dispatch_key_fails_codegen(fixture_copy, tmp_path):
+    edit(fixture_copy, "native_functions_overrides/native_functions/fixture.yaml",
+         "      CUDA: dwconv_l0_fixture_cuda", "      CUDAX: dwconv_l0_fixture_cuda")
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith("L0 codegen failed: ATen codegen (torchgen.gen) on the merged native_functions.yaml failed")
+    assert "CUDAX" in message
+    assert "native_functions_overrides/native_functions/fixture.yaml" in message
+
+
+def test_make_check_on_the_repository_patch_set():
+    """The README's `make check`, as a user runs it (through the CLI the Makefile calls)."""
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "check"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "L0 passed in" in proc.stdout
