@@ -65,8 +65,9 @@ class L0Check:
     pin: Pin
     patch_set: PatchSet
     archs: tuple[CudaArch, ...]
-    cache: Path
-    work: Path
+    cache: Path  # downloads (the pinned wheel, CUDA headers)
+    work: Path  # outputs of this check
+    codegen_cache: Path  # codegen outputs by merged-yaml hash
     report: L0Report = field(default_factory=L0Report)
 
     def run(self) -> L0Report:
@@ -85,7 +86,7 @@ class L0Check:
             for flavour, text in merged.items():
                 (merged_dir / f"{flavour}.yaml").write_text(text)
         with self.report.step("codegen"), self._blame_overrides("native_functions", "derivatives"):
-            generated = run_codegen(merged["native_functions"], merged["derivatives"], torch, self.cache)
+            generated = run_codegen(merged["native_functions"], merged["derivatives"], torch, self.codegen_cache)
             if generated.cached:
                 self.report.notes.append(
                     f"codegen output (and its Functions.cpp check, if it passed before) reused from "
@@ -219,13 +220,15 @@ class L0Check:
 
 
 def run_l0(pin: Pin, patch_set: PatchSet | None = None, archs: tuple[CudaArch, ...] | None = None,
-           cache: Path | None = None, work: Path | None = None) -> L0Report:
+           cache: Path | None = None, work: Path | None = None, codegen_cache: Path | None = None) -> L0Report:
+    work = work or DEFAULT_WORK_DIR
     check = L0Check(
         pin=pin,
         patch_set=patch_set or PatchSet.load(),
         archs=archs or pin.archs(),
         cache=cache or cache_dir(),
-        work=work or DEFAULT_WORK_DIR,
+        work=work,
+        codegen_cache=codegen_cache or work / "codegen",
     )
     check.work.mkdir(parents=True, exist_ok=True)
     return check.run()

@@ -6,7 +6,8 @@ that goes ahead of the wheel's headers, so project sources and the generated
 autograd code see operators as the merged yaml defines them.
 
 Codegen is a pure function of the merged yaml and the pinned torchgen, so its
-output is cached under the hash of those inputs.
+output is kept under the hash of those inputs (in build/l0/codegen: `make clean`
+removes it) and reused while they stay the same.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import HarnessError
-from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, include_flags, run_compiler
+from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, compiler_version, include_flags, run_compiler
 from .wheel_cache import PinnedTorch
 
 
@@ -64,7 +65,7 @@ def _codegen_key(native_functions: str, derivatives: str, torch: PinnedTorch) ->
 
 def run_codegen(native_functions: str, derivatives: str, torch: PinnedTorch, cache: Path) -> GeneratedCode:
     """Generate ATen and autograd code for the merged yaml texts (or reuse a cached run)."""
-    dest = cache / "codegen" / _codegen_key(native_functions, derivatives, torch)
+    dest = cache / _codegen_key(native_functions, derivatives, torch)
     if (dest / ".complete").exists():
         return GeneratedCode(dest, cached=True)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -107,11 +108,13 @@ def run_codegen(native_functions: str, derivatives: str, torch: PinnedTorch, cac
 def syntax_check_autograd(generated: GeneratedCode, torch: PinnedTorch, toolchain: Toolchain) -> None:
     """Compile the generated Functions.cpp syntax-only: catches formulas that
     codegen accepts but C++ does not (an undefined name, a wrong argument)."""
-    marker = generated.root / ".functions-cpp-ok"
-    if marker.exists():
-        return
     includes = include_flags([generated.include_root], torch, toolchain)
     cmd = [toolchain.cxx, "-fsyntax-only", str(generated.autograd_functions_cpp),
            *CXX_FLAGS, *COMMON_DEFINES, *includes]
+    # A pass is remembered with the exact command and compiler that produced it.
+    record = "\n".join([compiler_version(toolchain.cxx), *cmd]) + "\n"
+    passed = generated.root / ".functions-cpp-passed"
+    if passed.exists() and passed.read_text() == record:
+        return
     run_compiler(cmd, "the generated autograd Functions.cpp does not compile (a derivatives.yaml formula is wrong)")
-    marker.write_text("")
+    passed.write_text(record)

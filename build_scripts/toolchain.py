@@ -102,6 +102,11 @@ def _cuda_home(nvcc: Path) -> Path:
     raise HarnessError(f"cannot find the CUDA toolkit of {nvcc} (set CUDA_HOME)")
 
 
+def compiler_version(compiler: str) -> str:
+    proc = subprocess.run([compiler, "--version"], capture_output=True, text=True)
+    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else compiler
+
+
 def include_flags(include_roots: list[Path], torch: PinnedTorch, toolchain: Toolchain) -> list[str]:
     """Ours first (they replace upstream's), then the pinned headers, then CUDA's."""
     flags = [f"-I{p}" for p in include_roots + torch.include_dirs]

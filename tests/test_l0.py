@@ -47,17 +47,26 @@ def add_override(root: Path, flavour: str, name: str, text: str) -> None:
         series.write(f"override {flavour}/{name} | test case | upstream: no\n")
 
 
-def l0(root: Path, tmp_path: Path, archs=None):
-    patch_set = PatchSet.load(root / "patches", root / "native_functions_overrides")
-    before = patch_set.hash
-    try:
-        return run_l0(load_pin(), patch_set, archs=archs, work=tmp_path / "work")
-    finally:
-        assert PatchSet.load(root / "patches", root / "native_functions_overrides").hash == before
+@pytest.fixture(scope="module")
+def codegen_cache(tmp_path_factory):
+    """Shared by the tests, as build/l0/codegen is by successive `make check` runs."""
+    return tmp_path_factory.mktemp("codegen")
 
 
-def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path):
-    report = l0(fixture_copy, tmp_path, archs=parse_arch_list("8.0;9.0+PTX"))
+@pytest.fixture
+def l0(codegen_cache, tmp_path):
+    def run(root: Path, archs=None):
+        patch_set = PatchSet.load(root / "patches", root / "native_functions_overrides")
+        before = patch_set.hash
+        try:
+            return run_l0(load_pin(), patch_set, archs=archs, work=tmp_path / "work", codegen_cache=codegen_cache)
+        finally:
+            assert PatchSet.load(root / "patches", root / "native_functions_overrides").hash == before
+    return run
+
+
+def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path, l0):
+    report = l0(fixture_copy, archs=parse_arch_list("8.0;9.0+PTX"))
     assert list(report.timings) == ["fetch", "merge", "codegen", "autograd", "compile", "link", "symbols"]
     obj = tmp_path / "work" / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
     assert {("cubin", 80), ("cubin", 90), ("ptx", 90)} <= fatbin_entries(obj)
@@ -73,17 +82,17 @@ def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path):
     assert "L0 passed in" in report.summary()
 
 
-def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, tmp_path):
+def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, tmp_path, l0):
     edit(fixture_copy, KERNEL, "return out;\n}", "return out\n}")
     with pytest.raises(HarnessError) as error:
-        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+        l0(fixture_copy, archs=ONE_ARCH)
     message = str(error.value)
     assert message.startswith("L0 compile failed: patches/series:3 (replace aten/src/ATen/native/cuda/DepthwiseConv2d.cu): "
                               f"{KERNEL} does not compile for sm_80")
     assert "DepthwiseConv2d.cu(" in message and "error: expected a \";\"" in message
 
 
-def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path):
+def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path, l0):
     edit(fixture_copy, KERNEL,
          "    IntArrayRef dilation) {\n  auto out",
          "    int64_t dilation) {\n  auto out")
@@ -91,7 +100,7 @@ def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path)
          "  return conv_depthwise2d_cuda_out(self, weight, kernel_size, bias, stride, padding, {dilation}, out);")
     edit(fixture_copy, KERNEL, "REGISTER_CUDA_DISPATCH(conv_depthwise2d_backward_stub, &fixture_backward)", "")
     with pytest.raises(HarnessError) as error:
-        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+        l0(fixture_copy, archs=ONE_ARCH)
     message = str(error.value)
     assert message.startswith("L0 symbols failed:")
     assert (f"{KERNEL}: at::native::conv_depthwise2d_cuda has a signature that drifted from "
@@ -103,16 +112,16 @@ def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path)
     assert f"{KERNEL}: registers no kernel with at::native::conv_depthwise2d_backward_stub" in message
 
 
-def test_dispatch_kernel_that_nothing_defines(fixture_copy, tmp_path):
+def test_dispatch_kernel_that_nothing_defines(fixture_copy, tmp_path, l0):
     edit(fixture_copy, KERNEL, "Tensor dwconv_l0_fixture_cuda(const Tensor& self)", "Tensor dwconv_l0_fixtur_cuda(const Tensor& self)")
     with pytest.raises(HarnessError) as error:
-        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+        l0(fixture_copy, archs=ONE_ARCH)
     assert ("native_functions_overrides/native_functions/fixture.yaml:4 (dispatch kernel; looked in the patch set's "
             "sources and the pinned libraries): at::native::dwconv_l0_fixture_cuda(at::Tensor const&) is not defined "
             "(declared in ATen/ops/_dwconv_l0_fixture_native.h)") in str(error.value)
 
 
-def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_path):
+def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_path, l0):
     add_override(fixture_copy, "derivatives", "broken.yaml", (
         "replace:\n"
         "  - name: _conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, "
@@ -120,18 +129,18 @@ def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_
         "    self, weight, bias: \"undefined_depthwise_helper(grad, self, weight, grad_input_mask)\"\n"
     ))
     with pytest.raises(HarnessError) as error:
-        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+        l0(fixture_copy, archs=ONE_ARCH)
     message = str(error.value)
     assert message.startswith("L0 autograd failed: the generated autograd Functions.cpp does not compile")
     assert "native_functions_overrides/derivatives/broken.yaml" in message
     assert "'undefined_depthwise_helper' was not declared in this scope" in message
 
 
-def test_unknown_dispatch_key_fails_codegen(fixture_copy, tmp_path):
+def test_unknown_dispatch_key_fails_codegen(fixture_copy, tmp_path, l0):
     edit(fixture_copy, "native_functions_overrides/native_functions/fixture.yaml",
          "      CUDA: dwconv_l0_fixture_cuda", "      CUDAX: dwconv_l0_fixture_cuda")
     with pytest.raises(HarnessError) as error:
-        l0(fixture_copy, tmp_path, archs=ONE_ARCH)
+        l0(fixture_copy, archs=ONE_ARCH)
     message = str(error.value)
     assert message.startswith("L0 codegen failed: ATen codegen (torchgen.gen) on the merged native_functions.yaml failed")
     assert "CUDAX" in message
@@ -140,7 +149,12 @@ def test_unknown_dispatch_key_fails_codegen(fixture_copy, tmp_path):
 
 def test_make_check_on_the_repository_patch_set():
     """The README's `make check`, as a user runs it (through the CLI the Makefile calls)."""
-    proc = subprocess.run([sys.executable, "-m", "build_scripts", "check"], cwd=REPO_ROOT,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "L0 passed in" in proc.stdout
+    def make_check():
+        proc = subprocess.run([sys.executable, "-m", "build_scripts", "check"], cwd=REPO_ROOT,
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert "L0 passed in" in proc.stdout
+        return proc.stdout
+
+    make_check()
+    assert "reused from" in make_check()  # unchanged yaml: codegen is not redone

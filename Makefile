@@ -1,0 +1,62 @@
+# The verbs of the depthwise patch set. `make help` lists them.
+# Everything runs in a virtual environment made from pyproject.toml (.venv).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HARNESS := $(PY) -m build_scripts
+# FORCE=1 lets source/patch/unpatch proceed despite a wrong commit or a dirty tree.
+export FORCE
+
+.DEFAULT_GOAL := help
+.PHONY: help source patch unpatch check series overlay build docker test test-gpu test-upstream bench clean
+
+help:  ## list the verbs
+	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@echo "Variables: PYTORCH_SRC (checkout, default build/pytorch), DWCONV_CACHE (downloads, default ~/.cache/dwconv),"
+	@echo "           TORCH_CUDA_ARCH_LIST (default from pin.toml), FORCE=1, NVCC, CXX"
+
+$(VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $@
+
+source: $(VENV)/.ready  ## clone the pinned PyTorch into PYTORCH_SRC, or check the checkout there
+	$(HARNESS) source
+
+patch: $(VENV)/.ready  ## apply the patch set to PYTORCH_SRC (all or nothing; again is a no-op)
+	$(HARNESS) patch
+
+unpatch: $(VENV)/.ready  ## restore PYTORCH_SRC to upstream
+	$(HARNESS) unpatch
+
+check: $(VENV)/.ready  ## L0, no GPU: codegen, compile, link and symbol checks on the pinned wheel
+	$(HARNESS) check
+
+series: $(VENV)/.ready  ## list the patch set's items, reasons and hash
+	$(HARNESS) series
+
+overlay: $(VENV)/.ready  ## build the overlay library for stock torch 2.11.0 (not available yet)
+	$(HARNESS) overlay
+
+build: $(VENV)/.ready  ## build the custom torch wheel in Docker (not available yet)
+	$(HARNESS) build
+
+docker: $(VENV)/.ready  ## build the runtime image of the patched environment (not available yet)
+	$(HARNESS) docker
+
+test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check)
+	$(PY) -m pytest tests
+
+test-gpu: $(VENV)/.ready  ## GPU tests of the kernels (not available yet)
+	$(HARNESS) test-gpu
+
+test-upstream: $(VENV)/.ready  ## upstream's convolution tests against a patched torch (not available yet)
+	$(HARNESS) test-upstream
+
+bench: $(VENV)/.ready  ## benchmarks against stock torch and cuDNN (not available yet)
+	$(HARNESS) bench
+
+clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)
+	rm -rf build/l0 dist

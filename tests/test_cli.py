@@ -1,0 +1,58 @@
+"""The verbs as a user types them: make help, and the harness CLI behind each make verb."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.__main__ import NOT_YET
+
+VERBS = "source patch unpatch check overlay build docker test test-gpu test-upstream bench clean".split()
+
+
+def harness(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "build_scripts", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+
+
+def test_make_help_lists_every_verb():
+    out = subprocess.run(["make", "-s", "help"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    listed = [line.split()[1] for line in out.splitlines() if line.startswith("  make ")]
+    assert set(VERBS) <= set(listed)
+
+
+@pytest.mark.parametrize("verb", sorted(NOT_YET))
+def test_verbs_not_built_yet_say_what_they_need_and_fail(verb):
+    proc = harness(verb)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"make {verb}: not available yet: ")
+
+
+def test_patch_on_a_checkout_of_another_commit(fake_tree):
+    tree, commit = fake_tree
+    proc = harness("patch", env={"PYTORCH_SRC": str(tree)})
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ")
+    assert f"is at commit {commit}" in proc.stderr
+    assert "the pin is PyTorch v2.11.0 (70d99e998b4955e0049d13a98d77ae1b14db1f45)" in proc.stderr
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True).stdout == ""
+
+
+def test_source_on_a_directory_that_is_not_a_checkout(tmp_path):
+    proc = harness("source", env={"PYTORCH_SRC": str(tmp_path)})
+    assert proc.returncode == 1
+    assert "is not the root of a git checkout of PyTorch" in proc.stderr
+
+
+def test_unpatch_of_an_unpatched_tree_is_a_no_op(fake_tree):
+    proc = harness("unpatch", env={"PYTORCH_SRC": str(fake_tree[0])})
+    assert proc.returncode == 0
+    assert "no patch set is applied; nothing to do" in proc.stdout
+
+
+def test_series_prints_the_hash():
+    proc = harness("series")
+    assert proc.returncode == 0
+    assert proc.stdout.startswith("patch set ") and len(proc.stdout.split()[2]) == 64
