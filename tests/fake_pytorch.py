@@ -167,9 +167,13 @@ diff 0001-convolution.patch | a change nothing else can make | upstream: no
 """
 
 
-def write_patch_set(root: Path, series: str = SERIES, files: dict[str, str] | None = None) -> tuple[Path, Path]:
-    """Write a patch set under root; (patches_dir, overrides_dir)."""
-    contents = {
+def write_patch_set(root: Path, series: str = SERIES, files: dict[str, str | None] | None = None,
+                    defaults: bool = True) -> tuple[Path, Path]:
+    """Write a patch set under root; (patches_dir, overrides_dir).
+
+    The files of SERIES are written unless defaults is False; `files` adds
+    or replaces files (None leaves one out)."""
+    contents = {} if not defaults else {
         "patches/series": series,
         "patches/files/aten/src/ATen/native/cuda/DepthwiseConv2d.cu": KERNEL_2D,
         "patches/files/aten/src/ATen/native/cuda/DepthwiseCommon.cuh": COMMON_HEADER,
@@ -177,6 +181,7 @@ def write_patch_set(root: Path, series: str = SERIES, files: dict[str, str] | No
         "native_functions_overrides/derivatives/depthwise.yaml": DERIVATIVES_OVERRIDE,
         "patches/diffs/0001-convolution.patch": CONVOLUTION_DIFF,
     }
+    contents["patches/series"] = series
     contents.update(files or {})
     for path, text in contents.items():
         if text is None:

@@ -109,13 +109,8 @@ def test_unpatch_removes_directories_it_created(fake_tree, fake_pin, tmp_path):
     tree, _ = fake_tree
     patch_set = PatchSet.load(*write_patch_set(tmp_path / "ps", series=(
         "add aten/src/ATen/native/cuda/depthwise/Tiles.cuh | new dir | upstream: no\n"), files={
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseConv2d.cu": None,
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseCommon.cuh": None,
-        "native_functions_overrides/native_functions/depthwise.yaml": None,
-        "native_functions_overrides/derivatives/depthwise.yaml": None,
-        "patches/diffs/0001-convolution.patch": None,
         "patches/files/aten/src/ATen/native/cuda/depthwise/Tiles.cuh": "// tiles\n",
-    }))
+    }, defaults=False))
     apply_patch_set(tree, patch_set, fake_pin)
     assert (tree / "aten/src/ATen/native/cuda/depthwise/Tiles.cuh").exists()
     unapply_patch_set(tree)
@@ -192,13 +187,8 @@ def test_replace_of_a_path_upstream_lacks(fake_tree, fake_pin, tmp_path):
     tree, _ = fake_tree
     patch_set = PatchSet.load(*write_patch_set(tmp_path / "ps", series=(
         "replace aten/src/ATen/native/cuda/Nope.cu | r | upstream: no\n"), files={
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseConv2d.cu": None,
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseCommon.cuh": None,
-        "native_functions_overrides/native_functions/depthwise.yaml": None,
-        "native_functions_overrides/derivatives/depthwise.yaml": None,
-        "patches/diffs/0001-convolution.patch": None,
         "patches/files/aten/src/ATen/native/cuda/Nope.cu": "//\n",
-    }))
+    }, defaults=False))
     with pytest.raises(HarnessError, match=r"upstream has no aten/src/ATen/native/cuda/Nope.cu to replace \(use add"):
         apply_patch_set(tree, patch_set, fake_pin)
 

@@ -129,14 +129,9 @@ def test_same_operator_twice_across_series_items_is_refused_at_load(tmp_path):
         "override native_functions/b.yaml | two | upstream: no\n"
     )
     dirs = write_patch_set(tmp_path, series=series, files={
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseConv2d.cu": None,
-        "patches/files/aten/src/ATen/native/cuda/DepthwiseCommon.cuh": None,
-        "native_functions_overrides/native_functions/depthwise.yaml": None,
-        "native_functions_overrides/derivatives/depthwise.yaml": None,
-        "patches/diffs/0001-convolution.patch": None,
         "native_functions_overrides/native_functions/a.yaml": "delete:\n  - convolution\n",
         "native_functions_overrides/native_functions/b.yaml": "delete:\n  - convolution\n",
-    })
+    }, defaults=False)
     with pytest.raises(HarnessError, match="overridden twice"):
         PatchSet.load(*dirs)
 
