@@ -221,14 +221,14 @@ class L0Check:
 
 def run_l0(pin: Pin, patch_set: PatchSet | None = None, archs: tuple[CudaArch, ...] | None = None,
            cache: Path | None = None, work: Path | None = None, codegen_cache: Path | None = None) -> L0Report:
-    work = work or DEFAULT_WORK_DIR
+    work = (work or DEFAULT_WORK_DIR).resolve()  # codegen runs in other working directories
     check = L0Check(
         pin=pin,
         patch_set=patch_set or PatchSet.load(),
         archs=archs or pin.archs(),
         cache=cache or cache_dir(),
         work=work,
-        codegen_cache=codegen_cache or work / "codegen",
+        codegen_cache=(codegen_cache or work / "codegen").resolve(),
     )
     check.work.mkdir(parents=True, exist_ok=True)
     return check.run()
