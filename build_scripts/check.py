@@ -99,14 +99,14 @@ class L0Check:
             autograd = pool.submit(self._timed, "autograd", syntax_check_autograd, generated, torch, toolchain)
             objects = self._compile_all(pool, sources, includes, toolchain)
             autograd.result()
-        if not sources:
-            self.report.notes.append("the patch set has no kernel sources yet: compile, link and symbols had nothing to check")
-            return self._finish()
-        with self.report.step("link"):
-            library = self.work / LIBRARY_NAME
-            run_compiler(link_command(toolchain, list(objects.values()), library, torch),
-                         f"linking {LIBRARY_NAME} against the pinned libraries left symbols unresolved")
-            self.report.library = library
+        if objects:
+            with self.report.step("link"):
+                library = self.work / LIBRARY_NAME
+                run_compiler(link_command(toolchain, list(objects.values()), library, torch),
+                             f"linking {LIBRARY_NAME} against the pinned libraries left symbols unresolved")
+                self.report.library = library
+        else:
+            self.report.notes.append("the patch set has no kernel sources yet: nothing to compile or link")
         with self.report.step("symbols"):
             self._check_symbols(objects, includes, toolchain, torch)
         return self._finish()

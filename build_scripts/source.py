@@ -48,6 +48,12 @@ def foreign_changes(tree: Path, stamp: Stamp | None) -> list[str]:
     ]
 
 
+def _tag_note(repo: Path, commit: str) -> str:
+    """' (v2.10.0-12-gabc)' when git can name the commit after a tag, else ''."""
+    name = describe(repo, commit)
+    return f" ({name})" if name and not commit.startswith(name) else ""
+
+
 def validate_checkout(path: Path, pin: Pin, force: bool = False) -> Checkout:
     """Check that `path` is a clean checkout of the pinned commit.
 
@@ -62,9 +68,8 @@ def validate_checkout(path: Path, pin: Pin, force: bool = False) -> Checkout:
     commit = head_commit(path)
     problems = []
     if commit != pin.commit:
-        name = describe(path, commit)
         problems.append(
-            f"{path} is at commit {commit}{f' ({name})' if name and name != commit[:len(name)] else ''}, "
+            f"{path} is at commit {commit}{_tag_note(path, commit)}, "
             f"but the pin is {pin.describe()}; check out {pin.tag} there"
         )
     stamp = read_stamp(path)

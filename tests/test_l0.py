@@ -82,7 +82,7 @@ def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path, 
     assert "L0 passed in" in report.summary()
 
 
-def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, tmp_path, l0):
+def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, l0):
     edit(fixture_copy, KERNEL, "return out;\n}", "return out\n}")
     with pytest.raises(HarnessError) as error:
         l0(fixture_copy, archs=ONE_ARCH)
@@ -92,7 +92,7 @@ def test_kernel_syntax_error_names_the_item_and_shows_nvcc(fixture_copy, tmp_pat
     assert "DepthwiseConv2d.cu(" in message and "error: expected a \";\"" in message
 
 
-def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path, l0):
+def test_drifted_signature_and_missing_stub_registration(fixture_copy, l0):
     edit(fixture_copy, KERNEL,
          "    IntArrayRef dilation) {\n  auto out",
          "    int64_t dilation) {\n  auto out")
@@ -112,7 +112,26 @@ def test_drifted_signature_and_missing_stub_registration(fixture_copy, tmp_path,
     assert f"{KERNEL}: registers no kernel with at::native::conv_depthwise2d_backward_stub" in message
 
 
-def test_dispatch_kernel_that_nothing_defines(fixture_copy, tmp_path, l0):
+def test_unresolved_symbol_fails_the_link(fixture_copy, l0):
+    edit(fixture_copy, KERNEL, "namespace at::native {\nnamespace {", (
+        "void dwconv_helper_nobody_defines();\n\nnamespace at::native {\nnamespace {"))
+    edit(fixture_copy, KERNEL, "  return self;\n}", "  dwconv_helper_nobody_defines();\n  return self;\n}")
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith(f"L0 link failed: linking {LIBRARY_NAME} against the pinned libraries left symbols unresolved")
+    assert "undefined reference to `dwconv_helper_nobody_defines()'" in message
+
+
+def test_interface_of_a_source_the_series_lacks(fixture_copy, l0):
+    edit(fixture_copy, "patches/interfaces.toml", 'source = "aten/src/ATen/native/cuda/DepthwiseConv2d.cu"\nheader = "ATen/native/ConvUtils.h"',
+         'source = "aten/src/ATen/native/cuda/DepthwiseConv3d.cu"\nheader = "ATen/native/ConvUtils.h"')
+    with pytest.raises(HarnessError, match=r"interfaces.toml: aten/src/ATen/native/cuda/DepthwiseConv3d.cu is not a "
+                                           r"compiled source of the series"):
+        l0(fixture_copy, archs=ONE_ARCH)
+
+
+def test_dispatch_kernel_that_nothing_defines(fixture_copy, l0):
     edit(fixture_copy, KERNEL, "Tensor dwconv_l0_fixture_cuda(const Tensor& self)", "Tensor dwconv_l0_fixtur_cuda(const Tensor& self)")
     with pytest.raises(HarnessError) as error:
         l0(fixture_copy, archs=ONE_ARCH)
@@ -121,7 +140,7 @@ def test_dispatch_kernel_that_nothing_defines(fixture_copy, tmp_path, l0):
             "(declared in ATen/ops/_dwconv_l0_fixture_native.h)") in str(error.value)
 
 
-def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_path, l0):
+def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, l0):
     add_override(fixture_copy, "derivatives", "broken.yaml", (
         "replace:\n"
         "  - name: _conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, "
@@ -136,7 +155,7 @@ def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, tmp_
     assert "'undefined_depthwise_helper' was not declared in this scope" in message
 
 
-def test_unknown_dispatch_key_fails_codegen(fixture_copy, tmp_path, l0):
+def test_unknown_dispatch_key_fails_codegen(fixture_copy, l0):
     edit(fixture_copy, "native_functions_overrides/native_functions/fixture.yaml",
          "      CUDA: dwconv_l0_fixture_cuda", "      CUDAX: dwconv_l0_fixture_cuda")
     with pytest.raises(HarnessError) as error:
