@@ -12,7 +12,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +32,9 @@ from .series import SeriesItem
 from .symbols import (
     INTERFACES_FILE, defined_symbols, load_interfaces, probe_symbols, signature_problems, undefined_symbols,
 )
-from .toolchain import Toolchain, compile_command, find_toolchain, include_flags, link_command, run_compiler
+from .toolchain import (
+    Toolchain, compile_command, compiler_version, find_toolchain, include_flags, link_command, run_compiler,
+)
 from .wheel_cache import PinnedTorch, cache_dir, ensure_pinned_torch
 
 DEFAULT_WORK_DIR = REPO_ROOT / "build" / "l0"
@@ -150,18 +154,40 @@ class L0Check:
             obj.parent.mkdir(parents=True, exist_ok=True)
         arch_names = ", ".join(f"sm_{a.sm}" for a in self.archs)
 
+        sources_digest = self._project_files_digest(toolchain)
+
         def compile_one(item: SeriesItem) -> None:
             source = self.patch_set.source(item)
-            cmd = compile_command(toolchain, source, objects[item.path], includes, self.archs)
-            target = f" for {arch_names}" if source.suffix == ".cu" else ""
-            run_compiler(cmd, f"{item.where}: {self.patch_set.label(item)} does not compile{target}")
+            obj = objects[item.path]
+            cmd = compile_command(toolchain, source, obj, includes, self.archs)
+            # Reuse an object compiled by the same command from the same project files.
+            cached = self.work / "objcache" / (hashlib.sha256(
+                (sources_digest + "\0".join(cmd)).encode()).hexdigest()[:32] + ".o")
+            if cached.exists():
+                shutil.copyfile(cached, obj)
+            else:
+                target = f" for {arch_names}" if source.suffix == ".cu" else ""
+                run_compiler(cmd, f"{item.where}: {self.patch_set.label(item)} does not compile{target}")
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(obj, cached)
             if source.suffix == ".cu":
-                self._check_gpu_code(item, objects[item.path])
+                self._check_gpu_code(item, obj)
 
         with self.report.step("compile"):
             for future in [pool.submit(compile_one, item) for item in sources]:
                 future.result()
         return objects
+
+    def _project_files_digest(self, toolchain: Toolchain) -> str:
+        """Everything a project source may include from the patch set, and the compilers."""
+        digest = hashlib.sha256()
+        root = self.patch_set.files_root
+        for path in sorted(root.rglob("*")) if root.is_dir() else []:
+            if path.is_file():
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+        for compiler in (str(toolchain.nvcc), toolchain.cxx):
+            digest.update(compiler_version(compiler).encode())
+        return digest.hexdigest()
 
     def _check_gpu_code(self, item: SeriesItem, obj: Path) -> None:
         """The object must carry a cubin for every target arch (and PTX where asked)."""

@@ -103,8 +103,9 @@ def _cuda_home(nvcc: Path) -> Path:
 
 
 def compiler_version(compiler: str) -> str:
+    """The compiler's own `--version` text (what a cached result must match)."""
     proc = subprocess.run([compiler, "--version"], capture_output=True, text=True)
-    return proc.stdout.splitlines()[0] if proc.returncode == 0 and proc.stdout else compiler
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout else compiler
 
 
 def include_flags(include_roots: list[Path], torch: PinnedTorch, toolchain: Toolchain) -> list[str]:
