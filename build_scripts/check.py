@@ -28,7 +28,6 @@ from .errors import HarnessError
 from .fatbin import fatbin_entries
 from .patchset import PatchSet
 from .pin import CudaArch, Pin
-from .series import SeriesItem
 from .symbols import (
     INTERFACES_FILE, defined_symbols, load_interfaces, probe_symbols, signature_problems, undefined_symbols,
 )
@@ -38,7 +37,7 @@ from .toolchain import (
 from .wheel_cache import PinnedTorch, cache_dir, ensure_pinned_torch
 
 DEFAULT_WORK_DIR = REPO_ROOT / "build" / "l0"
-LIBRARY_NAME = "libdwconv_kernels.so"
+LIBRARY_NAME = "libdwconv_overlay.so"  # the overlay library: L0 builds and checks it
 
 
 @dataclass
@@ -97,11 +96,10 @@ class L0Check:
                     f"{generated.root}: the merged yaml is unchanged"
                 )
 
-        sources = self.patch_set.compiled_sources()
         includes = include_flags(self._include_roots(generated), torch, toolchain)
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
             autograd = pool.submit(self._timed, "autograd", syntax_check_autograd, generated, torch, toolchain)
-            objects = self._compile_all(pool, sources, includes, toolchain)
+            objects = self._compile_all(pool, includes, toolchain)
             autograd.result()
         if objects:
             with self.report.step("link"):
@@ -145,20 +143,28 @@ class L0Check:
         ours = [self.patch_set.files_root / "aten" / "src", self.patch_set.files_root]
         return [p for p in ours if p.is_dir()] + [generated.include_root]
 
-    def _compile_all(self, pool, sources: list[SeriesItem], includes, toolchain) -> dict[str, Path]:
-        if not sources:
+    def _compile_units(self) -> list[tuple[str, Path, str]]:
+        """(key, source, what to call it in messages) for every source the library is built from:
+        the series' sources (keyed by tree path) and the overlay's own (keyed overlay/<name>)."""
+        units = [(item.path, self.patch_set.source(item), f"{item.where}: {self.patch_set.label(item)}")
+                 for item in self.patch_set.compiled_sources()]
+        units += [(f"overlay/{p.name}", p, f"patches/overlay/{p.name}") for p in self.patch_set.overlay_sources()]
+        return units
+
+    def _compile_all(self, pool, includes, toolchain) -> dict[str, Path]:
+        units = self._compile_units()
+        if not units:
             return {}
         obj_dir = self.work / "obj"
-        objects = {item.path: obj_dir / (item.path + ".o") for item in sources}
+        objects = {key: obj_dir / (key + ".o") for key, _, _ in units}
         for obj in objects.values():
             obj.parent.mkdir(parents=True, exist_ok=True)
         arch_names = ", ".join(f"sm_{a.sm}" for a in self.archs)
 
         sources_digest = self._project_files_digest(toolchain)
 
-        def compile_one(item: SeriesItem) -> None:
-            source = self.patch_set.source(item)
-            obj = objects[item.path]
+        def compile_one(key: str, source: Path, label: str) -> None:
+            obj = objects[key]
             cmd = compile_command(toolchain, source, obj, includes, self.archs)
             # Reuse an object compiled by the same command from the same project files.
             cached = self.work / "objcache" / (hashlib.sha256(
@@ -167,14 +173,14 @@ class L0Check:
                 shutil.copyfile(cached, obj)
             else:
                 target = f" for {arch_names}" if source.suffix == ".cu" else ""
-                run_compiler(cmd, f"{item.where}: {self.patch_set.label(item)} does not compile{target}")
+                run_compiler(cmd, f"{label} does not compile{target}")
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(obj, cached)
             if source.suffix == ".cu":
-                self._check_gpu_code(item, obj)
+                self._check_gpu_code(label, obj)
 
         with self.report.step("compile"):
-            for future in [pool.submit(compile_one, item) for item in sources]:
+            for future in [pool.submit(compile_one, *unit) for unit in units]:
                 future.result()
         return objects
 
@@ -189,14 +195,14 @@ class L0Check:
             digest.update(compiler_version(compiler).encode())
         return digest.hexdigest()
 
-    def _check_gpu_code(self, item: SeriesItem, obj: Path) -> None:
+    def _check_gpu_code(self, label: str, obj: Path) -> None:
         """The object must carry a cubin for every target arch (and PTX where asked)."""
         found = fatbin_entries(obj)
         wanted = {("cubin", a.major * 10 + a.minor) for a in self.archs}
         wanted |= {("ptx", a.major * 10 + a.minor) for a in self.archs if a.ptx}
         missing = sorted(wanted - found)
         if missing:
-            raise HarnessError(f"{item.where}: the object lacks GPU code for {missing} (it has {sorted(found)})")
+            raise HarnessError(f"{label}: the object lacks GPU code for {missing} (it has {sorted(found)})")
 
     def _check_symbols(self, objects: dict[str, Path], includes, toolchain: Toolchain, torch: PinnedTorch) -> None:
         problems: list[str] = []

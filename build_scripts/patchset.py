@@ -64,6 +64,12 @@ class PatchSet:
     def compiled_sources(self) -> list[SeriesItem]:
         return [i for i in self.of_kind("replace", "add") if PurePosixPath(i.path).suffix in COMPILED_SUFFIXES]
 
+    def overlay_sources(self) -> list[Path]:
+        """patches/overlay/: sources built into the overlay library only (its registration),
+        never applied to a PyTorch tree."""
+        root = self.patches_dir / "overlay"
+        return sorted(p for p in root.glob("*") if p.suffix in COMPILED_SUFFIXES) if root.is_dir() else []
+
     @property
     def files_root(self) -> Path:
         """patches/files mirrors the PyTorch tree: its include roots are ours too."""

@@ -139,10 +139,14 @@ def compile_command(toolchain: Toolchain, source: Path, obj: Path, includes: lis
 
 
 def link_command(toolchain: Toolchain, objects: list[Path], output: Path, torch: PinnedTorch) -> list[str]:
-    """A shared library with every symbol resolved against the pinned libraries."""
+    """A shared library with every symbol resolved against the pinned libraries.
+
+    -Bsymbolic: the library defines functions libtorch_cuda also defines (the
+    at::native entry points it replaces); its own references must bind to its own.
+    """
     return [
         toolchain.cxx, "-shared", "-o", str(output), *map(str, objects),
-        "-Wl,--no-undefined", "-Wl,--no-as-needed",
+        "-Wl,--no-undefined", "-Wl,--no-as-needed", "-Wl,-Bsymbolic",
         f"-L{torch.lib_dir}", "-lc10", "-lc10_cuda", "-ltorch_cpu", "-ltorch_cuda",
         f"-L{toolchain.cuda_lib}", "-lcudart",
     ]

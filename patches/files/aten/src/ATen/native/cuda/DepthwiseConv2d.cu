@@ -34,6 +34,7 @@
 #include <ATen/native/CanUse32BitIndexMath.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/cuda/DepthwiseConv2d.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -677,9 +678,9 @@ Tensor conv_depthwise2d_cuda(
   return conv_depthwise2d_cuda_out(input, weight, kernel_size, bias, stride, padding, dilation, out);
 }
 
-namespace {
+namespace dwconv {
 
-std::tuple<Tensor, Tensor> conv_depthwise2d_backward_cuda(
+std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     const Tensor& grad_output_,
     const Tensor& self_,
     const Tensor& weight_,
@@ -719,8 +720,8 @@ std::tuple<Tensor, Tensor> conv_depthwise2d_backward_cuda(
   return std::make_tuple(std::move(grad_input), std::move(grad_weight));
 }
 
-}  // namespace
+}  // namespace dwconv
 
-REGISTER_CUDA_DISPATCH(conv_depthwise2d_backward_stub, &conv_depthwise2d_backward_cuda)
+REGISTER_CUDA_DISPATCH(conv_depthwise2d_backward_stub, &dwconv::depthwise2d_backward_cuda)
 
 }  // namespace at::native

@@ -1,0 +1,92 @@
+// The overlay's registration: turns a stock torch 2.11.0 into the patched one
+// by registering the patch set's depthwise kernels for aten's CUDA key and
+// pointing conv_depthwise2d_backward_stub at the patch set's kernel.
+//
+// Built with the patch set's sources into libdwconv_overlay.so, linked with
+// -Bsymbolic: inside the library, at::native::conv_depthwise2d_cuda(_out) bind
+// to the patch set's definitions, not to libtorch_cuda's same-named ones.
+//
+// The registration is a torch::Library owned here rather than a static
+// TORCH_LIBRARY_IMPL, so that it can be dropped again: torch.ops.dwconv.set_enabled(False)
+// hands the ops back to upstream's kernels in this process.
+
+#include <ATen/core/Tensor.h>
+#include <ATen/native/ConvUtils.h>
+#include <ATen/native/cuda/DepthwiseConv2d.h>
+#include <ATen/ops/_conv_depthwise2d_native.h>
+#include <ATen/core/op_registration/adaption.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <mutex>
+
+namespace at::native {
+// Upstream's CUDA kernel of the stub: exported by libtorch_cuda, declared by no header.
+std::tuple<Tensor, Tensor> conv_depthwise2d_backward_cuda(
+    const Tensor& grad_output, const Tensor& self, const Tensor& weight, IntArrayRef kernel_size,
+    IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, std::array<bool, 2> output_mask);
+} // namespace at::native
+
+namespace {
+
+// The same signatures as the codegen'd CUDA wrappers of these ops (RegisterCUDA.cpp).
+at::Tensor conv_depthwise2d(const at::Tensor& self, const at::Tensor& weight, c10::SymIntArrayRef kernel_size,
+                            const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                            c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation) {
+  std::optional<c10::Device> common_device = std::nullopt;
+  c10::impl::check_and_update_common_device(common_device, self, "dwconv::conv_depthwise2d", "self");
+  c10::impl::check_and_update_common_device(common_device, weight, "dwconv::conv_depthwise2d", "weight");
+  c10::impl::check_and_update_common_device(common_device, bias, "dwconv::conv_depthwise2d", "bias");
+  return at::native::conv_depthwise2d_cuda(
+      self, weight, C10_AS_INTARRAYREF_SLOW(kernel_size), bias, C10_AS_INTARRAYREF_SLOW(stride),
+      C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation));
+}
+
+at::Tensor& conv_depthwise2d_out(const at::Tensor& self, const at::Tensor& weight, c10::SymIntArrayRef kernel_size,
+                                 const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                                 c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation, at::Tensor& out) {
+  std::optional<c10::Device> common_device = std::nullopt;
+  c10::impl::check_and_update_common_device(common_device, out, "dwconv::conv_depthwise2d_out", "out");
+  c10::impl::check_and_update_common_device(common_device, self, "dwconv::conv_depthwise2d_out", "self");
+  c10::impl::check_and_update_common_device(common_device, weight, "dwconv::conv_depthwise2d_out", "weight");
+  c10::impl::check_and_update_common_device(common_device, bias, "dwconv::conv_depthwise2d_out", "bias");
+  return at::native::conv_depthwise2d_cuda_out(
+      self, weight, C10_AS_INTARRAYREF_SLOW(kernel_size), bias, C10_AS_INTARRAYREF_SLOW(stride),
+      C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation), out);
+}
+
+std::mutex registration_mutex;
+std::unique_ptr<torch::Library> aten_cuda_kernels;  // non-null while enabled
+
+void set_enabled(bool enabled) {
+  const std::lock_guard<std::mutex> lock(registration_mutex);
+  if (enabled == (aten_cuda_kernels != nullptr)) {
+    return;
+  }
+  if (enabled) {
+    auto kernels = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
+    kernels->impl("_conv_depthwise2d", TORCH_FN(conv_depthwise2d));
+    kernels->impl("_conv_depthwise2d.out", TORCH_FN(conv_depthwise2d_out));
+    aten_cuda_kernels = std::move(kernels);
+    at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::dwconv::depthwise2d_backward_cuda);
+  } else {
+    aten_cuda_kernels.reset();  // the dispatcher goes back to upstream's kernels
+    at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::conv_depthwise2d_backward_cuda);
+  }
+}
+
+bool is_enabled() {
+  const std::lock_guard<std::mutex> lock(registration_mutex);
+  return aten_cuda_kernels != nullptr;
+}
+
+// Loading the library patches torch.
+const bool enabled_on_load = (set_enabled(true), true);
+
+} // namespace
+
+TORCH_LIBRARY(dwconv, m) {
+  m.def("set_enabled(bool enabled) -> ()", &set_enabled);
+  m.def("enabled() -> bool", &is_enabled);
+}
