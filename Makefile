@@ -37,7 +37,7 @@ check: $(VENV)/.ready  ## L0, no GPU: codegen, compile, link and symbol checks o
 series: $(VENV)/.ready  ## list the patch set's items, reasons and hash
 	$(HARNESS) series
 
-overlay: $(VENV)/.ready  ## build the overlay library for stock torch 2.11.0 (not available yet)
+overlay: $(VENV)/.ready  ## L0, then the overlay wheel for stock torch 2.11.0+cu130 in dist/
 	$(HARNESS) overlay
 
 build: $(VENV)/.ready  ## build the custom torch wheel in Docker (not available yet)
@@ -49,8 +49,11 @@ docker: $(VENV)/.ready  ## build the runtime image of the patched environment (n
 test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check)
 	$(PY) -m pytest tests
 
-test-gpu: $(VENV)/.ready  ## GPU tests of the kernels (not available yet)
-	$(HARNESS) test-gpu
+# The GPU tests run in the Python that has torch 2.11.0+cu130 (not .venv), on the overlay
+# staged by `make overlay` (build/l0/overlay-staging; DWCONV_OVERLAY_DIR overrides).
+GPU_PYTHON ?= python3
+test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2.11.0+cu130, `make overlay` first)
+	$(GPU_PYTHON) -m pytest tests/gpu -v -s
 
 test-upstream: $(VENV)/.ready  ## upstream's convolution tests against a patched torch (not available yet)
 	$(HARNESS) test-upstream

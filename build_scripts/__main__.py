@@ -10,15 +10,10 @@ from .errors import HarnessError
 
 # Verbs whose machinery is not in the project yet: what each still needs.
 NOT_YET = {
-    "overlay": "the overlay library that hot-patches a stock torch 2.11.0 is not written yet; it needs the "
-               "depthwise kernels in patches/files. Until then `make check` compiles and links whatever "
-               "kernel sources the series lists against the pinned wheel.",
     "build": "the Docker build of the custom torch wheel is not written yet. It will need Docker with "
              "BuildKit, tens of GB of disk and hours of CPU time; this machine has no Docker engine.",
     "docker": "the runtime image of the patched environment is not written yet; it needs the wheel from "
               "`make build`.",
-    "test-gpu": "there are no GPU tests yet: they arrive with the kernels and the overlay, and need a "
-                "machine with an NVIDIA GPU and torch 2.11.0+cu130.",
     "test-upstream": "running upstream's convolution tests needs a patched torch (the overlay or a "
                      "`make build` wheel); neither exists yet.",
     "bench": "the benchmark suite is not written yet; it needs the overlay and a GPU.",
@@ -56,6 +51,14 @@ def cmd_check(args) -> None:
     print(report.summary())
 
 
+def cmd_overlay(args) -> None:
+    from .overlay import build_overlay
+    from .pin import load_pin
+    wheel = build_overlay(load_pin())
+    print(f"overlay wheel: {wheel}\n"
+          f"install it beside torch 2.11.0+cu130 with `pip install {wheel}`, then `import dwconv_overlay`")
+
+
 def cmd_series(args) -> None:
     from .patchset import PatchSet
     patch_set = PatchSet.load()
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         ("patch", cmd_patch, "apply the patch set to PYTORCH_SRC, all or nothing"),
         ("unpatch", cmd_unpatch, "restore PYTORCH_SRC to upstream"),
         ("check", cmd_check, "L0: codegen, compile, link and symbol checks against the pinned wheel, no GPU"),
+        ("overlay", cmd_overlay, "L0, then the overlay library packed as a wheel in dist/"),
         ("series", cmd_series, "list the patch set's items and its hash"),
     ]:
         verb = sub.add_parser(name, help=text)

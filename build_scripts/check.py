@@ -13,8 +13,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,16 +26,19 @@ from pathlib import Path, PurePosixPath
 
 from . import REPO_ROOT
 from .codegen import GeneratedCode, run_codegen, syntax_check_autograd
+from . import overlay
 from .errors import HarnessError
 from .fatbin import fatbin_entries
 from .patchset import PatchSet
 from .pin import CudaArch, Pin
 from .symbols import (
-    INTERFACES_FILE, defined_symbols, load_interfaces, probe_symbols, signature_problems, undefined_symbols,
+    INTERFACES_FILE, defined_symbols, load_interfaces, load_overlay_ops, probe_symbols, signature_problems,
+    undefined_symbols,
 )
 from .toolchain import (
     Toolchain, compile_command, compiler_version, find_toolchain, include_flags, link_command, run_compiler,
 )
+from .runtime_env import ensure_runtime_env
 from .wheel_cache import PinnedTorch, cache_dir, ensure_pinned_torch
 
 DEFAULT_WORK_DIR = REPO_ROOT / "build" / "l0"
@@ -111,7 +116,40 @@ class L0Check:
             self.report.notes.append("the patch set has no kernel sources yet: nothing to compile or link")
         with self.report.step("symbols"):
             self._check_symbols(objects, includes, toolchain, torch)
+        expected_ops = load_overlay_ops(self.patch_set.patches_dir / INTERFACES_FILE)
+        if self.report.library and expected_ops:
+            with self.report.step("load"):
+                self._check_load(expected_ops)
+        elif self.report.library:
+            self.report.notes.append("interfaces.toml names no [overlay] ops: the load step had nothing to check")
         return self._finish()
+
+    def _check_load(self, expected_ops: list[str]) -> None:
+        """Load the overlay into the pinned torch (installed with its CUDA libraries; no GPU
+        needed) and check it takes over exactly the claimed ops, and gives them back."""
+        python = ensure_runtime_env(self.pin, self.cache)
+        files = overlay.package_files(self.report.library, self.pin, self.patch_set, self.archs)
+        staging = overlay.stage(files, self.work / "overlay-staging")
+        proc = subprocess.run([str(python), str(Path(__file__).with_name("load_probe.py")), str(staging), *expected_ops],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise HarnessError(f"loading the overlay into torch {self.pin.stock_version} failed:\n"
+                               + "\n".join(proc.stderr.strip().splitlines()[-30:]))
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+        wanted = sorted(expected_ops)
+        problems = []
+        for phase, expect in [("before", []), ("loaded", wanted), ("disabled", []), ("enabled_again", wanted)]:
+            if sorted(seen[phase]) != expect:
+                problems.append(f"{phase}: the overlay's CUDA kernel is active for {sorted(seen[phase])}, expected {expect}")
+        if not seen["enabled_after_load"]:
+            problems.append("dwconv_overlay.enabled() is False right after import")
+        if problems:
+            raise HarnessError("the overlay does not register as claimed in interfaces.toml [overlay]:\n  "
+                               + "\n  ".join(problems))
+        self.report.notes.append(
+            f"the overlay loaded into torch {seen['torch']} (no GPU) and took over {', '.join(wanted)}; "
+            "disable() and enable() switched them back and forth"
+        )
 
     def _finish(self) -> L0Report:
         diffs = self.patch_set.of_kind("diff")

@@ -96,12 +96,17 @@ class PatchSet:
 
     @property
     def hash(self) -> str:
-        """sha256 over the series and every item's content, in series order."""
+        """sha256 over the series, every item's content in series order, and the overlay's files."""
         digest = hashlib.sha256()
         digest.update(b"series\0" + (self.patches_dir / "series").read_bytes())
         for item in self.items:
             data = self.source(item).read_bytes()
             digest.update(f"\0{item.kind}\0{item.path}\0{len(data)}\0".encode() + data)
+        overlay = self.patches_dir / "overlay"
+        for path in sorted(overlay.rglob("*")) if overlay.is_dir() else []:
+            if path.is_file() and "__pycache__" not in path.parts:
+                data = path.read_bytes()
+                digest.update(f"\0overlay\0{path.relative_to(overlay)}\0{len(data)}\0".encode() + data)
         return digest.hexdigest()
 
     # -- what it makes of upstream --------------------------------------------

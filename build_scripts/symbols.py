@@ -50,6 +50,16 @@ def load_interfaces(path: Path) -> list[Interface]:
     return interfaces
 
 
+def load_overlay_ops(path: Path) -> list[str]:
+    """[overlay] ops in interfaces.toml: the aten ops the overlay must take over."""
+    if not path.exists():
+        return []
+    ops = tomllib.loads(path.read_text()).get("overlay", {}).get("ops", [])
+    if not all(isinstance(op, str) and op.startswith("aten::") for op in ops):
+        raise HarnessError(f"{path}: [overlay] ops must be a list of 'aten::name.overload' strings")
+    return ops
+
+
 def _nm(path: Path, *flags: str) -> list[tuple[str, str]]:
     """(type letter, mangled name) for each symbol nm lists."""
     proc = subprocess.run(["nm", "--format=posix", *flags, str(path)], capture_output=True, text=True)

@@ -5,6 +5,7 @@ The kernel source here is a fixture with upstream's DepthwiseConv2d.cu interface
 wheel and CUDA headers (~1.3 GB) into $DWCONV_CACHE; later runs reuse them.
 """
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from build_scripts.errors import HarnessError
 from build_scripts.fatbin import fatbin_entries
 from build_scripts.patchset import PatchSet
 from build_scripts.pin import load_pin, parse_arch_list
+from build_scripts.runtime_env import ensure_runtime_env
+from build_scripts.wheel_cache import cache_dir
 
 pytestmark = pytest.mark.l0
 
@@ -177,3 +180,25 @@ def test_make_check_on_the_repository_patch_set():
 
     make_check()
     assert "reused from" in make_check()  # unchanged yaml: codegen is not redone
+
+
+def test_make_overlay_wheel_installs_and_patches_stock_torch(tmp_path):
+    """`make overlay`, then the wheel as a user installs it beside the pinned torch (no GPU)."""
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "overlay"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    wheel = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("overlay wheel: "))
+    assert Path(wheel).name.startswith(f"dwconv_overlay-2.11.0+cu130.dwconv.{PatchSet.load().hash[:12]}-")
+    python = ensure_runtime_env(load_pin(), cache_dir())
+    site = tmp_path / "site"
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), wheel],
+                   check=True, capture_output=True)
+    probe = (
+        "import torch, dwconv_overlay\n"
+        "cuda = [l for l in torch._C._dispatch_dump('aten::_conv_depthwise2d').splitlines() if l.startswith('CUDA:')]\n"
+        "print(dwconv_overlay.enabled(), 'RegisterOverlay.cpp' in cuda[0], dwconv_overlay.PATCHSET_HASH)\n"
+    )
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(site)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", PatchSet.load().hash]

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
     const int tile_in_h,
     const int tile_in_w) {
   using acc_t = at::acc_type<scalar_t, true>;
-  extern __shared__ unsigned char shared_bytes[];
+  extern __shared__ __align__(sizeof(double)) unsigned char shared_bytes[];
   acc_t* tile = reinterpret_cast<acc_t*>(shared_bytes);
   acc_t* taps = tile + tile_in_h * tile_in_w;
 
@@ -638,6 +638,8 @@ Tensor& conv_depthwise2d_cuda_out(
   TORCH_CHECK(!bias.defined() || (bias.dim() <= 1 && bias.numel() == weight_.size(0)),
               "conv_depthwise2d: bias must have out_channels (", weight_.size(0), ") elements, got ",
               bias.defined() ? bias.sizes() : IntArrayRef{});
+  TORCH_CHECK(!bias.defined() || bias.scalar_type() == input_.scalar_type(), "conv_depthwise2d: input is ",
+              input_.scalar_type(), " but bias is ", bias.defined() ? bias.scalar_type() : input_.scalar_type());
 
   const auto layout = layout_of(input_);
   const Tensor input = input_.contiguous(layout);
@@ -693,6 +695,8 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
   check_input_and_weight(self_, weight_);
   const c10::cuda::CUDAGuard device_guard(self_.device());
   const auto out_sizes = conv_output_size(self_.sizes(), weight_.sizes(), padding, stride, dilation);
+  TORCH_CHECK(grad_output_.scalar_type() == self_.scalar_type(), "conv_depthwise2d_backward: input is ",
+              self_.scalar_type(), " but grad_output is ", grad_output_.scalar_type());
   TORCH_CHECK(grad_output_.sizes() == IntArrayRef(out_sizes),
               "conv_depthwise2d_backward: grad_output has shape ", grad_output_.sizes(),
               " but the convolution's output has shape ", IntArrayRef(out_sizes));

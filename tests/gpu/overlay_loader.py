@@ -1,0 +1,24 @@
+"""Import the overlay for the GPU tests: from DWCONV_OVERLAY_DIR, else from what
+`make overlay` / `make check` staged in build/l0/overlay-staging, else an installed wheel."""
+
+import contextlib
+import os
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+staging = Path(os.environ.get("DWCONV_OVERLAY_DIR") or REPO_ROOT / "build" / "l0" / "overlay-staging")
+if (staging / "dwconv_overlay" / "__init__.py").exists():
+    sys.path.insert(0, str(staging))
+
+import dwconv_overlay  # noqa: E402  (patches torch on import)
+
+
+@contextlib.contextmanager
+def stock_kernels():
+    """Run the enclosed code on upstream's kernels, then switch ours back on."""
+    dwconv_overlay.disable()
+    try:
+        yield
+    finally:
+        dwconv_overlay.enable()

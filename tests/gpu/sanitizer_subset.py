@@ -1,0 +1,32 @@
+"""A small subset of the depthwise kernels for compute-sanitizer (memcheck, racecheck):
+every kernel of DepthwiseConv2d.cu at least once, forward and backward, both layouts."""
+
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import overlay_loader  # noqa: E402,F401
+
+CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
+    (2, 8, 1, 33, 70, (3, 3), (1, 1), (1, 1), (1, 1)),     # tiled forward and backward-input
+    (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # direct paths, multiplier 2, stride 2
+    (1, 16, 1, 1, 300, (1, 4), (1, 1), (0, 3), (1, 1)),    # conv1d shape, 256-wide tile rows
+    (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation, channels over one lane group
+]
+
+with torch.backends.cudnn.flags(enabled=False):
+    for dtype in (torch.float32, torch.bfloat16):
+        for n, c, m, h, w, kernel, stride, padding, dilation in CASES:
+            for channels_last in (False, True):
+                x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+                if channels_last:
+                    x = x.to(memory_format=torch.channels_last)
+                x.requires_grad_()
+                weight = torch.randn(c * m, 1, *kernel, device="cuda", dtype=dtype, requires_grad=True)
+                out = F.conv2d(x, weight, None, stride, padding, dilation, groups=c)
+                out.backward(torch.randn_like(out))
+torch.cuda.synchronize()
+print("sanitizer subset done")

@@ -1,0 +1,264 @@
+"""GPU tests of the depthwise 2D kernels, run through the overlay on stock torch 2.11.0+cu130.
+
+Upstream style (torch.testing._internal): device-type tests and OpInfo tests over the conv
+OpInfos. Run with `make test-gpu` on a machine with an NVIDIA GPU, torch 2.11.0+cu130 and the
+overlay staged by `make overlay` (build/l0/overlay-staging, or DWCONV_OVERLAY_DIR).
+
+The stock kernels are reached in the same process with dwconv_overlay.disable().
+"""
+
+import itertools
+import os
+import random
+from contextlib import nullcontext
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU tests need torch 2.11.0+cu130, which is not installed here")
+if not torch.cuda.is_available():
+    pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
+
+import torch.nn.functional as F  # noqa: E402
+from torch.testing._internal.common_device_type import (  # noqa: E402
+    dtypes, instantiate_device_type_tests, largeTensorTest, onlyCUDA, ops,
+)
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
+from torch.testing._internal.common_utils import TestCase, run_tests, gradcheck, gradgradcheck  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+
+TOLERANCES = {  # (atol, rtol) against a float64 reference
+    torch.float64: (1e-10, 1e-10),
+    torch.float32: (2e-5, 2e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+def reference(x, w, b, stride, padding, dilation):
+    """Float64 depthwise convolution on the CPU, with its gradients."""
+    x64 = x.detach().double().cpu().contiguous().requires_grad_()
+    w64 = w.detach().double().cpu().contiguous().requires_grad_()
+    b64 = b.detach().double().cpu().requires_grad_() if b is not None else None
+    out = F.conv2d(x64, w64, b64, stride, padding, dilation, groups=x.shape[1])
+    return out, x64, w64, b64
+
+
+def depthwise(x, w, b, stride, padding, dilation):
+    """Our forward kernel, called as the op (the route F.conv2d takes for NCHW)."""
+    return torch.ops.aten._conv_depthwise2d(x, w, w.shape[2:], b, stride, padding, dilation)
+
+
+def random_cases(count, seed=0):
+    """A randomized sweep of every parameter: kernel (square, 1xk, kx1), stride, padding,
+    dilation, multiplier, batch, bias, H = 1 (conv1d) and channels."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        kh, kw = rng.choice([(1, 1), (3, 3), (5, 5), (7, 7), (1, 11), (11, 1), (2, 4), (13, 13), (1, 4)])
+        h = 1 if kh == 1 and rng.random() < 0.3 else rng.randint(max(1, kh), 40)
+        cases.append(dict(
+            n=rng.choice([1, 2, 5]), c=rng.choice([1, 3, 8, 32]), m=rng.choice([1, 1, 2, 3]),
+            h=h, w=rng.randint(kw, 90), kernel=(kh, kw),
+            stride=(rng.choice([1, 1, 2, 3]), rng.choice([1, 1, 2])),
+            padding=(rng.randint(0, kh // 2 + 1), rng.randint(0, kw // 2 + 1)),
+            dilation=(rng.choice([1, 1, 2]), rng.choice([1, 1, 2])),
+            bias=rng.random() < 0.5,
+        ))
+    return [c for c in cases if (c["h"] + 2 * c["padding"][0] - c["dilation"][0] * (c["kernel"][0] - 1) > 0
+                                 and c["w"] + 2 * c["padding"][1] - c["dilation"][1] * (c["kernel"][1] - 1) > 0)]
+
+
+def make_inputs(case, dtype, device, channels_last=False, weight_kind="contiguous"):
+    x = torch.randn(case["n"], case["c"], case["h"], case["w"], device=device, dtype=dtype)
+    if channels_last:
+        x = x.to(memory_format=torch.channels_last)
+    c_out = case["c"] * case["m"]
+    if weight_kind == "expanded":  # one filter shared by every channel, stride 0 along channels
+        w = torch.randn(1, 1, *case["kernel"], device=device, dtype=dtype).expand(c_out, 1, *case["kernel"])
+    elif weight_kind == "noncontiguous":
+        w = torch.randn(c_out, 1, case["kernel"][1], case["kernel"][0], device=device, dtype=dtype).transpose(2, 3)
+    else:
+        w = torch.randn(c_out, 1, *case["kernel"], device=device, dtype=dtype)
+    b = torch.randn(c_out, device=device, dtype=dtype) if case["bias"] else None
+    return x, w, b
+
+
+class TestDepthwise2d(TestCase):
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_forward_and_gradients_match_float64(self, device, dtype):
+        atol, rtol = TOLERANCES[dtype]
+        for case, channels_last, weight_kind in itertools.product(
+                random_cases(40), (False, True), ("contiguous", "noncontiguous", "expanded")):
+            if weight_kind != "contiguous" and random.Random(str(case)).random() < 0.7:
+                continue  # weights of other layouts on a sample of the sweep
+            with self.subTest(case=case, channels_last=channels_last, weight=weight_kind):
+                x, w, b = make_inputs(case, dtype, device, channels_last, weight_kind)
+                args = (case["stride"], case["padding"], case["dilation"])
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, b64 = reference(x, w, b, *args)
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+                expected_format = torch.channels_last if channels_last and case["c"] > 1 else torch.contiguous_format
+                self.assertTrue(out.is_contiguous(memory_format=expected_format))
+
+                grad_out = torch.randn_like(ref)
+                ref.backward(grad_out)
+                xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
+                with torch.backends.cudnn.flags(enabled=False):  # else cuDNN takes channels_last and fp16
+                    out = F.conv2d(xg, wg, b, *args, groups=case["c"])
+                    out.backward(grad_out.to(device=device, dtype=dtype))
+                scale = case["kernel"][0] * case["kernel"][1] * case["m"]
+                self.assertEqual(xg.grad.double().cpu(), x64.grad, atol=atol * scale, rtol=rtol)
+                reduction = case["n"] * ref.shape[2] * ref.shape[3]
+                self.assertEqual(wg.grad.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    def test_empty_batch(self, device):
+        x = torch.randn(0, 8, 10, 10, device=device)
+        w = torch.randn(16, 1, 3, 3, device=device, requires_grad=True)
+        out = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+        self.assertEqual(out.shape, (0, 16, 10, 10))
+        xg = x.clone().requires_grad_()
+        F.conv2d(xg, w, None, 1, 1, 1, groups=8).sum().backward()
+        self.assertEqual(w.grad, torch.zeros_like(w))
+
+    @onlyCUDA
+    def test_gradcheck_and_gradgradcheck(self, device):
+        for case in random_cases(6, seed=1):
+            x, w, b = make_inputs(case, torch.float64, device)
+            x.requires_grad_(), w.requires_grad_()
+            fn = lambda x, w: F.conv2d(x, w, b, case["stride"], case["padding"], case["dilation"], groups=case["c"])  # noqa: E731
+            self.assertTrue(gradcheck(fn, (x, w)))
+            self.assertTrue(gradgradcheck(fn, (x, w)))
+
+    @onlyCUDA
+    @dtypes(torch.float32, torch.bfloat16)
+    def test_every_output_element_is_written(self, device, dtype):
+        for case in random_cases(10, seed=2):
+            x, w, b = make_inputs(case, dtype, device, channels_last=case["bias"])
+            ref = depthwise(x, w, b, case["stride"], case["padding"], case["dilation"])
+            out = torch.full_like(ref, float("nan"))
+            torch.ops.aten._conv_depthwise2d.out(x, w, w.shape[2:], b, case["stride"], case["padding"],
+                                                  case["dilation"], out=out)
+            self.assertFalse(out.isnan().any())
+            # Backward buffers come from the caching allocator: poison what it will hand out.
+            torch.empty(64 * 2**20, device=device).fill_(float("nan"))
+            xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
+            with torch.backends.cudnn.flags(enabled=False):
+                F.conv2d(xg, wg, b, case["stride"], case["padding"], case["dilation"], groups=case["c"]).sum().backward()
+            self.assertFalse(xg.grad.isnan().any())
+            self.assertFalse(wg.grad.isnan().any())
+
+    @onlyCUDA
+    @dtypes(torch.float32, torch.float16, torch.bfloat16)
+    def test_weight_gradient_is_bitwise_deterministic(self, device, dtype):
+        x = torch.randn(32, 64, 56, 56, device=device, dtype=dtype)
+        w = torch.randn(64, 1, 3, 3, device=device, dtype=dtype)
+        grads = []
+        for channels_last in (False, True, False, True):
+            xi = x.to(memory_format=torch.channels_last) if channels_last else x
+            wg = w.clone().requires_grad_()
+            with torch.backends.cudnn.flags(enabled=False):
+                F.conv2d(xi, wg, None, 1, 1, 1, groups=64).backward(torch.ones(32, 64, 56, 56, device=device, dtype=dtype))
+            grads.append(wg.grad)
+        self.assertTrue(torch.equal(grads[0], grads[2]))
+        self.assertTrue(torch.equal(grads[1], grads[3]))
+
+    @onlyCUDA
+    @largeTensorTest("24GB", device="cuda")
+    def test_64bit_indexing(self, device):
+        # 2 * 32769 * 32768 > 2^31 elements: only the 64-bit path can address the tail.
+        x = torch.randn(1, 2, 32769, 32768, device=device, dtype=torch.bfloat16)
+        w = torch.randn(2, 1, 3, 3, device=device, dtype=torch.bfloat16)
+        out = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+        window = x[:, :, -6:, -40:]
+        ref, *_ = reference(window, w, None, (1, 1), (1, 1), (1, 1))
+        # Rows and columns away from the window's own border match the full-tensor result.
+        self.assertEqual(out[:, :, -5:-1, -39:-1].double().cpu(), ref[:, :, 1:5, 1:39], atol=0.05, rtol=0.02)
+
+    @onlyCUDA
+    def test_nan_and_inf_propagate_as_in_stock(self, device):
+        x = torch.randn(2, 4, 20, 20, device=device)
+        x[0, 1, 5, 5] = float("nan")
+        x[1, 2, 10, 3] = float("inf")
+        w = torch.randn(8, 1, 3, 3, device=device)
+        ours = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+        with stock_kernels():
+            stock = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+        self.assertTrue(torch.equal(ours.isnan(), stock.isnan()))
+        self.assertTrue(torch.equal(ours.isinf(), stock.isinf()))
+
+    @onlyCUDA
+    @dtypes(torch.float32, torch.bfloat16)
+    def test_differential_against_stock(self, device, dtype):
+        atol, rtol = TOLERANCES[dtype]
+        for case in random_cases(20, seed=3):
+            x, w, b = make_inputs(case, dtype, device)
+            args = (case["stride"], case["padding"], case["dilation"])
+            results = []
+            for use_stock in (False, True):
+                xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
+                ctx = stock_kernels() if use_stock else nullcontext()
+                with ctx:
+                    out = F.conv2d(xg, wg, b, *args, groups=case["c"])
+                    out.backward(torch.ones_like(out))
+                results.append((out.detach(), xg.grad, wg.grad))
+            for ours, stock in zip(*results):
+                self.assertEqual(ours, stock, atol=atol * 10 * max(1.0, stock.abs().max().item()), rtol=rtol * 10)
+
+    @onlyCUDA
+    def test_overlay_switches_kernels(self, device):
+        def active(op):
+            return [line for line in torch._C._dispatch_dump(op).splitlines() if line.startswith("CUDA:")][0]
+        self.assertIn("RegisterOverlay.cpp", active("aten::_conv_depthwise2d"))
+        with stock_kernels():
+            self.assertNotIn("RegisterOverlay.cpp", active("aten::_conv_depthwise2d"))
+        self.assertTrue(dwconv_overlay.enabled())
+
+
+# OpInfo tests: the conv OpInfos' depthwise samples, ours against a float64 reference.
+conv_opinfos = [op for op in op_db if op.name in ("nn.functional.conv1d", "nn.functional.conv2d")]
+
+
+class TestDepthwise2dOpInfo(TestCase):
+    @onlyCUDA
+    @ops(conv_opinfos, allowed_dtypes=(torch.float32, torch.float64, torch.bfloat16))
+    def test_depthwise_samples_match_float64(self, device, dtype, op):
+        seen = 0
+        for sample in op.sample_inputs(device, dtype, requires_grad=False):
+            groups = sample.kwargs.get("groups", 1)
+            x, w = sample.input, sample.args[0]
+            if x.dim() < 3 or groups <= 1 or groups != x.shape[-(w.dim() - 1)]:
+                continue  # not depthwise
+            seen += 1
+            out = op(sample.input, *sample.args, **sample.kwargs)
+            ref = op(sample.input.double().cpu(), *[a.double().cpu() if torch.is_tensor(a) else a for a in sample.args],
+                     **sample.kwargs)
+            atol, rtol = TOLERANCES[dtype]
+            self.assertEqual(out.double().cpu(), ref, atol=atol * 10, rtol=rtol * 10)
+        if op.name == "nn.functional.conv2d":
+            self.assertGreater(seen, 0, "upstream's conv2d OpInfo has depthwise samples")
+
+
+@pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not on PATH")
+@pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
+def test_compute_sanitizer(tool):
+    """A small subset under compute-sanitizer: no invalid access, no shared-memory race."""
+    script = Path(__file__).with_name("sanitizer_subset.py")
+    proc = subprocess.run(["compute-sanitizer", f"--tool={tool}", "--error-exitcode=3", sys.executable, str(script)],
+                          capture_output=True, text=True, env=os.environ, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "ERROR SUMMARY: 0 errors" in proc.stdout
+
+
+instantiate_device_type_tests(TestDepthwise2d, globals(), only_for="cuda")
+instantiate_device_type_tests(TestDepthwise2dOpInfo, globals(), only_for="cuda")
+
+if __name__ == "__main__":
+    run_tests()
