@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build docker test test-gpu test-upstream bench clean
+.PHONY: help source patch unpatch check series overlay build docker test test-gpu gpu-deps test-upstream bench clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -51,9 +51,17 @@ test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 che
 
 # The GPU tests run in the Python that has torch 2.11.0+cu130 (not .venv), on the overlay
 # staged by `make overlay` (build/l0/overlay-staging; DWCONV_OVERLAY_DIR overrides).
+# torch.testing._internal needs expecttest: `make gpu-deps` fetches it into .whl/ for a
+# GPU machine that cannot reach PyPI, and test-gpu installs what .whl/ holds first.
 GPU_PYTHON ?= python3
+GPU_SITE := build/gpu-site
 test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2.11.0+cu130, `make overlay` first)
-	$(GPU_PYTHON) -m pytest tests/gpu -v -s
+	@if ls .whl/*.whl >/dev/null 2>&1; then \
+	    $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
+	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest tests/gpu -v -s -rs
+
+gpu-deps:  ## download the GPU tests' pure-Python dependencies into .whl/ (to carry to a GPU machine)
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl expecttest==0.3.0
 
 test-upstream: $(VENV)/.ready  ## upstream's convolution tests against a patched torch (not available yet)
 	$(HARNESS) test-upstream

@@ -51,6 +51,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 namespace at::native {
 namespace {
@@ -620,6 +621,16 @@ void check_input_and_weight(const Tensor& input, const Tensor& weight) {
               "conv_depthwise2d: input and weight must be on the same CUDA device");
 }
 
+// The output's shape; refuses shapes that leave no output element.
+std::vector<int64_t> output_sizes(const Tensor& input, const Tensor& weight, IntArrayRef kernel_size,
+                                  IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
+  auto sizes = conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
+  TORCH_CHECK(sizes[2] > 0 && sizes[3] > 0, "conv_depthwise2d: the output would be empty: input ",
+              input.sizes(), ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding, ", dilation ",
+              dilation, " give ", IntArrayRef(sizes));
+  return sizes;
+}
+
 }  // namespace
 
 Tensor& conv_depthwise2d_cuda_out(
@@ -644,10 +655,7 @@ Tensor& conv_depthwise2d_cuda_out(
   const auto layout = layout_of(input_);
   const Tensor input = input_.contiguous(layout);
   const Tensor weight = weight_.contiguous();
-  const auto out_sizes = conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
-  TORCH_CHECK(out_sizes[2] > 0 && out_sizes[3] > 0, "conv_depthwise2d: the output would be empty: input ",
-              input.sizes(), ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding, ", dilation ",
-              dilation, " give ", IntArrayRef(out_sizes));
+  const auto out_sizes = output_sizes(input, weight, kernel_size, stride, padding, dilation);
   resize_output(out, out_sizes);
   if (out.numel() == 0) return out;  // an empty batch
   const auto g = forward_geometry(input, weight, args, out_sizes);
@@ -669,14 +677,11 @@ Tensor conv_depthwise2d_cuda(
     IntArrayRef stride,
     IntArrayRef padding,
     IntArrayRef dilation) {
+  check_conv2d_args(kernel_size, stride, padding, dilation, weight);
+  check_input_and_weight(input, weight);
   // The output takes the input's layout: channels_last in, channels_last out.
-  Tensor out = at::empty({0}, input.options());
-  if (input.dim() == 4 && layout_of(input) == MemoryFormat::ChannelsLast) {
-    const auto sizes = conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
-    if (std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s >= 0; })) {
-      out = at::empty(sizes, input.options().memory_format(MemoryFormat::ChannelsLast));
-    }
-  }
+  Tensor out = at::empty(output_sizes(input, weight, kernel_size, stride, padding, dilation),
+                         input.options().memory_format(layout_of(input)));
   return conv_depthwise2d_cuda_out(input, weight, kernel_size, bias, stride, padding, dilation, out);
 }
 
@@ -694,7 +699,7 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
   const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight_);
   check_input_and_weight(self_, weight_);
   const c10::cuda::CUDAGuard device_guard(self_.device());
-  const auto out_sizes = conv_output_size(self_.sizes(), weight_.sizes(), padding, stride, dilation);
+  const auto out_sizes = output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
   TORCH_CHECK(grad_output_.scalar_type() == self_.scalar_type(), "conv_depthwise2d_backward: input is ",
               self_.scalar_type(), " but grad_output is ", grad_output_.scalar_type());
   TORCH_CHECK(grad_output_.sizes() == IntArrayRef(out_sizes),
