@@ -1,0 +1,301 @@
+// Runs the depthwise 2D kernels of DepthwiseConv2dKernels.cuh on the CPU (through
+// cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
+// shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double and half,
+// against float64 loops. Outputs are poisoned with NaN first, so a value the kernels
+// do not write fails. Prints each failure and ends with "N passed, M failed".
+
+#include <ATen/AccumulateType.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_emulation.h"
+
+#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+
+using namespace at::native::dwconv;
+
+namespace {
+
+constexpr int kEmulatedSMs = 3;  // small grids: the grid-stride loops and slices get exercised
+
+struct Case {
+  int n, c, m, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
+  bool bias;
+  int oh() const { return (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1; }
+  int ow() const { return (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1; }
+  std::string str() const {
+    char text[200];
+    std::snprintf(text, sizeof text, "n%d c%d m%d %dx%d k%dx%d s%d,%d p%d,%d d%d,%d%s", n, c, m, h, w, kh, kw,
+                  sh, sw, ph, pw, dh, dw, bias ? " bias" : "");
+    return text;
+  }
+};
+
+// A logical NCHW tensor of doubles; `store` lays it out as the kernels' buffer.
+struct Tensor4 {
+  int n, c, h, w;
+  std::vector<double> v;
+  Tensor4(int n_, int c_, int h_, int w_) : n(n_), c(c_), h(h_), w(w_), v(size_t(n_) * c_ * h_ * w_, 0.0) {}
+  double& at(int i, int j, int y, int x) { return v[((size_t(i) * c + j) * h + y) * w + x]; }
+  double at(int i, int j, int y, int x) const { return v[((size_t(i) * c + j) * h + y) * w + x]; }
+  Strides4 strides(bool channels_last) const {
+    return channels_last ? Strides4{int64_t(h) * w * c, 1, int64_t(w) * c, c}
+                         : Strides4{int64_t(c) * h * w, int64_t(h) * w, w, 1};
+  }
+  template <typename T>
+  std::vector<T> store(bool channels_last) const {
+    std::vector<T> out(v.size());
+    const auto s = strides(channels_last);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < c; ++j)
+        for (int y = 0; y < h; ++y)
+          for (int x = 0; x < w; ++x) out[i * s.n + j * s.c + y * s.h + x * s.w] = T(at(i, j, y, x));
+    return out;
+  }
+};
+
+struct Problem {
+  Case k;
+  Tensor4 input, weight, grad_output;
+  std::vector<double> bias;
+  Tensor4 output, grad_input, grad_weight;  // float64 references
+
+  explicit Problem(const Case& c, std::mt19937& rng)
+      : k(c),
+        input(c.n, c.c, c.h, c.w),
+        weight(c.c * c.m, 1, c.kh, c.kw),
+        grad_output(c.n, c.c * c.m, c.oh(), c.ow()),
+        bias(size_t(c.c) * c.m),
+        output(c.n, c.c * c.m, c.oh(), c.ow()),
+        grad_input(c.n, c.c, c.h, c.w),
+        grad_weight(c.c * c.m, 1, c.kh, c.kw) {
+    std::uniform_real_distribution<double> uniform(-1.0, 1.0);
+    for (auto* t : {&input, &weight, &grad_output})
+      for (auto& x : t->v) x = uniform(rng);
+    for (auto& x : bias) x = c.bias ? uniform(rng) : 0.0;
+    for (int i = 0; i < c.n; ++i)
+      for (int co = 0; co < c.c * c.m; ++co)
+        for (int y = 0; y < c.oh(); ++y)
+          for (int x = 0; x < c.ow(); ++x) {
+            double sum = bias[co];
+            for (int a = 0; a < c.kh; ++a)
+              for (int b = 0; b < c.kw; ++b) {
+                const int sy = y * c.sh - c.ph + a * c.dh, sx = x * c.sw - c.pw + b * c.dw;
+                if (sy < 0 || sy >= c.h || sx < 0 || sx >= c.w) continue;
+                const double in = input.at(i, co / c.m, sy, sx);
+                sum += in * weight.at(co, 0, a, b);
+                grad_input.at(i, co / c.m, sy, sx) += grad_output.at(i, co, y, x) * weight.at(co, 0, a, b);
+                grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
+              }
+            output.at(i, co, y, x) = sum;
+          }
+  }
+
+  PassGeometry geometry() const {
+    return PassGeometry{k.n, k.c, k.h, k.w, int64_t(k.c) * k.m, k.oh(), k.ow(), k.kh, k.kw,
+                        k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, k.m};
+  }
+};
+
+int passed = 0, failed = 0;
+
+template <typename T>
+double tolerance() {
+  if constexpr (std::is_same_v<T, double>) return 1e-11;
+  if constexpr (std::is_same_v<T, float>) return 2e-5;
+  return 2e-2;  // half: the inputs are rounded to half, sums accumulate in float
+}
+
+template <typename T>
+void expect_close(const std::string& what, const Case& k, const std::vector<T>& got, const Tensor4& ref,
+                  bool channels_last, double reduction_terms) {
+  const auto s = ref.strides(channels_last);
+  double worst = 0.0;
+  int bad = 0;
+  for (int i = 0; i < ref.n; ++i)
+    for (int j = 0; j < ref.c; ++j)
+      for (int y = 0; y < ref.h; ++y)
+        for (int x = 0; x < ref.w; ++x) {
+          const double value = double(got[i * s.n + j * s.c + y * s.h + x * s.w]);
+          const double expected = ref.at(i, j, y, x);
+          const double error = std::fabs(value - expected);
+          const double allowed = tolerance<T>() * std::sqrt(reduction_terms) * (1.0 + std::fabs(expected));
+          if (!(error <= allowed)) ++bad;  // NaN (an unwritten element) fails too
+          if (!(error <= worst)) worst = error;
+        }
+  if (bad == 0) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL %s [%s]: %d elements off, worst error %g\n", what.c_str(), k.str().c_str(), bad, worst);
+  }
+}
+
+template <typename T>
+std::vector<T> poisoned(size_t size) {
+  return std::vector<T>(size, T(std::numeric_limits<float>::quiet_NaN()));
+}
+
+dim3 grid_for(int64_t total) {
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, kEmulatedSMs * 2);
+  return dim3(unsigned(std::max<int64_t>(blocks, 1)));
+}
+
+template <typename T, typename index_t>
+void check_forward(const Problem& p, const char* dtype) {
+  using acc_t = at::acc_type<T, true>;
+  const auto g = p.geometry();
+  const auto weight = p.weight.store<T>(false);
+  std::vector<T> bias(p.bias.begin(), p.bias.end());
+  const T* bias_ptr = p.k.bias ? bias.data() : nullptr;
+  const double terms = p.k.kh * p.k.kw;
+  const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
+  if (const auto plan = plan_tiled<acc_t>(g)) {
+    const auto in = p.input.store<T>(false);
+    auto out = poisoned<T>(p.output.v.size());
+    dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, false>,
+                       in.data(), weight.data(), bias_ptr, out.data(), g, plan->cols_per_thread, plan->tile_in_h,
+                       plan->tile_in_w);
+    expect_close("forward tiled NCHW " + tag, p.k, out, p.output, false, terms);
+  }
+  for (bool channels_last : {false, true}) {
+    const auto in = p.input.store<T>(channels_last);
+    auto out = poisoned<T>(p.output.v.size());
+    const int64_t total = out.size();
+    dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, false>, in.data(),
+                       weight.data(), bias_ptr, out.data(), g, p.input.strides(channels_last),
+                       p.output.strides(channels_last), channels_last && p.output.c > 1, index_t(total));
+    expect_close(std::string("forward direct ") + (channels_last ? "NHWC " : "NCHW ") + tag, p.k, out, p.output,
+                 channels_last, terms);
+  }
+}
+
+template <typename T, typename index_t>
+void check_backward_input(const Problem& p, const char* dtype) {
+  using acc_t = at::acc_type<T, true>;
+  const auto fwd = p.geometry();
+  const auto weight = p.weight.store<T>(false);
+  const double terms = p.k.kh * p.k.kw * p.k.m;
+  const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
+  if (const auto correlation = backward_input_as_correlation(fwd)) {
+    if (const auto plan = plan_tiled<acc_t>(*correlation)) {
+      const auto go = p.grad_output.store<T>(false);
+      auto gi = poisoned<T>(p.grad_input.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, true>,
+                         go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
+                         plan->cols_per_thread, plan->tile_in_h, plan->tile_in_w);
+      expect_close("backward-input tiled NCHW " + tag, p.k, gi, p.grad_input, false, terms);
+    }
+  }
+  const auto direct = backward_input_direct(fwd);
+  for (bool channels_last : {false, true}) {
+    const auto go = p.grad_output.store<T>(channels_last);
+    auto gi = poisoned<T>(p.grad_input.v.size());
+    const int64_t total = gi.size();
+    dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, true>, go.data(),
+                       weight.data(), static_cast<const T*>(nullptr), gi.data(), direct,
+                       p.grad_output.strides(channels_last), p.grad_input.strides(channels_last),
+                       channels_last && p.grad_input.c > 1, index_t(total));
+    expect_close(std::string("backward-input direct ") + (channels_last ? "NHWC " : "NCHW ") + tag, p.k, gi,
+                 p.grad_input, channels_last, terms);
+  }
+}
+
+template <typename T, typename index_t>
+void check_grad_weight(const Problem& p, const char* dtype) {
+  using acc_t = at::acc_type<T, true>;
+  const auto g = p.geometry();
+  const int64_t taps = int64_t(p.k.kh) * p.k.kw;
+  const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
+  const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
+  for (bool channels_last : {false, true}) {
+    const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
+    const auto go = p.grad_output.store<T>(channels_last);
+    const auto in = p.input.store<T>(channels_last);
+    auto partial = poisoned<acc_t>(size_t(plan.slices) * g.dst_channels * taps);
+    const dim3 grid(unsigned(plan.channel_blocks), unsigned(plan.slices));
+    if (plan.channels_last) {
+      dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0, grad_weight_channels_last_kernel<T, index_t>,
+                         go.data(), in.data(), partial.data(), g, p.grad_output.strides(channels_last),
+                         p.input.strides(channels_last), plan.rows_per_slice);
+    } else {
+      dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel<T, index_t>, go.data(), in.data(),
+                         partial.data(), g, plan.rows_per_slice);
+    }
+    auto gw = poisoned<T>(p.grad_weight.v.size());
+    const int64_t values = g.dst_channels * taps;
+    dwconv_emu::launch(grid_for(values), dim3(kThreads), 0, grad_weight_finish_kernel<T>, partial.data(), gw.data(),
+                       plan.slices, values);
+    expect_close(std::string("grad-weight ") + (channels_last ? "strided NHWC " : "NCHW ") + tag +
+                     " slices=" + std::to_string(plan.slices),
+                 p.k, gw, p.grad_weight, false, terms);
+  }
+}
+
+template <typename T, typename index_t>
+void check_all(const Problem& p, const char* dtype) {
+  check_forward<T, index_t>(p, dtype);
+  check_backward_input<T, index_t>(p, dtype);
+  check_grad_weight<T, index_t>(p, dtype);
+}
+
+std::vector<Case> sweep() {
+  std::vector<Case> cases = {
+      // n  c  m   h    w  kh kw sh sw ph pw dh dw bias
+      {2, 3, 1, 20, 40, 3, 3, 1, 1, 1, 1, 1, 1, true},     // the common 3x3
+      {1, 2, 2, 9, 33, 5, 5, 2, 2, 2, 2, 1, 1, false},     // multiplier 2, stride 2
+      {2, 4, 1, 1, 300, 1, 4, 1, 1, 0, 3, 1, 1, true},     // conv1d (Mamba): H = 1, k = 4, causal-style pad
+      {1, 2, 1, 14, 50, 7, 7, 1, 1, 3, 3, 1, 1, false},    // ConvNeXt 7x7
+      {1, 1, 3, 12, 30, 1, 11, 1, 1, 0, 5, 1, 1, true},    // 1x11
+      {1, 2, 1, 24, 17, 11, 1, 1, 1, 5, 0, 1, 1, false},   // 11x1
+      {2, 2, 1, 10, 20, 3, 3, 1, 1, 2, 2, 2, 2, false},    // dilation 2
+      {1, 40, 1, 6, 7, 3, 3, 1, 1, 1, 1, 1, 1, true},      // narrow planes, channels over two lane groups
+      {1, 2, 1, 20, 40, 13, 13, 1, 1, 6, 6, 1, 1, false},  // large kernel
+      {3, 2, 2, 8, 19, 3, 2, 3, 2, 0, 1, 1, 2, true},      // odd strides, no padding on one axis
+      {1, 1, 1, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1, false},      // one output element
+      {1, 2, 1, 16, 70, 3, 3, 1, 1, 4, 4, 1, 1, false},    // padding beyond (k-1)*d: direct backward only
+  };
+  std::mt19937 rng(12345);
+  auto pick = [&](std::initializer_list<int> values) {
+    return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
+  };
+  while (cases.size() < 40) {
+    Case k{};
+    k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33}); k.m = pick({1, 1, 2});
+    k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
+    k.sh = pick({1, 1, 2, 3}); k.sw = pick({1, 1, 2});
+    k.dh = pick({1, 1, 2}); k.dw = pick({1, 2});
+    k.ph = std::uniform_int_distribution<int>(0, k.kh)(rng); k.pw = std::uniform_int_distribution<int>(0, k.kw)(rng);
+    k.h = std::uniform_int_distribution<int>(1, 18)(rng); k.w = std::uniform_int_distribution<int>(1, 60)(rng);
+    k.bias = pick({0, 1});
+    if (k.oh() > 0 && k.ow() > 0 && k.h + 2 * k.ph >= k.dh * (k.kh - 1) + 1 && k.w + 2 * k.pw >= k.dw * (k.kw - 1) + 1)
+      cases.push_back(k);
+  }
+  return cases;
+}
+
+}  // namespace
+
+// Usage: emulate_depthwise2d [number of cases to run, from the start of the sweep]
+int main(int argc, char** argv) {
+  std::mt19937 rng(7);
+  auto cases = sweep();
+  if (argc > 1) cases.resize(std::min<size_t>(cases.size(), std::stoul(argv[1])));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Problem p(cases[i], rng);
+    check_all<float, int32_t>(p, "float");
+    check_all<double, int32_t>(p, "double");
+    if (i % 4 == 0) {
+      check_all<float, int64_t>(p, "float");
+      check_all<c10::Half, int32_t>(p, "half");
+    }
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
