@@ -8,6 +8,9 @@
   link     one shared library from those objects, against the pinned libraries, no undefined symbols
   symbols  each source defines what the upstream file it replaces defined (patches/interfaces.toml),
            and every kernel our dispatch entries name exists, with the declared signature
+  load     the linked library is the overlay: staged with its loader and imported into the pinned
+           torch (installed with its CUDA libraries; no GPU needed), it must take over exactly the
+           ops interfaces.toml [overlay] lists, and give them back on disable()
 """
 
 from __future__ import annotations
