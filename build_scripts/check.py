@@ -184,12 +184,14 @@ class L0Check:
         ours = [self.patch_set.files_root / "aten" / "src", self.patch_set.files_root]
         return [p for p in ours if p.is_dir()] + [generated.include_root]
 
-    def _compile_units(self) -> list[tuple[str, Path, str]]:
-        """(key, source, what to call it in messages) for every source the library is built from:
-        the series' sources (keyed by tree path) and the overlay's own (keyed overlay/<name>)."""
-        units = [(item.path, self.patch_set.source(item), f"{item.where}: {self.patch_set.label(item)}")
+    def _compile_units(self) -> list[tuple[str, Path, str, list[str]]]:
+        """(key, source, what to call it in messages, extra flags) for every source the library is
+        built from: the series' sources (keyed by tree path) and the overlay's own (keyed
+        overlay/<name>), which learn the pinned commit to refuse another torch with."""
+        units = [(item.path, self.patch_set.source(item), f"{item.where}: {self.patch_set.label(item)}", [])
                  for item in self.patch_set.compiled_sources()]
-        units += [(f"overlay/{p.name}", p, f"patches/overlay/{p.name}") for p in self.patch_set.overlay_sources()]
+        pinned = [f'-DDWCONV_PINNED_COMMIT="{self.pin.commit}"']
+        units += [(f"overlay/{p.name}", p, f"patches/overlay/{p.name}", pinned) for p in self.patch_set.overlay_sources()]
         return units
 
     def _compile_all(self, pool, includes, toolchain) -> dict[str, Path]:
@@ -197,16 +199,16 @@ class L0Check:
         if not units:
             return {}
         obj_dir = self.work / "obj"
-        objects = {key: obj_dir / (key + ".o") for key, _, _ in units}
+        objects = {key: obj_dir / (key + ".o") for key, *_ in units}
         for obj in objects.values():
             obj.parent.mkdir(parents=True, exist_ok=True)
         arch_names = ", ".join(f"sm_{a.sm}" for a in self.archs)
 
         sources_digest = self._project_files_digest(toolchain)
 
-        def compile_one(key: str, source: Path, label: str) -> None:
+        def compile_one(key: str, source: Path, label: str, extra_flags: list[str]) -> None:
             obj = objects[key]
-            cmd = compile_command(toolchain, source, obj, includes, self.archs)
+            cmd = compile_command(toolchain, source, obj, includes + extra_flags, self.archs)
             # Reuse an object compiled by the same command from the same project files.
             cached = self.work / "objcache" / (hashlib.sha256(
                 (sources_digest + "\0".join(cmd)).encode()).hexdigest()[:32] + ".o")

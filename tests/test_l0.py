@@ -20,7 +20,8 @@ from build_scripts.fatbin import fatbin_entries
 from build_scripts.patchset import PatchSet
 from build_scripts.pin import load_pin, parse_arch_list
 from build_scripts.runtime_env import ensure_runtime_env
-from build_scripts.wheel_cache import cache_dir
+from build_scripts.toolchain import compile_command, find_toolchain, include_flags, link_command, run_compiler
+from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
 
 pytestmark = pytest.mark.l0
 
@@ -202,3 +203,33 @@ def test_make_overlay_wheel_installs_and_patches_stock_torch(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(site)})
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", PatchSet.load().hash]
+
+
+def test_overlay_built_for_another_commit_refuses_to_patch(tmp_path):
+    """Loaded with torch.ops.load_library directly (no Python check), a library built for
+    another torch commit leaves torch alone and says why; enabling it is an error."""
+    pin, patch_set = load_pin(), PatchSet.load()
+    report = run_l0(pin, patch_set)  # reuses build/l0's objects when make check ran
+    torch = ensure_pinned_torch(pin, cache_dir())
+    toolchain = find_toolchain(pin)
+    registration = tmp_path / "RegisterOverlay.o"
+    other = "0" * 40
+    includes = include_flags([patch_set.files_root / "aten" / "src"], torch, toolchain)
+    run_compiler(compile_command(toolchain, patch_set.patches_dir / "overlay" / "RegisterOverlay.cpp", registration,
+                                 includes + [f'-DDWCONV_PINNED_COMMIT="{other}"'], ()), "compile")
+    kernels = report.library.parent / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
+    library = tmp_path / "libdwconv_overlay.so"
+    run_compiler(link_command(toolchain, [kernels, registration], library, torch), "link")
+    probe = (
+        "import torch\n"
+        f"torch.ops.load_library({str(library)!r})\n"
+        "cuda = [l for l in torch._C._dispatch_dump('aten::_conv_depthwise2d').splitlines() if l.startswith('CUDA:')]\n"
+        "print('patched' if 'RegisterOverlay.cpp' in cuda[0] else 'untouched', torch.ops.dwconv.enabled())\n"
+        "try:\n    torch.ops.dwconv.set_enabled(True)\nexcept RuntimeError as e:\n    print('refused:', str(e).splitlines()[0])\n"
+    )
+    python = ensure_runtime_env(pin, cache_dir())
+    out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    message = f"the dwconv overlay is built for torch commit {other}, but this libtorch is {pin.commit}"
+    assert f"{message}; not patching it" in out.stderr
+    assert out.stdout.splitlines() == ["untouched False", f"refused: {message}"]

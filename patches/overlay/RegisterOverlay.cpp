@@ -10,6 +10,7 @@
 // TORCH_LIBRARY_IMPL, so that it can be dropped again: torch.ops.dwconv.set_enabled(False)
 // hands the ops back to upstream's kernels in this process.
 
+#include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
@@ -17,8 +18,14 @@
 #include <ATen/core/op_registration/adaption.h>
 #include <torch/library.h>
 
+#include <iostream>
 #include <memory>
 #include <mutex>
+#include <string>
+
+#ifndef DWCONV_PINNED_COMMIT
+#error "compile with -DDWCONV_PINNED_COMMIT=\"<the pinned PyTorch commit>\" (build_scripts does)"
+#endif
 
 namespace at::native {
 // Upstream's CUDA kernel of the stub: exported by libtorch_cuda, declared by no header.
@@ -55,6 +62,20 @@ at::Tensor& conv_depthwise2d_out(const at::Tensor& self, const at::Tensor& weigh
       C10_AS_INTARRAYREF_SLOW(padding), C10_AS_INTARRAYREF_SLOW(dilation), out);
 }
 
+// Why this torch is not the one the overlay was built against, or "" when it is.
+// (at::show_config() carries the commit libtorch was built from.)
+std::string torch_mismatch() {
+  const std::string config = at::show_config();
+  const std::string key = "COMMIT_SHA=";
+  if (config.find(key + DWCONV_PINNED_COMMIT) != std::string::npos) {
+    return "";
+  }
+  const auto at = config.find(key);
+  const std::string found =
+      at == std::string::npos ? "an unknown commit" : config.substr(at + key.size(), 40);
+  return "the dwconv overlay is built for torch commit " DWCONV_PINNED_COMMIT ", but this libtorch is " + found;
+}
+
 std::mutex registration_mutex;
 std::unique_ptr<torch::Library> aten_cuda_kernels;  // non-null while enabled
 
@@ -64,6 +85,8 @@ void set_enabled(bool enabled) {
     return;
   }
   if (enabled) {
+    const std::string problem = torch_mismatch();
+    TORCH_CHECK(problem.empty(), problem);
     auto kernels = std::make_unique<torch::Library>(
         torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
     kernels->impl("_conv_depthwise2d", TORCH_FN(conv_depthwise2d));
@@ -81,8 +104,17 @@ bool is_enabled() {
   return aten_cuda_kernels != nullptr;
 }
 
-// Loading the library patches torch.
-const bool enabled_on_load = (set_enabled(true), true);
+// Loading the library patches torch, unless it is another torch: then it says so and
+// leaves torch alone (an exception cannot leave a library's static initialisation).
+const bool enabled_on_load = [] {
+  const std::string problem = torch_mismatch();
+  if (!problem.empty()) {
+    std::cerr << problem << "; not patching it" << std::endl;
+    return false;
+  }
+  set_enabled(true);
+  return true;
+}();
 
 } // namespace
 

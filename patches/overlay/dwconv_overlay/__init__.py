@@ -7,7 +7,7 @@
 
 Only the process that imports it is patched. It refuses a torch other than the
 one it was built for. (Loading the library with torch.ops.load_library directly
-patches torch too, but skips that check.)
+patches torch too; the library then checks the commit itself.)
 """
 
 from __future__ import annotations
