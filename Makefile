@@ -56,6 +56,10 @@ test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 che
 GPU_PYTHON ?= python3
 GPU_SITE := build/gpu-site
 test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2.11.0+cu130, `make overlay` first)
+	@$(GPU_PYTHON) -c 'import torch, pytest' 2>/dev/null || { \
+	    echo "make test-gpu: $(GPU_PYTHON) cannot import torch and pytest; run it where python3 has torch 2.11.0+cu130 and a GPU, or set GPU_PYTHON" >&2; exit 2; }
+	@test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
+	    echo "make test-gpu: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
 	@if ls .whl/*.whl >/dev/null 2>&1; then \
 	    $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest tests/gpu -v -s -rs
