@@ -96,8 +96,11 @@ def _version_py_value(text: str, name: str) -> str | None:
 
 def verify_torch_wheel(wheel: Path, pin: Pin) -> None:
     """Refuse a wheel that is not the pinned build, naming both versions."""
-    with zipfile.ZipFile(wheel) as zf:
-        version_py = zf.read("torch/version.py").decode()
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            version_py = zf.read("torch/version.py").decode()
+    except (zipfile.BadZipFile, KeyError) as err:
+        raise HarnessError(f"{wheel} is not a readable torch wheel ({err}); delete it and run again") from None
     found = {
         "version": _version_py_value(version_py, "__version__"),
         "commit": _version_py_value(version_py, "git_version"),

@@ -62,6 +62,13 @@ def test_wheel_of_another_build_is_refused_naming_both(tmp_path):
     assert "cuda '12.8' (pinned: '13.0')" in message
 
 
+def test_truncated_wheel_is_reported(tmp_path):
+    wheel = tmp_path / "torch-2.11.0-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(HarnessError, match=r"is not a readable torch wheel .*; delete it and run again"):
+        verify_torch_wheel(wheel, load_pin())
+
+
 def test_pinned_wheel_metadata_is_accepted(tmp_path):
     verify_torch_wheel(fake_wheel(tmp_path, (
         "__version__ = '2.11.0+cu130'\ngit_version = '70d99e998b4955e0049d13a98d77ae1b14db1f45'\n"
