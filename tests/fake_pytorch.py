@@ -10,12 +10,8 @@ from pathlib import Path
 from build_scripts.pin import Pin, load_pin
 
 NATIVE_FUNCTIONS = """\
-# See README.md in this directory for more guidance
-
-# *********NB: _cast_* operators are DEPRECATED and will be removed
-# eventually. These were previously used before TorchScript IR supported
-# representing ScalarType's. They are now superseded by usage of
-# `aten::to()`. The ops remain here for backward compatibility purposes.
+# Stand-in for upstream's native_functions.yaml: a preamble of comments,
+# entries with attached comments, and the depthwise entries the patch set touches.
 
 - func: _cast_Byte(Tensor self, bool non_blocking=False) -> Tensor
   variants: function
@@ -51,16 +47,16 @@ NATIVE_FUNCTIONS = """\
 """
 
 DERIVATIVES = """\
-# Defines derivative formulas and Python signatures of methods on Variable
+# Stand-in for upstream's derivatives.yaml (formulas are placeholders).
 - name: abs(Tensor self) -> Tensor
-  self: grad * self.sgn()
-  result: handle_r_to_c(result.scalar_type(), self_t.conj() * self_p.sgn())
+  self: abs_backward_stand_in(grad, self)
+  result: abs_jvp_stand_in(self_t, self_p)
 
 - name: _conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation) -> Tensor
-  self, weight, bias: "grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"
+  self, weight, bias: "depthwise2d_backward_stand_in(grad, self, weight, grad_input_mask)"
 
 - name: conv_depthwise3d(Tensor self, Tensor weight, SymInt[3] kernel_size, Tensor? bias, SymInt[3] stride, SymInt[3] padding, SymInt[3] dilation) -> Tensor
-  self, weight, bias: "grad.defined() ? convolution_backward_symint(grad.contiguous(), self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0, 0}}, /*groups=*/ 1, grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"
+  self, weight, bias: "depthwise3d_backward_stand_in(grad, self, weight, grad_input_mask)"
 """
 
 CONVOLUTION_CPP = """\
@@ -140,7 +136,7 @@ delete:
 DERIVATIVES_OVERRIDE = """\
 replace:
   - name: _conv_depthwise2d(Tensor self, Tensor weight, SymInt[2] kernel_size, Tensor? bias, SymInt[2] stride, SymInt[2] padding, SymInt[2] dilation) -> Tensor
-    self, weight, bias: "grad.defined() ? convolution_backward_symint(grad, self, weight, bias->sym_sizes(), stride, padding, dilation, /*transposed=*/ false, /*output_padding=*/ {{0, 0}}, /*groups=*/ self.sym_size(1), grad_input_mask) : std::tuple<Tensor, Tensor, Tensor>()"
+    self, weight, bias: "depthwise2d_backward_fixed(grad, self, weight, /*groups=*/ self.sym_size(1), grad_input_mask)"
 """
 
 CONVOLUTION_DIFF = """\
