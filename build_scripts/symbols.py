@@ -30,13 +30,17 @@ class Interface:
     registers: tuple[str, ...]  # DispatchStubs it must register a kernel with
 
 
-def load_interfaces(path: Path) -> list[Interface]:
+def _read_interfaces_file(path: Path) -> dict:
     if not path.exists():
-        return []
+        return {}
     try:
-        data = tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise HarnessError(f"{path}: not valid TOML: {err}") from None
+
+
+def load_interfaces(path: Path) -> list[Interface]:
+    data = _read_interfaces_file(path)
     interfaces = []
     for number, entry in enumerate(data.get("interface", []), start=1):
         unknown = set(entry) - {"source", "header", "defines", "registers"}
@@ -52,9 +56,7 @@ def load_interfaces(path: Path) -> list[Interface]:
 
 def load_overlay_ops(path: Path) -> list[str]:
     """[overlay] ops in interfaces.toml: the aten ops the overlay must take over."""
-    if not path.exists():
-        return []
-    ops = tomllib.loads(path.read_text()).get("overlay", {}).get("ops", [])
+    ops = _read_interfaces_file(path).get("overlay", {}).get("ops", [])
     if not all(isinstance(op, str) and op.startswith("aten::") for op in ops):
         raise HarnessError(f"{path}: [overlay] ops must be a list of 'aten::name.overload' strings")
     return ops
