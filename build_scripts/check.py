@@ -32,7 +32,7 @@ from .codegen import GeneratedCode, run_codegen, syntax_check_autograd
 from . import overlay
 from .errors import HarnessError
 from .fatbin import fatbin_entries
-from .patchset import PatchSet
+from .patchset import PatchSet, digest_tree
 from .pin import CudaArch, Pin
 from .symbols import (
     INTERFACES_FILE, defined_symbols, load_interfaces, load_overlay_ops, probe_symbols, signature_problems,
@@ -229,11 +229,7 @@ class L0Check:
 
     def _project_files_digest(self, toolchain: Toolchain) -> str:
         """Everything a project source may include from the patch set, and the compilers."""
-        digest = hashlib.sha256()
-        root = self.patch_set.files_root
-        for path in sorted(root.rglob("*")) if root.is_dir() else []:
-            if path.is_file():
-                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+        digest = hashlib.sha256(digest_tree(self.patch_set.files_root).encode())
         for compiler in (str(toolchain.nvcc), toolchain.cxx):
             digest.update(compiler_version(compiler).encode())
         return digest.hexdigest()

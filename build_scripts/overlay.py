@@ -74,13 +74,9 @@ def write_wheel(dest_dir: Path, version: str, files: dict[str, bytes], pin: Pin)
     return wheel
 
 
-def loader_dir(patch_set: PatchSet) -> Path:
-    return patch_set.patches_dir / "overlay" / PACKAGE
-
-
 def package_files(library: Path, pin: Pin, patch_set: PatchSet, archs: tuple[CudaArch, ...]) -> dict[str, bytes]:
     """The overlay package: the loader, its build info and the library (path -> bytes)."""
-    loader = loader_dir(patch_set)
+    loader = patch_set.overlay_root / PACKAGE
     files = {f"{PACKAGE}/{p.name}": p.read_bytes() for p in sorted(loader.glob("*.py"))}
     if f"{PACKAGE}/__init__.py" not in files:
         raise HarnessError(f"{loader}/__init__.py is missing")

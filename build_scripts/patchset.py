@@ -20,6 +20,16 @@ OVERRIDES_DIR = REPO_ROOT / "native_functions_overrides"
 COMPILED_SUFFIXES = {".cu": "nvcc", ".cpp": "c++"}
 
 
+def digest_tree(root: Path) -> str:
+    """sha256 over every file under root (relative path and bytes), bytecode caches aside."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if path.is_file() and "__pycache__" not in path.parts:
+            data = path.read_bytes()
+            digest.update(f"{path.relative_to(root)}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class PatchSet:
     patches_dir: Path
@@ -64,10 +74,14 @@ class PatchSet:
     def compiled_sources(self) -> list[SeriesItem]:
         return [i for i in self.of_kind("replace", "add") if PurePosixPath(i.path).suffix in COMPILED_SUFFIXES]
 
-    def overlay_sources(self) -> list[Path]:
-        """patches/overlay/: sources built into the overlay library only (its registration),
+    @property
+    def overlay_root(self) -> Path:
+        """patches/overlay/: what only the overlay adds (its registration and loader package),
         never applied to a PyTorch tree."""
-        root = self.patches_dir / "overlay"
+        return self.patches_dir / "overlay"
+
+    def overlay_sources(self) -> list[Path]:
+        root = self.overlay_root
         return sorted(p for p in root.glob("*") if p.suffix in COMPILED_SUFFIXES) if root.is_dir() else []
 
     @property
@@ -102,11 +116,7 @@ class PatchSet:
         for item in self.items:
             data = self.source(item).read_bytes()
             digest.update(f"\0{item.kind}\0{item.path}\0{len(data)}\0".encode() + data)
-        overlay = self.patches_dir / "overlay"
-        for path in sorted(overlay.rglob("*")) if overlay.is_dir() else []:
-            if path.is_file() and "__pycache__" not in path.parts:
-                data = path.read_bytes()
-                digest.update(f"\0overlay\0{path.relative_to(overlay)}\0{len(data)}\0".encode() + data)
+        digest.update(b"\0overlay\0" + digest_tree(self.overlay_root).encode())
         return digest.hexdigest()
 
     # -- what it makes of upstream --------------------------------------------

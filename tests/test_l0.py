@@ -215,7 +215,7 @@ def test_overlay_built_for_another_commit_refuses_to_patch(tmp_path):
     registration = tmp_path / "RegisterOverlay.o"
     other = "0" * 40
     includes = include_flags([patch_set.files_root / "aten" / "src"], torch, toolchain)
-    run_compiler(compile_command(toolchain, patch_set.patches_dir / "overlay" / "RegisterOverlay.cpp", registration,
+    run_compiler(compile_command(toolchain, patch_set.overlay_root / "RegisterOverlay.cpp", registration,
                                  includes + [f'-DDWCONV_PINNED_COMMIT="{other}"'], ()), "compile")
     kernels = report.library.parent / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
     library = tmp_path / "libdwconv_overlay.so"
