@@ -236,19 +236,10 @@ std::vector<int64_t> output_sizes(const Tensor& input, const Tensor& weight, Int
   return sizes;
 }
 
-}  // namespace
-
-Tensor& conv_depthwise2d_cuda_out(
-    const Tensor& input_,
-    const Tensor& weight_,
-    IntArrayRef kernel_size,
-    const std::optional<Tensor>& bias_opt,
-    IntArrayRef stride,
-    IntArrayRef padding,
-    IntArrayRef dilation,
-    Tensor& out) {
-  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight_);
-  check_input_and_weight(input_, weight_);
+// The forward pass into `out`, once the arguments have been checked.
+Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const Conv2dArgs& args,
+                    const std::optional<Tensor>& bias_opt, IntArrayRef kernel_size, IntArrayRef stride,
+                    IntArrayRef padding, IntArrayRef dilation, Tensor& out) {
   const c10::cuda::CUDAGuard device_guard(input_.device());
   const Tensor bias = (bias_opt.has_value() && bias_opt->defined()) ? bias_opt->contiguous() : Tensor();
   TORCH_CHECK(!bias.defined() || (bias.dim() <= 1 && bias.numel() == weight_.size(0)),
@@ -274,6 +265,22 @@ Tensor& conv_depthwise2d_cuda_out(
   return out;
 }
 
+}  // namespace
+
+Tensor& conv_depthwise2d_cuda_out(
+    const Tensor& input,
+    const Tensor& weight,
+    IntArrayRef kernel_size,
+    const std::optional<Tensor>& bias,
+    IntArrayRef stride,
+    IntArrayRef padding,
+    IntArrayRef dilation,
+    Tensor& out) {
+  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight);
+  check_input_and_weight(input, weight);
+  return forward_out(input, weight, args, bias, kernel_size, stride, padding, dilation, out);
+}
+
 Tensor conv_depthwise2d_cuda(
     const Tensor& input,
     const Tensor& weight,
@@ -282,12 +289,12 @@ Tensor conv_depthwise2d_cuda(
     IntArrayRef stride,
     IntArrayRef padding,
     IntArrayRef dilation) {
-  check_conv2d_args(kernel_size, stride, padding, dilation, weight);
+  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight);
   check_input_and_weight(input, weight);
   // The output takes the input's layout: channels_last in, channels_last out.
   Tensor out = at::empty(output_sizes(input, weight, kernel_size, stride, padding, dilation),
                          input.options().memory_format(layout_of(input)));
-  return conv_depthwise2d_cuda_out(input, weight, kernel_size, bias, stride, padding, dilation, out);
+  return forward_out(input, weight, args, bias, kernel_size, stride, padding, dilation, out);
 }
 
 namespace dwconv {
