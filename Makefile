@@ -9,13 +9,16 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build docker test test-gpu gpu-deps test-upstream bench clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps test-upstream bench clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | awk -F'\t' '{printf "  make %-14s %s\n", $$1, $$2}'
 	@echo "Variables: PYTORCH_SRC (checkout, default build/pytorch), DWCONV_CACHE (downloads, default ~/.cache/dwconv),"
 	@echo "           TORCH_CUDA_ARCH_LIST (default from pin.toml), FORCE=1, NVCC, CXX"
+	@echo "  build:   MAX_JOBS, BUILDER_IMAGE, PYTORCH_GIT_URL   docker: IMAGE, RUNTIME_IMAGE"
+	@echo "  test-upstream: WITH=overlay|local|image, PYTHON_UNDER_TEST (default GPU_PYTHON), STOCK_PYTHON,"
+	@echo "                 IMAGE, BASELINE, UPSTREAM_TESTS (default PYTORCH_SRC/test), UPSTREAM_OUT"
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,14 +43,23 @@ series: $(VENV)/.ready  ## list the patch set's items, reasons and hash
 overlay: $(VENV)/.ready  ## L0, then the overlay wheel for stock torch 2.11.0+cu130 in dist/
 	$(HARNESS) overlay
 
-build: $(VENV)/.ready  ## build the custom torch wheel in Docker (not available yet)
+# The full build (L2). Passed through to docker buildx as build args when set.
+export MAX_JOBS BUILDER_IMAGE RUNTIME_IMAGE PYTORCH_GIT_URL IMAGE
+build: $(VENV)/.ready  ## the custom torch wheel torch-2.11.0+cu130.dwconv, built in Docker into dist/ (hours)
 	$(HARNESS) build
 
-docker: $(VENV)/.ready  ## build the runtime image of the patched environment (not available yet)
+build-local: $(VENV)/.ready  ## the same without Docker, on a machine with CUDA 13.0 and cuDNN
+	$(HARNESS) build-local
+
+docker: $(VENV)/.ready  ## the runtime image around the wheel in dist/ (`docker run --gpus all <image> selftest`)
 	$(HARNESS) docker
 
-test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check)
+test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check and the Docker lint)
 	$(PY) -m pytest tests
+
+lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts
+	$(VENV)/bin/hadolint --config .hadolint.yaml docker/*.Dockerfile
+	$(VENV)/bin/shellcheck docker/runtime/entrypoint.sh .ci/run
 
 # The GPU tests run in the Python that has torch 2.11.0+cu130 (not .venv), on the overlay
 # staged by `make overlay` (build/l0/overlay-staging; DWCONV_OVERLAY_DIR overrides).
@@ -67,8 +79,11 @@ test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2
 gpu-deps:  ## download the GPU tests' pure-Python dependencies into .whl/ (to carry to a GPU machine)
 	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl expecttest==0.3.0
 
-test-upstream: $(VENV)/.ready  ## upstream's convolution tests against a patched torch (not available yet)
-	$(HARNESS) test-upstream
+# Runs where the torch under test is, on a GPU machine that may have no network: this
+# part of the harness needs only the standard library, so GPU_PYTHON runs it (no .venv).
+export WITH STOCK_PYTHON BASELINE UPSTREAM_TESTS UPSTREAM_OUT
+test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|local|image) against stock
+	PYTHON_UNDER_TEST=$${PYTHON_UNDER_TEST:-$(GPU_PYTHON)} $(GPU_PYTHON) -m build_scripts test-upstream
 
 bench: $(VENV)/.ready  ## benchmarks against stock torch and cuDNN (not available yet)
 	$(HARNESS) bench

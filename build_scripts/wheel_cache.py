@@ -26,6 +26,7 @@ from pathlib import Path
 
 from .errors import HarnessError
 from .pin import Pin
+from .wheel_facts import metadata_text, version_py_value
 
 # The libraries the overlay and L0 link against (libtorch_cuda pulls in the rest at run time).
 LINK_LIBRARIES = ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so")
@@ -85,13 +86,7 @@ def _pip_download(requirements: list[str], dest: Path) -> None:
 
 def _wheel_metadata(wheel: Path) -> str:
     with zipfile.ZipFile(wheel) as zf:
-        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        return zf.read(name).decode()
-
-
-def _version_py_value(text: str, name: str) -> str | None:
-    match = re.search(rf"^{name}\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]", text, re.M)
-    return match.group(1) if match else None
+        return metadata_text(zf)
 
 
 def verify_torch_wheel(wheel: Path, pin: Pin) -> None:
@@ -102,9 +97,9 @@ def verify_torch_wheel(wheel: Path, pin: Pin) -> None:
     except (zipfile.BadZipFile, KeyError) as err:
         raise HarnessError(f"{wheel} is not a readable torch wheel ({err}); delete it and run again") from None
     found = {
-        "version": _version_py_value(version_py, "__version__"),
-        "commit": _version_py_value(version_py, "git_version"),
-        "cuda": _version_py_value(version_py, "cuda"),
+        "version": version_py_value(version_py, "__version__"),
+        "commit": version_py_value(version_py, "git_version"),
+        "cuda": version_py_value(version_py, "cuda"),
     }
     wanted = {"version": pin.stock_version, "commit": pin.commit, "cuda": pin.cuda_version}
     wrong = [f"{k} {found[k]!r} (pinned: {wanted[k]!r})" for k in wanted if found[k] != wanted[k]]

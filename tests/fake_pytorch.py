@@ -75,6 +75,7 @@ UPSTREAM_FILES = {
     "aten/src/ATen/native/cuda/DepthwiseConv2d.cu": "// upstream DepthwiseConv2d.cu stand-in\n",
     "aten/src/ATen/native/cuda/DepthwiseConv3d.cu": "// upstream DepthwiseConv3d.cu stand-in\n",
     "torch/__init__.py": "",
+    "requirements-build.txt": "# stand-in for v2.11.0's build requirements\nsetuptools\ncmake\nninja\n",
 }
 
 

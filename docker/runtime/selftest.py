@@ -1,0 +1,123 @@
+"""Self-test of a patched torch: `docker run --gpus all <image> selftest`.
+
+Prints the torch version, the patch-set hash and the GPU, then checks that
+nn.Conv2d(groups=C) runs the patch set's kernels (namespace at::native::dwconv)
+forward and backward, with results that match a float64 CPU reference. Exits 1,
+naming what is wrong, if any of that fails. `--overlay` tests stock torch with
+the dwconv_overlay package loaded instead of a patched build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+OUR_KERNELS = "at::native::dwconv::"
+
+
+class SelfTestFailure(Exception):
+    pass
+
+
+def patch_set_hash(use_overlay: bool) -> str:
+    if use_overlay:
+        try:
+            import dwconv_overlay
+        except ImportError as err:
+            raise SelfTestFailure(f"--overlay: dwconv_overlay does not load: {err}") from None
+        return dwconv_overlay.PATCHSET_HASH
+    try:
+        from torch import _dwconv_patchset
+    except ImportError:
+        raise SelfTestFailure(
+            "this torch carries no patch set (torch._dwconv_patchset is missing): it is not a "
+            "`make build` wheel; use --overlay to test the overlay on stock torch"
+        ) from None
+    return _dwconv_patchset.PATCHSET_HASH
+
+
+def cuda_kernel_names(fn) -> list[str]:
+    """Names of the CUDA kernels that fn() launches, from the profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sorted({e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA})
+
+
+def check_kernels_and_values() -> list[str]:
+    """Run a depthwise nn.Conv2d forward and backward; return lines to report."""
+    import torch
+
+    torch.manual_seed(0)
+    channels = 32
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels, device="cuda")
+    x = torch.randn(4, channels, 28, 28, device="cuda", requires_grad=True)
+    grad = torch.randn(4, channels, 28, 28, device="cuda")
+    # cuDNN would take channels_last and some fp16 work before routing exists;
+    # fp32 NCHW is the case every build sends to the native depthwise kernels.
+    backend = torch._C._select_conv_backend(x, conv.weight, conv.bias, [1, 1], [1, 1], [1, 1], False, [0, 0], channels)
+    out = None
+
+    def forward():
+        nonlocal out
+        out = conv(x)
+
+    def backward():
+        out.backward(grad)
+
+    lines = [f"conv backend: {backend}"]
+    for what, fn in (("forward", forward), ("backward", backward)):
+        names = cuda_kernel_names(fn)
+        ours = [n for n in names if OUR_KERNELS in n]
+        if not ours:
+            raise SelfTestFailure(f"{what} of nn.Conv2d(groups={channels}) ran none of our kernels; it ran: "
+                                  + "; ".join(names))
+        lines.append(f"{what}: {len(ours)} of our kernels ran ({', '.join(sorted({_short(n) for n in ours}))})")
+
+    x64, w64, b64 = (t.detach().cpu().double().requires_grad_() for t in (x, conv.weight, conv.bias))
+    ref = torch.nn.functional.conv2d(x64, w64, b64, padding=1, groups=channels)
+    ref.backward(grad.cpu().double())
+    for name, got, want in (("output", out, ref), ("grad input", x.grad, x64.grad),
+                            ("grad weight", conv.weight.grad, w64.grad)):
+        error = (got.detach().cpu().double() - want.detach()).abs().max().item()
+        if error > 1e-3:
+            raise SelfTestFailure(f"{name} differs from the float64 reference by {error:.3g}")
+        lines.append(f"{name}: max abs error {error:.2e} against float64")
+    return lines
+
+
+def _short(kernel_name: str) -> str:
+    """'void at::native::dwconv::tiled_nchw_kernel<float, ...>(...)' -> 'tiled_nchw_kernel'."""
+    return kernel_name.split(OUR_KERNELS, 1)[1].split("<", 1)[0].split("(", 1)[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--overlay", action="store_true", help="load dwconv_overlay into stock torch first")
+    args = parser.parse_args(argv)
+    try:
+        import torch
+    except ImportError as err:
+        print(f"selftest: FAIL: torch does not import: {err}", file=sys.stderr)
+        return 1
+    print(f"torch {torch.__version__} (commit {torch.version.git_version}), CUDA {torch.version.cuda}, "
+          f"cuDNN {torch.backends.cudnn.version()}")
+    try:
+        print(f"patch set {patch_set_hash(args.overlay)}" + (" (overlay)" if args.overlay else ""))
+        if not torch.cuda.is_available():
+            raise SelfTestFailure("no CUDA device is visible: run the image with `docker run --gpus all`")
+        print(f"GPU: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
+        for line in check_kernels_and_values():
+            print(line)
+    except SelfTestFailure as failure:
+        print(f"selftest: FAIL: {failure}", file=sys.stderr)
+        return 1
+    print("selftest: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
