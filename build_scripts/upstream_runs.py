@@ -27,7 +27,7 @@ CONTAINER_TESTS = "/upstream/test"
 CONTAINER_OUT = "/upstream/out"
 
 _PROBE = """
-import json, torch
+import importlib.util, json, torch
 try:
     import dwconv_overlay
     overlay = dwconv_overlay.PATCHSET_HASH if dwconv_overlay.enabled() else None
@@ -40,7 +40,8 @@ except ImportError:
     built = None
 cuda = torch.cuda.is_available()
 print(json.dumps({"version": torch.__version__, "commit": torch.version.git_version, "cuda": cuda,
-                  "device": torch.cuda.get_device_name() if cuda else None, "overlay": overlay, "built": built}))
+                  "device": torch.cuda.get_device_name() if cuda else None, "overlay": overlay, "built": built,
+                  "pytest": importlib.util.find_spec("pytest") is not None}))
 """
 
 
@@ -51,13 +52,14 @@ class Plan:
     baseline_file: Path | None
 
 
-def overlay_torch(python: str, overlay_dir: Path) -> TorchUnderTest:
+def overlay_torch(python: str, overlay_dir: Path, environ: dict[str, str] | None = None) -> TorchUnderTest:
     if not (overlay_dir / "dwconv_overlay" / "__init__.py").is_file():
         raise HarnessError(f"no staged overlay in {overlay_dir}: run `make overlay` first (or set DWCONV_OVERLAY_DIR)")
+    inherited = (os.environ if environ is None else environ).get("PYTHONPATH")
     return TorchUnderTest(
         label=f"overlay {overlay_dir} on stock torch ({python})",
         command=(python,),
-        env={"PYTHONPATH": f"{overlay_dir}:{PLUGIN_DIR}"},
+        env={"PYTHONPATH": ":".join(filter(None, (str(overlay_dir), str(PLUGIN_DIR), inherited)))},
         pytest_args=("-p", "dwconv_overlay_plugin"),
     )
 
@@ -109,6 +111,8 @@ def probe(torch: TorchUnderTest) -> dict:
 
 def check_probe(facts: dict, pin: Pin, torch: TorchUnderTest, *, patched: bool, allow_cpu: bool) -> None:
     problems = []
+    if not facts["pytest"]:
+        problems.append("pytest is not installed there")
     if facts["commit"] != pin.commit:
         problems.append(f"its torch is {facts['version']} at commit {facts['commit']}, not the pinned {pin.commit}")
     if patched and not (facts["overlay"] or facts["built"]):
@@ -121,7 +125,7 @@ def check_probe(facts: dict, pin: Pin, torch: TorchUnderTest, *, patched: bool, 
         raise HarnessError(f"{torch.label}: " + "; ".join(problems))
 
 
-def tests_origin(tests_dir: Path, pin: Pin) -> str:
+def describe_test_files(tests_dir: Path, pin: Pin) -> str:
     """Where the test files come from, for the summary; the pinned checkout's test/ is checked."""
     checkout = tests_dir.parent
     if tests_dir.name == "test" and is_worktree_root(checkout):
@@ -134,7 +138,7 @@ def tests_origin(tests_dir: Path, pin: Pin) -> str:
 
 def run_test_upstream(pin: Pin, the_plan: Plan, tests_dir: Path, out_dir: Path, *, allow_cpu: bool = False,
                   timeout_s: int = 3600) -> Comparison:
-    context = {"test files": tests_origin(tests_dir, pin)}
+    context = {"test files": describe_test_files(tests_dir, pin)}
     patched_facts = probe(the_plan.patched)
     check_probe(patched_facts, pin, the_plan.patched, patched=True, allow_cpu=allow_cpu)
     context["patched"] = (f"{the_plan.patched.label}: torch {patched_facts['version']}, patch set "
@@ -156,4 +160,7 @@ def run_test_upstream(pin: Pin, the_plan: Plan, tests_dir: Path, out_dir: Path, 
     summary = write_results(out_dir, comparison, context)
     print(summary.read_text())
     print(f"[test-upstream] summary: {summary}, outcomes: {out_dir / 'outcomes.json'}")
+    if comparison.unrun_files:
+        raise HarnessError("these test files did not run (so nothing was compared for them); see the logs in "
+                           f"{out_dir}: " + ", ".join(comparison.unrun_files))
     return comparison

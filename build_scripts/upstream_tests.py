@@ -23,7 +23,7 @@ from .errors import HarnessError
 
 
 @dataclass(frozen=True)
-class TestSelection:
+class UpstreamSelection:
     file: str              # relative to upstream's test/ directory
     keyword: str | None    # pytest -k expression, None for the whole file
     what: str
@@ -31,17 +31,18 @@ class TestSelection:
 
 # The upstream tests that exercise convolution; CUDA instances only (our kernels are CUDA).
 SELECTIONS = (
-    TestSelection("nn/test_convolution.py", None, "the convolution suite (depthwise, backends, cuDNN nhwc)"),
-    TestSelection("test_nn.py", "conv1d or conv2d or conv3d or convtranspose",
+    UpstreamSelection("nn/test_convolution.py", None, "the convolution suite (depthwise, backends, cuDNN nhwc)"),
+    UpstreamSelection("test_nn.py", "conv1d or conv2d or conv3d or convtranspose",
                   "the Conv* module tests generated from common_nn"),
-    TestSelection("test_ops.py", "nn_functional_conv", "conv OpInfos: dtypes, variants, noncontiguous, out="),
-    TestSelection("test_ops_gradients.py", "nn_functional_conv", "conv OpInfos: gradcheck, gradgradcheck"),
-    TestSelection("test_ops_fwd_gradients.py", "nn_functional_conv", "conv OpInfos: forward-mode AD"),
-    TestSelection("test_modules.py", "nn_Conv", "nn.Conv* ModuleInfos"),
+    UpstreamSelection("test_ops.py", "nn_functional_conv", "conv OpInfos: dtypes, variants, noncontiguous, out="),
+    UpstreamSelection("test_ops_gradients.py", "nn_functional_conv", "conv OpInfos: gradcheck, gradgradcheck"),
+    UpstreamSelection("test_ops_fwd_gradients.py", "nn_functional_conv", "conv OpInfos: forward-mode AD"),
+    UpstreamSelection("test_modules.py", "nn_Conv", "nn.Conv* ModuleInfos"),
 )
 # instantiate_device_type_tests makes CUDA instances only.
 TEST_ENVIRONMENT = {"PYTORCH_TESTING_DEVICE_ONLY_FOR": "cuda", "PYTHONUNBUFFERED": "1"}
 FAILING = ("failed", "error", "not run")
+WHOLE_FILE = "::<whole file>"  # the id standing for a file whose pytest left no report
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class TorchUnderTest:
     out_dir_seen: str | None = None
 
 
-def pytest_command(torch: TorchUnderTest, selection: TestSelection, tests_dir: Path, report: Path) -> list[str]:
+def pytest_command(torch: TorchUnderTest, selection: UpstreamSelection, tests_dir: Path, report: Path) -> list[str]:
     test_root = torch.tests_dir_seen or str(tests_dir)
     report_seen = f"{torch.out_dir_seen}/{report.name}" if torch.out_dir_seen else str(report)
     cmd = [*torch.command, "-m", "pytest", f"{test_root}/{selection.file}", "-q", "-p", "no:cacheprovider",
@@ -84,7 +85,7 @@ def read_junit(report: Path) -> dict[str, str]:
     return outcomes
 
 
-def run_selection(torch: TorchUnderTest, selection: TestSelection, tests_dir: Path, out_dir: Path,
+def run_selection(torch: TorchUnderTest, selection: UpstreamSelection, tests_dir: Path, out_dir: Path,
                   name: str, timeout_s: int) -> dict[str, str]:
     report = out_dir / f"{name}-{selection.file.replace('/', '_').removesuffix('.py')}.xml"
     report.unlink(missing_ok=True)
@@ -106,7 +107,7 @@ def run_selection(torch: TorchUnderTest, selection: TestSelection, tests_dir: Pa
         return read_junit(report)
     # pytest died before writing its report (a crash, a timeout): one entry stands for the file.
     print(f"[test-upstream] {name}: {selection.file} left no report (status {status}); see {log}", file=sys.stderr)
-    return {f"{selection.file}::<whole file>": "error"}
+    return {f"{selection.file}{WHOLE_FILE}": "error"}
 
 
 @dataclass
@@ -125,6 +126,11 @@ class Comparison:
             if ours in FAILING and stock not in FAILING:
                 rows.append((test_id, ours, stock))
         return rows
+
+    @property
+    def unrun_files(self) -> list[str]:
+        """Files that left no report in either run: a comparison that did not happen."""
+        return sorted({t.removesuffix(WHOLE_FILE) for t in (*self.patched, *self.baseline) if t.endswith(WHOLE_FILE)})
 
     @property
     def fixed(self) -> list[str]:
@@ -153,7 +159,7 @@ def summary_markdown(comparison: Comparison, context: dict[str, str]) -> str:
 
 
 def run_all(torch: TorchUnderTest, tests_dir: Path, out_dir: Path, name: str,
-            selections: tuple[TestSelection, ...] = SELECTIONS, timeout_s: int = 3600) -> dict[str, str]:
+            selections: tuple[UpstreamSelection, ...] = SELECTIONS, timeout_s: int = 3600) -> dict[str, str]:
     missing = [s.file for s in selections if not (tests_dir / s.file).is_file()]
     if missing:
         raise HarnessError(f"{tests_dir} lacks upstream test files: {', '.join(missing)}; set UPSTREAM_TESTS "

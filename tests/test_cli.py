@@ -9,7 +9,7 @@ import pytest
 from build_scripts import REPO_ROOT
 from build_scripts.__main__ import NOT_YET
 
-VERBS = "source patch unpatch check overlay build docker test test-gpu test-upstream bench clean".split()
+VERBS = "source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench clean".split()
 
 
 def harness(*args, env=None):
