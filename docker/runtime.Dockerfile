@@ -13,10 +13,11 @@ FROM ${RUNTIME_IMAGE}
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PATH=/opt/venv/bin:${PATH}
-# cuda-cupti: the profiler (Kineto) loads libcupti, which the runtime image lacks.
+# cuda-cupti: the profiler (Kineto) loads libcupti, which the runtime image lacks;
+# libgomp1: torch is built with GCC's OpenMP.
 # The ubuntu24.04 CUDA images carry NVIDIA's apt repository, so its version matches.
 RUN apt-get update && \
-    apt-get install -y --no-install-recommends python3 python3-venv cuda-cupti-13-0 && \
+    apt-get install -y --no-install-recommends python3 python3-venv libgomp1 cuda-cupti-13-0 && \
     rm -rf /var/lib/apt/lists/* && \
     python3 -m venv /opt/venv
 COPY docker/runtime/requirements.txt /opt/dwconv/requirements.txt
