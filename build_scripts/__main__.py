@@ -71,7 +71,7 @@ def cmd_build_local(args) -> None:
     from .source import make_source, source_dir
     from .wheel_build import compile_wheel, install_requirements, preflight_problems
     pin, src, environ = load_pin(), source_dir(), dict(os.environ)
-    problems = preflight_problems(src.parent if not src.exists() else src, pin, environ)
+    problems = preflight_problems(src, pin, environ)
     if problems:
         raise HarnessError("make build-local needs a prepared machine:\n" + "\n".join(f"  {p}" for p in problems)
                            + "\n(`make build` does the same in Docker)")

@@ -171,7 +171,8 @@ def preflight_problems(src: Path, pin: Pin, environ: dict[str, str], which=shuti
                         f"{pin.cuda_version}, or set CUDNN_INCLUDE_DIR / CUDNN_ROOT")
     if not which("git"):
         problems.append("git is not on PATH")
-    free = disk_free(src) if disk_free else shutil.disk_usage(src).free
+    existing = next(p for p in (src, *src.parents) if p.exists())  # the checkout may not be cloned yet
+    free = disk_free(existing) if disk_free else shutil.disk_usage(existing).free
     if free < MIN_FREE_DISK_GB * 10**9:
         problems.append(f"only {free / 1e9:.0f} GB free at {src}; the build needs about {MIN_FREE_DISK_GB} GB")
     return problems

@@ -276,3 +276,18 @@ def test_requirements_step_needs_only_the_standard_library():
 
 def test_archs_parse_like_torch(monkeypatch):
     assert [str(a) for a in parse_arch_list("8.0;9.0a 9.0+PTX")] == ["8.0", "9.0a", "9.0+PTX"]
+
+
+def test_preflight_before_the_checkout_exists(tmp_path):
+    problems = preflight_problems(tmp_path / "build" / "pytorch", load_pin(), {}, which=lambda _: None)
+    assert any("nvcc is not on PATH" in p for p in problems)
+
+
+def test_build_local_names_what_the_machine_lacks(tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path), "PYTORCH_SRC": str(tmp_path / "pytorch"), "CUDA_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "build-local"], cwd=REPO_ROOT,
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: make build-local needs a prepared machine:\n  nvcc is not on PATH")
+    assert "(`make build` does the same in Docker)" in proc.stderr
+    assert not (tmp_path / "pytorch").exists(), "nothing is cloned before the checks pass"
