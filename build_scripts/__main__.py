@@ -65,7 +65,7 @@ def cmd_build(args) -> None:
 
 def cmd_build_local(args) -> None:
     from .apply import apply_patch_set
-    from .docker_build import DIST_DIR
+    from .overlay import DIST_DIR
     from .patchset import PatchSet
     from .pin import load_pin
     from .source import make_source, source_dir

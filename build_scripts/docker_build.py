@@ -9,27 +9,26 @@ is none.
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
+from .overlay import DIST_DIR
 from .pin import Pin
+from .wheel_build import run_logged
 from .wheel_facts import WheelFacts, read_wheel_facts
 
 DOCKER_DIR = REPO_ROOT / "docker"
 BUILDER_DOCKERFILE = DOCKER_DIR / "builder.Dockerfile"
 RUNTIME_DOCKERFILE = DOCKER_DIR / "runtime.Dockerfile"
-DIST_DIR = REPO_ROOT / "dist"
 
 # What the full build takes; the README's "Full build" section gives the sources.
 REQUIREMENTS = (
     "Docker with BuildKit (the buildx plugin) and a running engine; about 80 GB of free disk "
-    "(checkout, build tree, ccache, images); 3 GiB of RAM per compile job; about 1.5-3 hours "
-    "on 16 cores for the two pinned archs, minutes again with a warm ccache"
+    "(checkout, build tree, ccache, images); 3 GiB of RAM per compile job; roughly 1-2 hours "
+    "on 16 cores for the two pinned archs (an estimate), minutes again with a warm ccache"
 )
 OVERLAY_HINT = "for the same kernels on stock torch 2.11.0 in minutes, without Docker, run `make overlay`"
 
@@ -117,17 +116,10 @@ def current_wheel(pin: Pin, patchset_hash: str, dist_dir: Path = DIST_DIR) -> Wh
     )
 
 
-def run_docker(cmd: list[str]) -> None:
-    print(f"+ {shlex.join(cmd)}", file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=REPO_ROOT)
-    if proc.returncode != 0:
-        raise HarnessError(f"docker buildx build failed with status {proc.returncode} (its output is above)")
-
-
 def docker_build_wheel(pin: Pin, patchset_hash: str, environ: dict[str, str] | None = None) -> WheelFacts:
     env = dict(os.environ if environ is None else environ)
     require_engine("build")
-    run_docker(builder_command(env))
+    run_logged(builder_command(env), REPO_ROOT, env)
     return current_wheel(pin, patchset_hash)
 
 
@@ -136,5 +128,5 @@ def docker_build_runtime(pin: Pin, patchset_hash: str, environ: dict[str, str] |
     wheel = current_wheel(pin, patchset_hash)  # before the engine check: the message says what to do first
     require_engine("docker")
     tag = image_tag(pin, patchset_hash, env)
-    run_docker(runtime_command(wheel.path, tag, env))
+    run_logged(runtime_command(wheel.path, tag, env), REPO_ROOT, env)
     return tag

@@ -1,7 +1,7 @@
 """Which torch `make test-upstream` tests, and against which baseline.
 
-  WITH=overlay  stock torch in PYTHON with the overlay loaded; baseline: the same
-                PYTHON without it (the default, and what a GPU machine can run)
+  WITH=overlay  stock torch in PYTHON_UNDER_TEST with the overlay loaded; baseline: the
+                same Python without it (the default, and what a GPU machine can run)
   WITH=local    a Python with a `make build` wheel installed; baseline: STOCK_PYTHON,
                 or BASELINE=<outcomes.json> of an earlier run
   WITH=image    the runtime image from `make docker`; baseline as for local
@@ -137,7 +137,7 @@ def describe_test_files(tests_dir: Path, pin: Pin) -> str:
 
 
 def run_test_upstream(pin: Pin, the_plan: Plan, tests_dir: Path, out_dir: Path, *, allow_cpu: bool = False,
-                  timeout_s: int = 3600) -> Comparison:
+                      timeout_s: int = 3600) -> Comparison:
     context = {"test files": describe_test_files(tests_dir, pin)}
     patched_facts = probe(the_plan.patched)
     check_probe(patched_facts, pin, the_plan.patched, patched=True, allow_cpu=allow_cpu)

@@ -33,7 +33,7 @@ class UpstreamSelection:
 SELECTIONS = (
     UpstreamSelection("nn/test_convolution.py", None, "the convolution suite (depthwise, backends, cuDNN nhwc)"),
     UpstreamSelection("test_nn.py", "conv1d or conv2d or conv3d or convtranspose",
-                  "the Conv* module tests generated from common_nn"),
+                      "the Conv* module tests generated from common_nn"),
     UpstreamSelection("test_ops.py", "nn_functional_conv", "conv OpInfos: dtypes, variants, noncontiguous, out="),
     UpstreamSelection("test_ops_gradients.py", "nn_functional_conv", "conv OpInfos: gradcheck, gradgradcheck"),
     UpstreamSelection("test_ops_fwd_gradients.py", "nn_functional_conv", "conv OpInfos: forward-mode AD"),
@@ -51,7 +51,7 @@ class TorchUnderTest:
     label: str
     command: tuple[str, ...]                  # e.g. (python,) or (docker, run, ..., image, python)
     env: dict[str, str] = field(default_factory=dict)
-    pytest_args: tuple[str, ...] = ()         # e.g. ("-p", "build_scripts.overlay_pytest_plugin")
+    pytest_args: tuple[str, ...] = ()         # e.g. ("-p", "dwconv_overlay_plugin")
     tests_dir_seen: str | None = None         # the test dir as the command sees it (containers)
     out_dir_seen: str | None = None
 
