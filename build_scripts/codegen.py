@@ -118,3 +118,37 @@ def syntax_check_autograd(generated: GeneratedCode, torch: PinnedTorch, toolchai
         return
     run_compiler(cmd, "the generated autograd Functions.cpp does not compile (a derivatives.yaml formula is wrong)")
     passed.write_text(record)
+
+
+@dataclass(frozen=True)
+class OverlayOps:
+    """What the overlay must add to a stock torch, by operator name (name.overload)."""
+
+    new: tuple[str, ...]  # operators our native_functions overrides add
+    dispatched: tuple[str, ...]  # operators whose dispatch entries our overrides set
+    differentiated: tuple[str, ...]  # operators whose derivatives our overrides set
+
+    def arguments(self) -> list[str]:
+        return ["--new-ops", *self.new, "--dispatch-ops", *self.dispatched, "--autograd-ops", *self.differentiated]
+
+
+def generate_overlay_code(generated: GeneratedCode, torch: PinnedTorch, ops: OverlayOps) -> Path:
+    """The overlay's share of codegen for `ops` (build_scripts/torchgen_overlay.py), kept
+    beside the codegen output it comes from."""
+    script = Path(__file__).with_name("torchgen_overlay.py")
+    key = hashlib.sha256("\0".join([script.read_text(), *ops.arguments()]).encode()).hexdigest()[:16]
+    dest = generated.root / "overlay" / key / "OverlayGenerated.cpp"
+    if dest.exists():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_suffix(".partial")
+    _run_torchgen(
+        [str(script), "--native-functions", str(generated.merged_native_functions),
+         "--upstream-native-functions", str(torch.packaged_yaml("native_functions")),
+         "--tags", str(generated.merged_native_functions.with_name("tags.yaml")),
+         "--derivatives", str(generated.merged_derivatives),
+         "--templates", str(torch.packaged_autograd / "templates"), "--out", str(partial), *ops.arguments()],
+        torch, "generating the overlay's registrations (build_scripts/torchgen_overlay.py)", generated.root,
+    )
+    partial.replace(dest)
+    return dest

@@ -1,20 +1,25 @@
 // The overlay's registration: turns a stock torch 2.11.0 into the patched one
-// by registering the patch set's depthwise kernels for aten's CUDA key and
-// pointing conv_depthwise2d_backward_stub at the patch set's kernel.
+// by registering the patch set's depthwise kernels for aten's CUDA key, pointing
+// conv_depthwise2d_backward_stub at the patch set's kernel, and registering what
+// a patched build gets from codegen on the merged yaml (OverlayGenerated.h): the
+// CUDA kernels of the operators our overrides add, and the Autograd kernels of
+// every operator whose derivatives they set.
 //
 // Built with the patch set's sources into libdwconv_overlay.so, linked with
 // -Bsymbolic: inside the library, at::native::conv_depthwise2d_cuda(_out) bind
 // to the patch set's definitions, not to libtorch_cuda's same-named ones.
 //
-// The registration is a torch::Library owned here rather than a static
-// TORCH_LIBRARY_IMPL, so that it can be dropped again: torch.ops.dwconv.set_enabled(False)
-// hands the ops back to upstream's kernels in this process.
+// The registrations are torch::Library objects owned here rather than static
+// TORCH_LIBRARY_IMPLs, so that they can be dropped again: torch.ops.dwconv.set_enabled(False)
+// hands the ops back to upstream's kernels and formulas in this process. (The new
+// operators' schemas stay defined; disabled, they have no kernels, as in stock torch.)
 
 #include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
 #include <ATen/ops/_conv_depthwise2d_native.h>
+#include "OverlayGenerated.h"
 #include <ATen/core/op_registration/adaption.h>
 #include <torch/library.h>
 
@@ -78,6 +83,7 @@ std::string torch_mismatch() {
 
 std::mutex registration_mutex;
 std::unique_ptr<torch::Library> aten_cuda_kernels;  // non-null while enabled
+std::unique_ptr<torch::Library> aten_autograd_kernels;  // likewise
 
 void set_enabled(bool enabled) {
   const std::lock_guard<std::mutex> lock(registration_mutex);
@@ -91,10 +97,16 @@ void set_enabled(bool enabled) {
         torch::Library::IMPL, "aten", c10::DispatchKey::CUDA, __FILE__, __LINE__);
     kernels->impl("_conv_depthwise2d", TORCH_FN(conv_depthwise2d));
     kernels->impl("_conv_depthwise2d.out", TORCH_FN(conv_depthwise2d_out));
+    dwconv_overlay::register_CUDA_kernels(*kernels);
+    auto autograd = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::Autograd, __FILE__, __LINE__);
+    dwconv_overlay::register_autograd_kernels(*autograd);
     aten_cuda_kernels = std::move(kernels);
+    aten_autograd_kernels = std::move(autograd);
     at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::dwconv::depthwise2d_backward_cuda);
   } else {
     aten_cuda_kernels.reset();  // the dispatcher goes back to upstream's kernels
+    aten_autograd_kernels.reset();
     at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::conv_depthwise2d_backward_cuda);
   }
 }
@@ -117,6 +129,14 @@ const bool enabled_on_load = [] {
 }();
 
 } // namespace
+
+namespace torch::autograd::generated::dwconv::VariableType {
+const at::Tensor& unpack(const at::Tensor& t, const char* name, int pos) {
+  TORCH_CHECK(t.defined(), "Expected a proper Tensor but got None (or an undefined Tensor in C++) for argument #",
+              pos, " '", name, "'");
+  return t;
+}
+} // namespace torch::autograd::generated::dwconv::VariableType
 
 TORCH_LIBRARY(dwconv, m) {
   m.def("set_enabled(bool enabled) -> ()", &set_enabled);
