@@ -127,38 +127,41 @@ class L0Check:
             self.report.notes.append("the patch set has no kernel sources yet: nothing to compile or link")
         with self.report.step("symbols"):
             self._check_symbols(objects, includes, toolchain, torch)
-        expected_ops = load_overlay_ops(self.patch_set.patches_dir / INTERFACES_FILE)
-        if self.report.library and expected_ops:
+        claimed = load_overlay_ops(self.patch_set.patches_dir / INTERFACES_FILE)
+        if self.report.library and claimed:
             with self.report.step("load"):
-                self._check_load(expected_ops)
+                self._check_load(claimed)
         elif self.report.library:
-            self.report.notes.append("interfaces.toml names no [overlay] ops: the load step had nothing to check")
+            self.report.notes.append("interfaces.toml claims no [overlay] kernels: the load step had nothing to check")
         return self._finish()
 
-    def _check_load(self, expected_ops: list[str]) -> None:
+    def _check_load(self, claimed: dict[str, list[str]]) -> None:
         """Load the overlay into the pinned torch (installed with its CUDA libraries; no GPU
-        needed) and check it takes over exactly the claimed ops, and gives them back."""
+        needed) and check it takes over exactly the claimed kernels, and gives them back."""
         python = ensure_runtime_env(self.pin, self.cache)
         files = overlay.package_files(self.report.library, self.pin, self.patch_set, self.archs)
         staging = overlay.stage(files, self.work / "overlay-staging")
-        proc = subprocess.run([str(python), str(Path(__file__).with_name("load_probe.py")), str(staging), *expected_ops],
-                              capture_output=True, text=True)
+        proc = subprocess.run([str(python), str(Path(__file__).with_name("load_probe.py")), str(staging),
+                               json.dumps(claimed)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise HarnessError(f"loading the overlay into torch {self.pin.stock_version} failed:\n"
                                + "\n".join(proc.stderr.strip().splitlines()[-30:]))
         seen = json.loads(proc.stdout.strip().splitlines()[-1])
-        wanted = sorted(expected_ops)
         problems = []
-        for phase, expect in [("before", []), ("loaded", wanted), ("disabled", []), ("enabled_again", wanted)]:
-            if sorted(seen[phase]) != expect:
-                problems.append(f"{phase}: the overlay's CUDA kernel is active for {sorted(seen[phase])}, expected {expect}")
+        for phase, active in [("before", False), ("loaded", True), ("disabled", False), ("enabled_again", True)]:
+            for key, ops in claimed.items():
+                expect = sorted(ops) if active else []
+                if sorted(seen[phase][key]) != expect:
+                    problems.append(f"{phase}: the overlay's {key} kernel is active for {sorted(seen[phase][key])}, "
+                                    f"expected {expect}")
         if not seen["enabled_after_load"]:
             problems.append("dwconv_overlay.enabled() is False right after import")
         if problems:
             raise HarnessError("the overlay does not register as claimed in interfaces.toml [overlay]:\n  "
                                + "\n  ".join(problems))
+        took = "; ".join(f"{key}: {', '.join(sorted(ops))}" for key, ops in claimed.items())
         self.report.notes.append(
-            f"the overlay loaded into torch {seen['torch']} (no GPU) and took over {', '.join(wanted)}; "
+            f"the overlay loaded into torch {seen['torch']} (no GPU) and took over the kernels of {took}; "
             "disable() and enable() switched them back and forth"
         )
 

@@ -1,9 +1,9 @@
 """Run inside an environment with the pinned torch installed (no GPU needed):
 load the overlay from a staging directory and report, as JSON on stdout, which
-aten ops have their CUDA kernel registered by the overlay, before loading, after
-loading, after disable() and after enable() again.
+aten ops have their kernel for each dispatch key registered by the overlay,
+before loading, after loading, after disable() and after enable() again.
 
-Usage: python load_probe.py <staging dir holding dwconv_overlay/> <op> [<op> ...]
+Usage: python load_probe.py <staging dir holding dwconv_overlay/> '{"CUDA": [ops], "Autograd": [ops]}'
 Stdlib and torch only: it runs in the pinned torch's environment, not the harness's.
 """
 
@@ -14,32 +14,36 @@ import warnings
 OVERLAY_MARK = "RegisterOverlay.cpp"
 
 
-def overlay_ops(torch, ops):
-    """The ops whose active CUDA kernel comes from the overlay's registration."""
-    active = []
-    for op in ops:
-        for line in torch._C._dispatch_dump(op).splitlines():
-            if line.startswith("CUDA:") and OVERLAY_MARK in line:
-                active.append(op)
+def overlay_ops(torch, claimed):
+    """Dispatch key -> the ops whose active kernel for it comes from the overlay's registration.
+    (An op the overlay adds has no entry before it is loaded.)"""
+    active = {}
+    for key, ops in claimed.items():
+        active[key] = []
+        for op in ops:
+            for line in torch._C._dispatch_dump(op).splitlines():
+                line_key = line.split(":", 1)[0].split("[", 1)[0].strip()
+                if line_key == key and "(inactive)" not in line.split(":", 1)[0] and OVERLAY_MARK in line:
+                    active[key].append(op)
     return active
 
 
 def main() -> None:
-    staging, ops = sys.argv[1], sys.argv[2:]
+    staging, claimed = sys.argv[1], json.loads(sys.argv[2])
     warnings.simplefilter("ignore")
     import torch
 
     report = {"torch": torch.__version__, "commit": torch.version.git_version,
-              "before": overlay_ops(torch, ops)}
+              "before": overlay_ops(torch, claimed)}
     sys.path.insert(0, staging)
     import dwconv_overlay
 
-    report["loaded"] = overlay_ops(torch, ops)
+    report["loaded"] = overlay_ops(torch, claimed)
     report["enabled_after_load"] = dwconv_overlay.enabled()
     dwconv_overlay.disable()
-    report["disabled"] = overlay_ops(torch, ops)
+    report["disabled"] = overlay_ops(torch, claimed)
     dwconv_overlay.enable()
-    report["enabled_again"] = overlay_ops(torch, ops)
+    report["enabled_again"] = overlay_ops(torch, claimed)
     print(json.dumps(report))
 
 

@@ -54,12 +54,24 @@ def load_interfaces(path: Path) -> list[Interface]:
     return interfaces
 
 
-def load_overlay_ops(path: Path) -> list[str]:
-    """[overlay] ops in interfaces.toml: the aten ops the overlay must take over."""
-    ops = _read_interfaces_file(path).get("overlay", {}).get("ops", [])
-    if not all(isinstance(op, str) and op.startswith("aten::") for op in ops):
-        raise HarnessError(f"{path}: [overlay] ops must be a list of 'aten::name.overload' strings")
-    return ops
+OVERLAY_KEYS = {"cuda": "CUDA", "autograd": "Autograd"}  # [overlay] field -> dispatch key
+
+
+def load_overlay_ops(path: Path) -> dict[str, list[str]]:
+    """[overlay] in interfaces.toml: dispatch key -> the aten ops whose kernel for that key
+    the overlay must take over (an empty dict when it claims none)."""
+    section = _read_interfaces_file(path).get("overlay", {})
+    unknown = set(section) - set(OVERLAY_KEYS)
+    if unknown:
+        raise HarnessError(f"{path}: [overlay] has {sorted(unknown)}; it may name {', '.join(OVERLAY_KEYS)}")
+    claimed = {}
+    for field_name, key in OVERLAY_KEYS.items():
+        ops = section.get(field_name, [])
+        if not isinstance(ops, list) or not all(isinstance(op, str) and op.startswith("aten::") for op in ops):
+            raise HarnessError(f"{path}: [overlay] {field_name} must be a list of 'aten::name.overload' strings")
+        if ops:
+            claimed[key] = ops
+    return claimed
 
 
 def _nm(path: Path, *flags: str) -> list[tuple[str, str]]:
