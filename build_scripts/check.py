@@ -128,6 +128,8 @@ class L0Check:
         with self.report.step("symbols"):
             self._check_symbols(objects, includes, toolchain, torch)
         claimed = load_overlay_ops(self.patch_set.patches_dir / INTERFACES_FILE)
+        if self.overlay_code:
+            self._check_claims_cover_overrides(claimed)
         if self.report.library and claimed:
             with self.report.step("load"):
                 self._check_load(claimed)
@@ -165,6 +167,17 @@ class L0Check:
             "disable() and enable() switched them back and forth"
         )
 
+    def _check_claims_cover_overrides(self, claimed: dict[str, list[str]]) -> None:
+        """What the load step checks must include everything the overrides make the overlay register."""
+        ops = self._overlay_ops()
+        wanted = {"Autograd": {f"aten::{op}" for op in ops.differentiated}, "CUDA": {f"aten::{op}" for op in ops.new}}
+        missing = {key: sorted(names - set(claimed.get(key, []))) for key, names in wanted.items()}
+        missing = {key: names for key, names in missing.items() if names}
+        if missing:
+            raise HarnessError(
+                f"{self.patch_set.patches_dir / INTERFACES_FILE} [overlay] does not claim what the overrides make the "
+                f"overlay register: " + "; ".join(f"{key}: {', '.join(names)}" for key, names in missing.items()))
+
     def _overlay_ops(self) -> OverlayOps:
         native = self.patch_set.overrides("native_functions")
         return OverlayOps(
@@ -194,8 +207,11 @@ class L0Check:
             labels = [self.patch_set.label(item) for item in self.patch_set.of_kind("override")
                       if PurePosixPath(item.path).parts[0] in flavours]
             suspects = ", ".join(labels) if labels else f"none (upstream's {'/'.join(flavours)} yaml as packaged)"
+            named = [f"{entry.key} ({entry.origin})" for flavour in flavours for entry in self.patch_set.overrides(flavour)
+                     if f"{entry.key.split('.')[0]}(" in str(err)]
+            blame = f"\nthe error names operators our overrides set: {', '.join(named)}" if named else ""
             raise HarnessError(
-                f"{err}\noverrides merged in: {suspects}; the merged yaml is in {self.work / 'merged'}"
+                f"{err}{blame}\noverrides merged in: {suspects}; the merged yaml is in {self.work / 'merged'}"
             ) from None
 
     def _include_roots(self, generated: GeneratedCode) -> list[Path]:

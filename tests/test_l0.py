@@ -159,6 +159,27 @@ def test_broken_derivative_formula_fails_the_autograd_compile(fixture_copy, l0):
     assert "'undefined_depthwise_helper' was not declared in this scope" in message
 
 
+def test_derivatives_entry_missing_an_output_fails_codegen(fixture_copy, l0):
+    """A forward-mode formula for one output of a two-output operator, none for the other."""
+    edit(fixture_copy, "native_functions_overrides/native_functions/fixture.yaml",
+         "_dwconv_l0_fixture(Tensor self) -> Tensor", "_dwconv_l0_fixture(Tensor self) -> (Tensor first, Tensor second)")
+    add_override(fixture_copy, "derivatives", "fixture.yaml", (
+        "add:\n"
+        "  - name: _dwconv_l0_fixture(Tensor self) -> (Tensor first, Tensor second)\n"
+        "    self: grads[0] + grads[1]\n"
+        "    first: self_t\n"
+    ))
+    with pytest.raises(HarnessError) as error:
+        l0(fixture_copy, archs=ONE_ARCH)
+    message = str(error.value)
+    assert message.startswith("L0 codegen failed: autograd codegen (gen_autograd) on the merged derivatives.yaml failed")
+    assert ("Expected the number of forward derivatives implemented (1) to match the number of "
+            "differentiable outputs (2)") in message
+    assert ("the error names operators our overrides set: _dwconv_l0_fixture "
+            "(native_functions_overrides/native_functions/fixture.yaml:4), _dwconv_l0_fixture "
+            "(native_functions_overrides/derivatives/fixture.yaml:2)") in message
+
+
 def test_unknown_dispatch_key_fails_codegen(fixture_copy, l0):
     edit(fixture_copy, "native_functions_overrides/native_functions/fixture.yaml",
          "      CUDA: dwconv_l0_fixture_cuda", "      CUDAX: dwconv_l0_fixture_cuda")
