@@ -238,9 +238,9 @@ def test_overlay_built_for_another_commit_refuses_to_patch(tmp_path):
     includes = include_flags([patch_set.files_root / "aten" / "src"], torch, toolchain)
     run_compiler(compile_command(toolchain, patch_set.overlay_root / "RegisterOverlay.cpp", registration,
                                  includes + [f'-DDWCONV_PINNED_COMMIT="{other}"'], ()), "compile")
-    kernels = report.library.parent / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
+    objects = [o for o in sorted((report.library.parent / "obj").rglob("*.o")) if o.name != "RegisterOverlay.cpp.o"]
     library = tmp_path / "libdwconv_overlay.so"
-    run_compiler(link_command(toolchain, [kernels, registration], library, torch), "link")
+    run_compiler(link_command(toolchain, [*objects, registration], library, torch), "link")
     probe = (
         "import torch\n"
         f"torch.ops.load_library({str(library)!r})\n"
