@@ -108,9 +108,10 @@ class L0Check:
                     f"{generated.root}: the merged yaml is unchanged"
                 )
 
+        overlay_ops = self._overlay_ops()
         if self.patch_set.overlay_sources():
             with self.report.step("overlay-codegen"), self._blame_overrides("native_functions", "derivatives"):
-                self.overlay_code = generate_overlay_code(generated, torch, self._overlay_ops())
+                self.overlay_code = generate_overlay_code(generated, torch, overlay_ops)
 
         includes = include_flags(self._include_roots(generated), torch, toolchain)
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
@@ -129,7 +130,7 @@ class L0Check:
             self._check_symbols(objects, includes, toolchain, torch)
         claimed = load_overlay_ops(self.patch_set.patches_dir / INTERFACES_FILE)
         if self.overlay_code:
-            self._check_claims_cover_overrides(claimed)
+            self._check_claims_cover_overrides(claimed, overlay_ops)
         if self.report.library and claimed:
             with self.report.step("load"):
                 self._check_load(claimed)
@@ -167,9 +168,8 @@ class L0Check:
             "disable() and enable() switched them back and forth"
         )
 
-    def _check_claims_cover_overrides(self, claimed: dict[str, list[str]]) -> None:
+    def _check_claims_cover_overrides(self, claimed: dict[str, list[str]], ops: OverlayOps) -> None:
         """What the load step checks must include everything the overrides make the overlay register."""
-        ops = self._overlay_ops()
         wanted = {"Autograd": {f"aten::{op}" for op in ops.differentiated}, "CUDA": {f"aten::{op}" for op in ops.new}}
         missing = {key: sorted(names - set(claimed.get(key, []))) for key, names in wanted.items()}
         missing = {key: names for key, names in missing.items() if names}

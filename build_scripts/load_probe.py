@@ -22,8 +22,8 @@ def overlay_ops(torch, claimed):
         active[key] = []
         for op in ops:
             for line in torch._C._dispatch_dump(op).splitlines():
-                line_key = line.split(":", 1)[0].split("[", 1)[0].strip()
-                if line_key == key and "(inactive)" not in line.split(":", 1)[0] and OVERLAY_MARK in line:
+                head = line.split(":", 1)[0]  # e.g. "CUDA", "Autograd[alias]", "Autograd[alias] (inactive)"
+                if head.split("[", 1)[0].strip() == key and "(inactive)" not in head and OVERLAY_MARK in line:
                     active[key].append(op)
     return active
 

@@ -66,8 +66,22 @@ def _functions_by_name(native_functions: list[NativeFunction], names: list[str],
     return [by_name[n] for n in names]
 
 
+def _registration_function(name: str, namespace: str, registrations: list[str]) -> str:
+    """dwconv_overlay::<name>(torch::Library& m): the generated m.impl() lines, with their kernels' namespace in scope."""
+    return "\n".join([
+        "namespace dwconv_overlay {",
+        f"void {name}(torch::Library& m) {{",
+        f"  using namespace {namespace};",
+        *("  " + line for r in registrations for line in r.strip().splitlines()),
+        "}",
+        "} // namespace dwconv_overlay",
+    ])
+
+
 def autograd_code(native_yaml: str, tags_yaml: str, derivatives_yaml: str, templates: Path,
                   native_functions: list[NativeFunction], ops: list[str]) -> str:
+    if not ops:
+        return _registration_function("register_autograd_kernels", NAMESPACE, [])
     infos, _ = load_derivatives(derivatives_yaml, native_yaml, tags_yaml)
     fns = match_differentiability_info(_functions_by_name(native_functions, ops, "--autograd-ops"), infos)
     node_infos, kernels, registrations = [], [], []
@@ -100,14 +114,7 @@ def autograd_code(native_yaml: str, tags_yaml: str, derivatives_yaml: str, templ
     # the overlay's own in the kernels' new namespace.)
     variable_type = _nest(variable_type, "namespace torch::autograd {\n", f"namespace {NAMESPACE} {{\n",
                           "VariableType.cpp")
-    register = "\n".join([
-        "namespace dwconv_overlay {",
-        "void register_autograd_kernels(torch::Library& m) {",
-        f"  using namespace {NAMESPACE};",
-        *("  " + line for r in registrations for line in r.strip().splitlines()),
-        "}",
-        "} // namespace dwconv_overlay",
-    ])
+    register = _registration_function("register_autograd_kernels", NAMESPACE, registrations)
     return "\n".join([header, nodes, variable_type, register])
 
 
@@ -118,9 +125,9 @@ def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[s
     """Dispatch key -> the operators whose kernel for it differs from upstream's (a new
     operator: every kernel it has). The overlay can register these for CUDA only."""
     changed: dict[str, list[NativeFunction]] = {key: [] for key in OVERLAY_KEYS}
+    keys = sorted(set(merged.backend_indices) | set(upstream.backend_indices), key=str)
     for f in functions:
-        keys = set(merged.backend_indices) | set(upstream.backend_indices)
-        for key in sorted(keys, key=str):
+        for key in keys:
             ours = merged.backend_indices[key].get_kernel(f) if key in merged.backend_indices else None
             theirs = upstream.backend_indices[key].get_kernel(f) if key in upstream.backend_indices else None
             if (ours and ours.kernel) == (theirs and theirs.kernel):
@@ -137,7 +144,7 @@ def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[s
 
 def dispatch_code(merged, changed: dict[str, list[NativeFunction]]) -> str:
     selector = SelectiveBuilder.get_nop_selector()
-    wrappers, functions_out = [], []
+    wrappers, registration_functions = [], []
     for key, functions in changed.items():
         backend_index = merged.backend_indices[DispatchKey.parse(key)]
         make = lambda target: RegisterDispatchKey(  # noqa: E731
@@ -145,16 +152,10 @@ def dispatch_code(merged, changed: dict[str, list[NativeFunction]]) -> str:
             skip_dispatcher_op_registration=False)
         for f in functions:
             wrappers += make(Target.ANONYMOUS_DEFINITION)(f)
-        registrations = [line for f in functions for r in make(Target.REGISTRATION)(f) for line in r.strip().splitlines()]
-        functions_out += [
-            f"void register_{key}_kernels(torch::Library& m) {{",
-            "  using namespace at;",
-            *("  " + line for line in registrations),
-            "}",
-        ]
+        registrations = [r for f in functions for r in make(Target.REGISTRATION)(f)]
+        registration_functions.append(_registration_function(f"register_{key}_kernels", "at", registrations))
     return "\n".join([
-        "namespace at {", "namespace {", *wrappers, "} // namespace", "} // namespace at",
-        "namespace dwconv_overlay {", *functions_out, "} // namespace dwconv_overlay",
+        "namespace at {", "namespace {", *wrappers, "} // namespace", "} // namespace at", *registration_functions,
     ])
 
 
@@ -185,9 +186,9 @@ def main(argv: list[str]) -> int:
         upstream = parse_native_yaml(args.upstream_native_functions, args.tags)
         changed = changed_kernels(parsed, upstream,
                                   _functions_by_name(parsed.native_functions, args.dispatch_ops, "--dispatch-ops"))
+        new_ops = _functions_by_name(parsed.native_functions, args.new_ops, "--new-ops")
         includes = ["ATen/ops/" + str(f.root_name) + "_native.h" for fs in changed.values() for f in fs]
-        includes += ["ATen/ops/" + str(f.root_name) + "_ops.h"
-                     for f in _functions_by_name(parsed.native_functions, args.new_ops, "--new-ops")]
+        includes += ["ATen/ops/" + str(f.root_name) + "_ops.h" for f in new_ops]
         parts = [
             f"// @generated by {GENERATOR}: the overlay's share of upstream codegen. Do not edit.",
             '#include "OverlayGenerated.h"',
@@ -196,12 +197,11 @@ def main(argv: list[str]) -> int:
             "#include <ATen/core/dispatch/Dispatcher.h>",
             "#include <torch/library.h>",
             *(f"#include <{h}>" for h in dict.fromkeys(includes)),
-            new_ops_code(_functions_by_name(parsed.native_functions, args.new_ops, "--new-ops")),
+            new_ops_code(new_ops),
             dispatch_code(parsed, changed),
+            autograd_code(args.native_functions, args.tags, args.derivatives, args.templates,
+                          parsed.native_functions, args.autograd_ops),
         ]
-        parts.append(autograd_code(args.native_functions, args.tags, args.derivatives, args.templates,
-                                   parsed.native_functions, args.autograd_ops) if args.autograd_ops
-                     else "namespace dwconv_overlay {\nvoid register_autograd_kernels(torch::Library&) {}\n}")
     except GenerationError as err:
         print(f"{GENERATOR}: {err}", file=sys.stderr)
         return 1
