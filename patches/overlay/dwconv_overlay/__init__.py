@@ -4,6 +4,8 @@
     dwconv_overlay.disable()       # back to upstream's kernels, in this process
     dwconv_overlay.enable()
     dwconv_overlay.enabled()       # -> bool
+    dwconv_overlay.set_routing("ours")   # depthwise convolutions: "auto" (as measured,
+                                         # the default), "ours" (always) or "upstream" (never)
 
 Only the process that imports it is patched. It refuses a torch other than the
 one it was built for. (Loading the library with torch.ops.load_library directly
@@ -18,9 +20,26 @@ import torch
 
 from ._build_info import CUDA_ARCHS, PATCHSET_HASH, PINNED_COMMIT, PINNED_TORCH_VERSION
 
-__all__ = ["enable", "disable", "enabled", "LIBRARY", "PATCHSET_HASH", "CUDA_ARCHS"]
+__all__ = ["enable", "disable", "enabled", "set_routing", "routing", "routing_measured_on",
+           "LIBRARY", "PATCHSET_HASH", "CUDA_ARCHS"]
 
 LIBRARY = Path(__file__).with_name("libdwconv_overlay.so")
+
+
+def set_routing(mode: str) -> None:
+    """Which depthwise convolutions convolution/convolution_backward give our kernels:
+    "auto" (where the routing table measured ours faster), "ours" (all it can take)
+    or "upstream" (none). The environment variable DWCONV_ROUTING sets the start value."""
+    torch.ops.dwconv.set_routing(mode)
+
+
+def routing() -> str:
+    return str(torch.ops.dwconv.routing())
+
+
+def routing_measured_on() -> str:
+    """Where the routing table's measurements come from (device, torch, date)."""
+    return str(torch.ops.dwconv.routing_measured_on())
 
 
 def _check_torch() -> None:

@@ -1,0 +1,236 @@
+// The CUDA kernels of aten::convolution and aten::convolution_backward
+// (native_functions_overrides/native_functions/routing.yaml): they send the depthwise
+// convolutions our kernels are measured to run faster to them, and everything else to
+// upstream's implementation (at::native::convolution / convolution_backward), unchanged.
+//
+// Upstream hands every channels_last depthwise convolution, and many fp16 ones, to cuDNN;
+// the rule that takes them back lives in DepthwiseConvRouting.h (plain logic) and its
+// measurements in DepthwiseConvRoutingTable.h (generated from `make bench`).
+// - Autograd is untouched: these are the CUDA kernels below the Autograd ones.
+// - torch.backends.cudnn.enabled=False: upstream decides (its native depthwise kernel,
+//   which is ours in the patched build and under the overlay).
+// - torch.use_deterministic_algorithms(True): our kernels are deterministic, so it
+//   changes nothing here.
+// - DWCONV_ROUTING=ours|upstream (read once) or set_routing_mode() overrides the measurements.
+
+#define TORCH_ASSERT_ONLY_METHOD_OPERATORS
+#include <ATen/core/Tensor.h>
+#include <ATen/Context.h>
+#include <ATen/native/cuda/DepthwiseConvRouting.h>
+#include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
+#include <c10/util/Exception.h>
+
+#ifndef AT_PER_OPERATOR_HEADERS
+#include <ATen/Functions.h>
+#include <ATen/NativeFunctions.h>
+#else
+#include <ATen/ops/_conv_depthwise2d.h>
+#include <ATen/ops/_conv_depthwise2d_backward.h>
+#include <ATen/ops/convolution_backward_native.h>
+#include <ATen/ops/convolution_native.h>
+#endif
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <optional>
+#include <tuple>
+
+namespace at::native {
+namespace {
+
+using namespace dwconv::routing;
+
+Mode mode_from_environment() {
+  const char* text = std::getenv("DWCONV_ROUTING");
+  Mode mode = Mode::Auto;
+  TORCH_CHECK(text == nullptr || *text == '\0' || parse_mode(text, &mode),
+              "DWCONV_ROUTING must be auto, ours or upstream, got '", text, "'");
+  return mode;
+}
+
+std::atomic<Mode>& current_mode() {
+  static std::atomic<Mode> mode{mode_from_environment()};
+  return mode;
+}
+
+DType dtype_of(ScalarType t) {
+  switch (t) {
+    case kDouble:
+      return DType::Float64;
+    case kFloat:
+      return DType::Float32;
+    case kHalf:
+      return DType::Float16;
+    case kBFloat16:
+      return DType::BFloat16;
+    default:
+      return DType::Other;
+  }
+}
+
+// The suggested memory format of t as upstream's depthwise selection sees it (conv1d as 4-D).
+Layout layout_of_4d(const Tensor& t) {
+  const Tensor view = t.dim() == 3 ? t.unsqueeze(2) : t;
+  return view.suggest_memory_format() == MemoryFormat::ChannelsLast ? Layout::ChannelsLast : Layout::Contiguous;
+}
+
+ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias, IntArrayRef stride,
+                  IntArrayRef padding, IntArrayRef dilation, bool transposed, IntArrayRef output_padding,
+                  int64_t groups) {
+  ConvCall c;
+  c.input_dim = static_cast<int>(input.dim());
+  c.weight_dim = static_cast<int>(weight.dim());
+  if (c.input_dim > 5 || c.weight_dim > 5) {
+    c.input_dim = 0;  // not ours: upstream reports what is wrong
+    return c;
+  }
+  for (int d = 0; d < c.input_dim; ++d) c.input_sizes[d] = input.size(d);
+  for (int d = 0; d < c.weight_dim; ++d) c.weight_sizes[d] = weight.size(d);
+  const size_t len = stride.size();
+  if (len >= 1 && len <= 3 && padding.size() == len && dilation.size() == len &&
+      (output_padding.size() == len || output_padding.empty())) {
+    c.params_len = static_cast<int>(len);
+    for (size_t k = 0; k < len; ++k) {
+      c.stride[k] = stride[k];
+      c.padding[k] = padding[k];
+      c.dilation[k] = dilation[k];
+      c.output_padding[k] = output_padding.empty() ? 0 : output_padding[k];
+    }
+  }
+  c.transposed = transposed;
+  c.groups = groups;
+  const bool with_bias = bias != nullptr && bias->defined();
+  c.tensors_on_one_cuda_device = input.is_cuda() && weight.device() == input.device() &&
+                                 (!with_bias || bias->device() == input.device()) &&
+                                 input.layout() == kStrided && weight.layout() == kStrided;
+  c.one_dtype = weight.scalar_type() == input.scalar_type() &&
+                (!with_bias || bias->scalar_type() == input.scalar_type());
+  c.dtype = dtype_of(input.scalar_type());
+  c.has_bias = with_bias;
+  c.bias_dim = with_bias ? static_cast<int>(bias->dim()) : 0;
+  c.bias_numel = with_bias ? bias->numel() : 0;
+  if (c.input_dim == 3 || c.input_dim == 4) {
+    c.input_layout = layout_of_4d(input);
+  }
+  if (c.weight_dim == 3 || c.weight_dim == 4) {
+    c.weight_layout = layout_of_4d(weight);
+  }
+  c.cudnn_enabled = at::globalContext().userEnabledCuDNN();
+  return c;
+}
+
+bool take_pass(const Problem& p, Pass pass) {
+  return take(p, pass, current_mode().load(), kMeasuredPoints);
+}
+
+struct Geometry2d {
+  std::array<int64_t, 2> kernel, stride, padding, dilation;
+};
+
+Geometry2d geometry_of(const Problem& p) {
+  return {{p.kernel_h, p.kernel_w}, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {p.dilation_h, p.dilation_w}};
+}
+
+// conv1d runs as the 2D problem with H = 1, as upstream runs it.
+Tensor as_4d(const Tensor& t, const Problem& p) {
+  return p.conv1d ? t.unsqueeze(2) : t;
+}
+
+Tensor from_4d(const Tensor& t, const Problem& p) {
+  return (p.conv1d && t.defined()) ? t.squeeze(2) : t;
+}
+
+// grad_output is what the problem's output would be: else upstream reports the mismatch.
+bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const Problem& p) {
+  if (!grad_output.is_cuda() || grad_output.device() != input.device() ||
+      grad_output.scalar_type() != input.scalar_type() || grad_output.layout() != kStrided) {
+    return false;
+  }
+  const std::array<int64_t, 4> expected = {p.batch, p.channels * p.multiplier, p.out_height, p.out_width};
+  if (p.conv1d) {
+    return grad_output.sizes() == IntArrayRef{expected[0], expected[1], expected[3]};
+  }
+  return grad_output.sizes() == IntArrayRef(expected);
+}
+
+} // namespace
+
+namespace dwconv::routing {
+
+void set_routing_mode(Mode mode) {
+  current_mode().store(mode);
+}
+
+Mode routing_mode() {
+  return current_mode().load();
+}
+
+} // namespace dwconv::routing
+
+Tensor routed_convolution_cuda(
+    const Tensor& input,
+    const Tensor& weight,
+    const std::optional<Tensor>& bias,
+    IntArrayRef stride,
+    IntArrayRef padding,
+    IntArrayRef dilation,
+    bool transposed,
+    IntArrayRef output_padding,
+    int64_t groups) {
+  const Tensor* bias_ptr = bias.has_value() ? &*bias : nullptr;
+  const auto verdict =
+      depthwise_problem(describe(input, weight, bias_ptr, stride, padding, dilation, transposed, output_padding, groups));
+  if (!verdict.eligible || !take_pass(verdict.problem, Pass::Forward)) {
+    return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+  }
+  const Problem& p = verdict.problem;
+  const auto g = geometry_of(p);
+  return from_4d(at::_conv_depthwise2d(as_4d(input, p), as_4d(weight, p), g.kernel, bias, g.stride, g.padding,
+                                       g.dilation),
+                 p);
+}
+
+std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
+    const Tensor& grad_output,
+    const Tensor& input,
+    const Tensor& weight,
+    OptionalIntArrayRef bias_sizes,
+    IntArrayRef stride,
+    IntArrayRef padding,
+    IntArrayRef dilation,
+    bool transposed,
+    IntArrayRef output_padding,
+    int64_t groups,
+    std::array<bool, 3> output_mask) {
+  const auto verdict = depthwise_problem(
+      describe(input, weight, nullptr, stride, padding, dilation, transposed, output_padding, groups));
+  const Problem& p = verdict.problem;
+  const bool eligible = verdict.eligible && grad_output_matches(grad_output, input, p);
+  const bool ours_input = eligible && output_mask[0] && take_pass(p, Pass::BackwardInput);
+  const bool ours_weight = eligible && output_mask[1] && take_pass(p, Pass::BackwardWeight);
+  if (!ours_input && !ours_weight) {
+    return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                                            transposed, output_padding, groups, output_mask);
+  }
+  Tensor grad_input, grad_weight, grad_bias;
+  // Whatever our kernels do not take, upstream computes, from the same arguments.
+  const std::array<bool, 3> upstream_mask = {output_mask[0] && !ours_input, output_mask[1] && !ours_weight, false};
+  if (upstream_mask[0] || upstream_mask[1]) {
+    std::tie(grad_input, grad_weight, std::ignore) = at::native::convolution_backward(
+        grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+        upstream_mask);
+  }
+  const auto g = geometry_of(p);
+  auto [ours_grad_input, ours_grad_weight] = at::_conv_depthwise2d_backward(
+      as_4d(grad_output, p), as_4d(input, p), as_4d(weight, p), g.kernel, g.stride, g.padding, g.dilation,
+      {ours_input, ours_weight});
+  if (ours_input) grad_input = from_4d(ours_grad_input, p);
+  if (ours_weight) grad_weight = from_4d(ours_grad_weight, p);
+  if (output_mask[2]) {
+    grad_bias = p.conv1d ? grad_output.sum(IntArrayRef{0, 2}) : grad_output.sum(IntArrayRef{0, 2, 3});
+  }
+  return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
+}
+
+} // namespace at::native

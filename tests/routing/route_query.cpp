@@ -1,0 +1,75 @@
+// Test driver: the routing rule of DepthwiseConvRouting.h, compiled with g++ (no ATen, no GPU)
+// against whichever DepthwiseConvRoutingTable.h comes first on the include path.
+//
+// Reads one call per line from stdin: a mode, then the ConvCall fields in declaration order
+// (arrays element by element, enums as numbers, bools as 0/1). Prints one line per call:
+//   eligible <0|1> forward <0|1> backward_input <0|1> backward_weight <0|1>
+//   batch .. dilation_w layout conv1d | <reason>
+#include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
+
+#include <iostream>
+#include <string>
+
+using namespace at::native::dwconv::routing;
+
+namespace {
+
+template <typename E>
+E read_enum(std::istream& in) {
+  int v;
+  in >> v;
+  return static_cast<E>(v);
+}
+
+bool read_call(std::istream& in, Mode* mode, ConvCall* c) {
+  std::string mode_text;
+  if (!(in >> mode_text)) return false;
+  if (!parse_mode(mode_text.c_str(), mode)) {
+    std::cerr << "bad mode " << mode_text << "\n";
+    std::exit(2);
+  }
+  in >> c->input_dim;
+  for (auto& v : c->input_sizes) in >> v;
+  in >> c->weight_dim;
+  for (auto& v : c->weight_sizes) in >> v;
+  in >> c->params_len;
+  for (auto* list : {&c->stride, &c->padding, &c->dilation, &c->output_padding}) {
+    for (auto& v : *list) in >> v;
+  }
+  in >> c->transposed >> c->groups >> c->tensors_on_one_cuda_device >> c->one_dtype;
+  c->dtype = read_enum<DType>(in);
+  in >> c->has_bias >> c->bias_dim >> c->bias_numel;
+  c->input_layout = read_enum<Layout>(in);
+  c->weight_layout = read_enum<Layout>(in);
+  in >> c->cudnn_enabled;
+  if (!in) {
+    std::cerr << "malformed call line\n";
+    std::exit(2);
+  }
+  return true;
+}
+
+} // namespace
+
+int main() {
+  Mode mode;
+  ConvCall call;
+  while (read_call(std::cin, &mode, &call)) {
+    const Eligibility e = depthwise_problem(call);
+    const Problem& p = e.problem;
+    std::cout << "eligible " << e.eligible;
+    for (const auto& [name, pass] : {std::pair{"forward", Pass::Forward}, std::pair{"backward_input", Pass::BackwardInput},
+                                     std::pair{"backward_weight", Pass::BackwardWeight}}) {
+      std::cout << " " << name << " " << (e.eligible && take(p, pass, mode, kMeasuredPoints));
+    }
+    if (e.eligible) {
+      std::cout << " " << p.batch << " " << p.channels << " " << p.multiplier << " " << p.height << " " << p.width
+                << " " << p.out_height << " " << p.out_width << " " << p.kernel_h << " " << p.kernel_w << " "
+                << p.stride_h << " " << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " "
+                << p.dilation_w << " " << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
+    } else {
+      std::cout << " | " << e.reason << "\n";
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,253 @@
+"""The routing rule (DepthwiseConvRouting.h) and its generated table, on a CPU.
+
+The header is plain C++: tests/routing/route_query.cpp compiles it with g++ against a
+table that build_scripts/routing_table.py generates from a report, and answers calls.
+The reports here are synthetic test inputs, not measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.errors import HarnessError
+from build_scripts.routing_table import TABLE, load_report, points_of, render, write_table
+
+PINNED = "2.11.0+cu130"
+KERNEL_INCLUDE = REPO_ROOT / "patches" / "files" / "aten" / "src"
+DRIVER = Path(__file__).parent / "routing" / "route_query.cpp"
+DTYPES = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3, "complex64": 4}
+LAYOUTS = {"contiguous": 0, "channels_last": 1}
+MODES = ("auto", "ours", "upstream")
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the routing rule")
+
+
+def row(layer, dtype, layout, passname, ours, stock, *, batch=64, channels=144, size=56, kernel=3, stride=1):
+    return {"set": "Synthetic", "layer": layer, "batch": batch, "channels": channels, "height": size, "width": size,
+            "kernel": [kernel, kernel], "stride": [stride, stride], "padding": [kernel // 2] * 2, "dtype": dtype,
+            "layout": layout, "pass": passname, "ms": {"stock": stock, "cudnn": stock, "native": None, "ours": ours}}
+
+
+def report(rows, torch=PINNED):
+    return {"schema": "dwconv-bench/1", "device": "Synthetic GPU", "torch": torch, "date": "2026-01-01", "rows": rows}
+
+
+class Router:
+    """route_query built against a table generated from `rows` (None: the committed table)."""
+
+    def __init__(self, tmp_path: Path, rows=None):
+        include = [f"-I{KERNEL_INCLUDE}"]
+        if rows is not None:
+            table_dir = tmp_path / "table" / "ATen" / "native" / "cuda"
+            table_dir.mkdir(parents=True)
+            source = tmp_path / "bench.json"
+            source.write_text(json.dumps(report(rows)))
+            write_table(source, PINNED, table_dir / TABLE.name)
+            include.insert(0, f"-I{tmp_path / 'table'}")
+        self.binary = tmp_path / "route_query"
+        subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", *include, str(DRIVER), "-o", str(self.binary)],
+                       check=True)
+
+    def ask(self, *calls: dict) -> list[dict]:
+        lines = [self._line(c) for c in calls]
+        out = subprocess.run([str(self.binary)], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+        return [self._parse(line) for line in out]
+
+    @staticmethod
+    def _line(c: dict) -> str:
+        ints = lambda xs, n: [*xs, *[0] * (n - len(xs))]  # noqa: E731
+        fields = [c.get("mode", "auto"), len(c["input"]), *ints(c["input"], 5), len(c["weight"]), *ints(c["weight"], 5),
+                  len(c["stride"]), *ints(c["stride"], 3), *ints(c["padding"], 3), *ints(c["dilation"], 3),
+                  *ints(c.get("output_padding", [0] * len(c["stride"])), 3),
+                  int(c.get("transposed", False)), c["groups"], int(c.get("one_device", True)),
+                  int(c.get("one_dtype", True)), DTYPES[c.get("dtype", "float32")],
+                  int("bias" in c), 1 if "bias" in c else 0, c.get("bias", 0),
+                  LAYOUTS[c.get("layout", "contiguous")], LAYOUTS[c.get("weight_layout", "contiguous")],
+                  int(c.get("cudnn", True))]
+        return " ".join(str(f) for f in fields)
+
+    @staticmethod
+    def _parse(line: str) -> dict:
+        head, _, reason = line.partition(" | ")
+        words = head.split()
+        answer = {"eligible": words[1] == "1", "forward": words[3] == "1", "backward_input": words[5] == "1",
+                  "backward_weight": words[7] == "1", "reason": reason}
+        if answer["eligible"]:
+            names = ["batch", "channels", "multiplier", "height", "width", "out_height", "out_width", "kernel_h",
+                     "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "layout",
+                     "conv1d"]
+            answer.update(zip(names, map(int, words[8:])))
+        return answer
+
+
+def conv2d(n=64, c=144, h=56, w=56, k=3, s=1, p=None, d=1, **extra) -> dict:
+    p = k // 2 if p is None else p
+    return {"input": [n, c, h, w], "weight": [c, 1, k, k], "stride": [s, s], "padding": [p, p],
+            "dilation": [d, d], "groups": c, **extra}
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory):
+    return Router(tmp_path_factory.mktemp("committed"))
+
+
+def test_a_depthwise_conv2d_becomes_our_problem(committed):
+    [a] = committed.ask(conv2d(n=8, c=96, h=112, w=110, k=3, s=2, p=1, dtype="bfloat16", layout="channels_last"))
+    assert a["eligible"], a["reason"]
+    assert (a["batch"], a["channels"], a["multiplier"], a["height"], a["width"]) == (8, 96, 1, 112, 110)
+    assert (a["out_height"], a["out_width"]) == (56, 55)
+    assert (a["kernel_h"], a["kernel_w"], a["stride_h"], a["stride_w"], a["pad_h"], a["pad_w"]) == (3, 3, 2, 2, 1, 1)
+    assert a["layout"] == LAYOUTS["channels_last"] and a["conv1d"] == 0
+
+
+def test_conv1d_is_the_2d_problem_with_height_one(committed):
+    mamba = {"input": [8, 1536, 2048], "weight": [1536, 1, 4], "stride": [1], "padding": [3], "dilation": [1],
+             "groups": 1536, "bias": 1536, "dtype": "bfloat16"}
+    [a] = committed.ask(mamba)
+    assert a["eligible"], a["reason"]
+    assert (a["height"], a["width"], a["kernel_h"], a["kernel_w"]) == (1, 2048, 1, 4)
+    assert (a["pad_h"], a["pad_w"], a["out_height"], a["out_width"], a["conv1d"]) == (0, 3, 1, 2051, 1)
+
+
+def test_one_element_parameter_lists_broadcast_like_upstream(committed):
+    call = conv2d(k=5, s=2, p=2)
+    call.update(stride=[2], padding=[2], dilation=[1])
+    [a] = committed.ask(call)
+    assert a["eligible"], a["reason"]
+    assert (a["stride_h"], a["stride_w"], a["pad_h"], a["pad_w"], a["out_height"]) == (2, 2, 2, 2, 28)
+
+
+def test_depth_multiplier_and_asymmetric_kernels(committed):
+    call = conv2d(c=32)
+    call.update(weight=[64, 1, 1, 11], padding=[0, 5])
+    [a] = committed.ask(call)
+    assert a["eligible"], a["reason"]
+    assert (a["multiplier"], a["kernel_h"], a["kernel_w"], a["out_height"], a["out_width"]) == (2, 1, 11, 56, 56)
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"cudnn": False}, "cuDNN is disabled"),
+    ({"transposed": True}, "transposed"),
+    ({"groups": 1}, "not depthwise"),
+    ({"groups": 72}, "not depthwise"),
+    ({"weight": [144, 2, 3, 3]}, "not depthwise"),
+    ({"weight": [200, 1, 3, 3]}, "not depthwise"),
+    ({"input": [0, 144, 56, 56]}, "empty input"),
+    ({"input": [64, 144, 56, 56, 4], "weight": [144, 1, 3, 3, 3]}, "neither conv1d nor conv2d"),
+    ({"weight": [144, 1, 3]}, "rank"),
+    ({"one_device": False}, "one CUDA device"),
+    ({"one_dtype": False}, "differ in dtype"),
+    ({"dtype": "complex64"}, "dtype our kernels do not have"),
+    ({"input": [64, 144, 2, 2], "padding": [0, 0]}, "larger than the padded input"),
+    ({"output_padding": [1, 0]}, "output_padding"),
+    ({"bias": 143}, "bias"),
+    ({"weight_layout": "channels_last"}, "channels_last weight with a contiguous input"),
+    ({"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1]}, "parameter lists"),
+    ({"stride": [0, 1]}, "out of range"),
+    ({"padding": [-1, 1]}, "out of range"),
+])
+def test_what_stays_with_upstream_and_why(committed, change, reason):
+    [a] = committed.ask({**conv2d(), **change, "mode": "ours"})
+    assert not a["eligible"]
+    assert reason in a["reason"]
+    assert not (a["forward"] or a["backward_input"] or a["backward_weight"])
+
+
+def test_channels_last_input_with_channels_last_weight_is_ours_to_take(committed):
+    [a] = committed.ask(conv2d(layout="channels_last", weight_layout="channels_last", mode="ours"))
+    assert a["eligible"] and a["forward"] and a["backward_weight"]
+
+
+def test_modes_override_the_measurements(tmp_path):
+    router = Router(tmp_path, [row("a", "bfloat16", "channels_last", p, ours=2.0, stock=1.0)
+                               for p in ("forward", "backward_input", "backward_weight")])
+    call = conv2d(dtype="bfloat16", layout="channels_last")
+    auto, ours, upstream = router.ask(*({**call, "mode": m} for m in MODES))
+    assert (auto["forward"], auto["backward_input"], auto["backward_weight"]) == (False, False, False)
+    assert (ours["forward"], ours["backward_input"], ours["backward_weight"]) == (True, True, True)
+    assert (upstream["forward"], upstream["backward_input"], upstream["backward_weight"]) == (False, False, False)
+
+
+def test_every_measured_layer_gets_its_measured_winner(tmp_path):
+    layers = [  # name, channels, size, kernel, stride, batch
+        ("144@56", 144, 56, 3, 1, 64), ("144@56 s2", 144, 56, 3, 2, 64), ("672@14 k5", 672, 14, 5, 1, 64),
+        ("96@56 k7", 96, 56, 7, 1, 64), ("960@7", 960, 7, 3, 1, 64), ("960@7 b1", 960, 7, 3, 1, 1),
+    ]
+    rows, expected = [], []
+    for i, (name, c, size, k, s, n) in enumerate(layers):
+        for j, passname in enumerate(("forward", "backward_input", "backward_weight")):
+            ours_wins = (i + j) % 2 == 0
+            rows.append(row(name, "float16", "channels_last", passname, ours=1.0 if ours_wins else 3.0, stock=2.0,
+                            batch=n, channels=c, size=size, kernel=k, stride=s))
+        expected.append(tuple((i + j) % 2 == 0 for j in range(3)))
+    router = Router(tmp_path, rows)
+    answers = router.ask(*(conv2d(n=n, c=c, h=size, w=size, k=k, s=s, dtype="float16", layout="channels_last")
+                           for _, c, size, k, s, n in layers))
+    assert [(a["forward"], a["backward_input"], a["backward_weight"]) for a in answers] == expected
+
+
+def test_unmeasured_calls_follow_the_nearest_measured_layer(tmp_path):
+    rows = [
+        row("k3 s1 small", "float32", "contiguous", "forward", ours=1.0, stock=2.0, channels=32, size=14),
+        row("k3 s1 large", "float32", "contiguous", "forward", ours=3.0, stock=2.0, channels=256, size=112),
+        row("k7 s1", "float32", "contiguous", "forward", ours=3.0, stock=2.0, kernel=7),
+        row("k3 s2", "float32", "contiguous", "forward", ours=1.0, stock=2.0, stride=2),
+    ]
+    router = Router(tmp_path, rows)
+    small_k3, large_k3, k5, k9_s2, stride3, half, nchw_bwd = router.ask(
+        conv2d(c=32, h=16, w=16), conv2d(c=256, h=100, w=100), conv2d(k=5, c=144, h=56, w=56),
+        conv2d(k=9, s=2), conv2d(s=3), conv2d(dtype="float16"), conv2d())
+    assert small_k3["forward"] and not large_k3["forward"]  # the nearest size decides
+    assert not k5["forward"]  # 5x5 is nearer to the 7x7 point (log area) than to 3x3
+    assert k9_s2["forward"]  # the same stride comes before the kernel size
+    assert stride3["eligible"]  # no stride-3 point: the nearest kernel and size among all strides
+    assert not half["forward"]  # nothing measured for float16: upstream's choice stands
+    assert not nchw_bwd["backward_input"]  # nor for a pass without points
+
+
+def test_a_tie_between_measurements_goes_to_upstream(tmp_path):
+    rows = [row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0),
+            row("b", "float32", "contiguous", "forward", ours=3.0, stock=2.0)]
+    [a] = Router(tmp_path, rows).ask(conv2d())
+    assert not a["forward"]
+
+
+def test_equal_times_count_as_ours():
+    [p] = points_of(report([row("a", "float32", "contiguous", "forward", ours=2.0, stock=2.0)]), "r", PINNED)
+    assert p.ours_faster
+
+
+def test_the_committed_table_is_what_the_generator_makes_of_its_source():
+    text = TABLE.read_text()
+    source = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// From: "))
+    measured_on = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// Measured on: "))
+    if source == "no report":
+        assert text == render([], measured_on, source)
+    else:
+        points = points_of(load_report(REPO_ROOT / source), source, PINNED)
+        assert text == render(points, measured_on, source)
+
+
+@pytest.mark.parametrize("broken, message", [
+    (lambda r: r.update(schema="something else"), "schema"),
+    (lambda r: r.update(torch="2.10.0+cu128"), "not the pinned 2.11.0+cu130"),
+    (lambda r: r["rows"][0]["ms"].update(ours=None), "lacks the time of ours or of stock"),
+    (lambda r: r["rows"][0].update(dtype="int8"), "unknown dtype"),
+    (lambda r: r.update(rows=[]), "no forward or backward rows"),
+])
+def test_the_generator_refuses_reports_it_cannot_route_by(tmp_path, broken, message):
+    bad = report([row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0)])
+    broken(bad)
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(HarnessError, match=re.escape(message)):
+        write_table(path, PINNED, tmp_path / "table.h")
+    assert not (tmp_path / "table.h").exists()
