@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps test-upstream bench clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps test-upstream bench bench-report routing-table clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -22,7 +22,7 @@ help:  ## list the verbs
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,report]'
 	touch $@
 
 source: $(VENV)/.ready  ## clone the pinned PyTorch into PYTORCH_SRC, or check the checkout there
@@ -85,8 +85,20 @@ export WITH STOCK_PYTHON BASELINE UPSTREAM_TESTS UPSTREAM_OUT
 test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|local|image) against stock
 	PYTHON_UNDER_TEST=$${PYTHON_UNDER_TEST:-$(GPU_PYTHON)} $(GPU_PYTHON) -m build_scripts test-upstream
 
-bench: $(VENV)/.ready  ## benchmarks against stock torch and cuDNN (not available yet)
-	$(HARNESS) bench
+# Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
+# overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
+# (and the plots where matplotlib is installed; else `make bench-report` draws them here).
+export SETS REPEATS RESULTS BENCH
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b REPEATS=n RESULTS=dir)
+	@test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
+	    echo "make bench: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
+	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
+
+bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...")
+	$(HARNESS) bench report $(BENCH)
+
+routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a bench report (BENCH=<report.json>)
+	$(HARNESS) routing-table
 
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)
 	rm -rf build/l0 dist

@@ -10,12 +10,6 @@ from pathlib import Path
 from . import REPO_ROOT
 from .errors import HarnessError
 
-# Verbs whose machinery is not in the project yet: what each still needs.
-NOT_YET = {
-    "bench": "the benchmark suite is not written yet; it needs the overlay and a GPU.",
-}
-
-
 def _force(args) -> bool:
     return args.force or os.environ.get("FORCE", "") not in ("", "0")
 
@@ -130,6 +124,67 @@ def cmd_test_upstream(args) -> None:
         raise HarnessError(f"{len(comparison.new_failures)} new failure(s) with the patch set (listed above)")
 
 
+def cmd_bench(args) -> None:
+    if args.action == "report":
+        from .bench.report import write_report
+        if not args.reports:
+            raise HarnessError("bench report: name the report(s), e.g. BENCH=results/<device>/<date>/bench.json")
+        paths = [Path(p) for p in args.reports]
+        missing = [str(p) for p in paths if not p.is_file()]
+        if missing:
+            raise HarnessError(f"bench report: no such report: {', '.join(missing)}")
+        for path in write_report(paths, Path(args.out) if args.out else paths[0].parent):
+            print(f"wrote {path}")
+        return
+    import datetime
+    import shlex
+    try:
+        import torch
+    except ImportError:
+        raise HarnessError("make bench runs in a Python with torch 2.11.0+cu130 and a GPU (GPU_PYTHON); "
+                           f"{sys.executable} has no torch") from None
+    from .bench.run import device_slug, failed_checks, run_bench
+    if not torch.cuda.is_available():
+        raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
+                           "(run it on the GPU machine, or set GPU_PYTHON)")
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None
+    name = "bench.json" if not sets else "bench-" + "-".join(device_slug(s) for s in sets) + ".json"
+    out = Path(args.results) / device_slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
+    command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        report = run_bench(out, sets, repeats=args.repeats, command=command)
+    except ValueError as err:
+        raise HarnessError(f"bench: {err}") from None
+    print(f"wrote {out}")
+    try:
+        from .bench.report import write_report
+        for path in write_report([out], out.parent, with_plots=_has_matplotlib()):
+            print(f"wrote {path}")
+    except ImportError as err:
+        print(f"no report written here ({err}): run `make bench-report BENCH={out}` where the harness is installed")
+    failures = failed_checks(report)
+    if failures:
+        raise HarnessError("implementations failed the float64 check:\n  " + "\n  ".join(failures))
+
+
+def _has_matplotlib() -> bool:
+    import importlib.util
+    ok = importlib.util.find_spec("matplotlib") is not None
+    if not ok:
+        print("matplotlib is not installed here: markdown only; `make bench-report BENCH=...` draws the plots")
+    return ok
+
+
+def cmd_routing_table(args) -> None:
+    from .pin import load_pin
+    from .routing_table import TABLE, summary, write_table
+    if not args.report:
+        raise HarnessError("routing-table: name a bench report, e.g. BENCH=results/<device>/<date>/bench.json")
+    points = write_table(Path(args.report), load_pin().stock_version)
+    print(summary(points))
+    print(f"wrote {TABLE.relative_to(REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")
+
+
 def cmd_series(args) -> None:
     from .patchset import PatchSet
     patch_set = PatchSet.load()
@@ -155,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         ("build-wheel", cmd_build_wheel, "compile the patched PYTORCH_SRC into a wheel (the builder stage's step)"),
         ("docker", cmd_docker, "the runtime image of the patched environment, around the wheel in dist/"),
         ("test-upstream", cmd_test_upstream, "upstream's convolution tests, patched torch against stock torch"),
+        ("bench", cmd_bench, "time the layer sets four ways on this GPU, or write a report's tables and plots"),
+        ("routing-table", cmd_routing_table, "regenerate the routing table from a bench report"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("--force", action="store_true", help="proceed despite a wrong commit or a dirty tree")
@@ -163,15 +220,22 @@ def main(argv: list[str] | None = None) -> int:
             verb.add_argument("--steps", default="requirements,compile",
                               help="comma-separated: requirements (pip install the build requirements), compile")
             verb.add_argument("--out", default=str(REPO_ROOT / "dist"), help="where the wheel goes")
+        if name == "bench":
+            verb.add_argument("action", nargs="?", choices=("run", "report"), default="run",
+                              help="run: time on this GPU (default); report: markdown and plots of reports")
+            verb.add_argument("reports", nargs="*", help="report: the bench JSON file(s) of one run")
+            verb.add_argument("--sets", default=os.environ.get("SETS", ""),
+                              help="run: comma-separated layer sets (default: all)")
+            verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
+            verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
+                              help="run: where results/<device>/<date>/ goes")
+            verb.add_argument("--out", help="report: the output directory (default: beside the first report)")
+        if name == "routing-table":
+            verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
         if name == "test-upstream":
             verb.add_argument("--with", dest="mode", default=os.environ.get("WITH", "overlay"),
                               choices=("overlay", "local", "image"), help="which patched torch (default: WITH or overlay)")
-    for name in NOT_YET:
-        sub.add_parser(name, help="not available yet").set_defaults(fn=None)
     args = parser.parse_args(argv)
-    if args.fn is None:
-        print(f"make {args.verb}: not available yet: {NOT_YET[args.verb]}", file=sys.stderr)
-        return 2
     try:
         args.fn(args)
     except HarnessError as err:

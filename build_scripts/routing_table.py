@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
+from .bench.schema import SCHEMA as REPORT_SCHEMA
 from .errors import HarnessError
 
 TABLE = REPO_ROOT / "patches/files/aten/src/ATen/native/cuda/DepthwiseConvRoutingTable.h"
 ROUTED_PASSES = {"forward": "Forward", "backward_input": "BackwardInput", "backward_weight": "BackwardWeight"}
 DTYPES = {"float64": "Float64", "float32": "Float32", "float16": "Float16", "bfloat16": "BFloat16"}
 LAYOUTS = {"contiguous": "Contiguous", "channels_last": "ChannelsLast"}
-REPORT_SCHEMA = "dwconv-bench/1"
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from build_scripts import REPO_ROOT
-from build_scripts.__main__ import NOT_YET
 
-VERBS = "source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench clean".split()
+VERBS = ("source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench "
+         "bench-report routing-table clean").split()
 
 
 def harness(*args, env=None):
@@ -23,11 +23,19 @@ def test_make_help_lists_every_verb():
     assert set(VERBS) <= set(listed)
 
 
-@pytest.mark.parametrize("verb", sorted(NOT_YET))
-def test_verbs_not_built_yet_say_what_they_need_and_fail(verb):
-    proc = harness(verb)
-    assert proc.returncode == 2
-    assert proc.stderr.startswith(f"make {verb}: not available yet: ")
+def test_bench_without_a_gpu_says_so(tmp_path):
+    proc = harness("bench", "run", "--results", str(tmp_path))
+    assert proc.returncode != 0
+    assert proc.stderr.startswith("error: make bench ")
+    assert "has no torch" in proc.stderr or "needs a CUDA device" in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_report_and_routing_table_name_what_they_need(tmp_path):
+    proc = harness("bench", "report", str(tmp_path / "missing.json"))
+    assert proc.returncode == 1 and "no such report" in proc.stderr
+    proc = harness("routing-table", env={"BENCH": ""})
+    assert proc.returncode == 1 and "name a bench report" in proc.stderr
 
 
 def test_patch_on_a_checkout_of_another_commit(fake_tree):

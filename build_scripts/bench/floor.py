@@ -1,0 +1,49 @@
+"""What each pass must move through memory at the least, and the time that takes.
+
+A depthwise convolution barely computes, so each pass's floor is the bytes it has to read
+and write once, over the copy bandwidth measured on the same GPU:
+  forward          read input, weight (and bias), write output
+  backward_input   read grad_output and weight, write grad_input
+  backward_weight  read input and grad_output, write grad_weight
+  step             the three passes above (a bias gradient is taken as fused into them)
+
+The same byte counts size the buffer rotation that keeps L2 from flattering small layers.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from .layers import Problem
+
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def pass_bytes(problem: Problem, passname: str) -> int:
+    size = ELEMENT_BYTES[problem.dtype]
+    x, w, y = prod(problem.input_shape), prod(problem.weight_shape), prod(problem.output_shape)
+    b = problem.layer.channels if problem.layer.bias else 0
+    elements = {
+        "forward": x + w + b + y,
+        "backward_input": y + w + x,
+        "backward_weight": x + y + w,
+    }
+    if passname == "step":
+        return sum(pass_bytes(problem, p) for p in elements)
+    return elements[passname] * size
+
+
+def floor_ms(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> float:
+    return pass_bytes(problem, passname) / bandwidth_bytes_per_ms
+
+
+L2_MULTIPLE = 3  # the rotating buffers' bytes: at least this many times the L2 size
+MAX_SETS = 64
+MIN_SETS = 2
+
+
+def buffer_sets_needed(bytes_per_set: int, l2_bytes: int, memory_budget: int) -> int:
+    """How many buffer sets to rotate over so that together they exceed L2 several times."""
+    wanted = -(-L2_MULTIPLE * l2_bytes // max(bytes_per_set, 1))
+    affordable = max(memory_budget // max(bytes_per_set, 1), 1)
+    return max(MIN_SETS, min(wanted, MAX_SETS, affordable)) if affordable >= MIN_SETS else 1

@@ -1,0 +1,107 @@
+"""The layers `make bench` times, as the models have them, and the problems run on each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layer:
+    set: str
+    name: str
+    channels: int
+    length: int  # H = W for conv2d; L for conv1d
+    kernel: int
+    stride: int = 1
+    bias: bool = False
+    conv1d: bool = False
+    padding: int | None = None  # default: kernel // 2 ("same" at stride 1)
+    batches: tuple[int, ...] = (64, 1)
+
+    @property
+    def pad(self) -> int:
+        return self.kernel // 2 if self.padding is None else self.padding
+
+    @property
+    def dims(self) -> int:
+        return 1 if self.conv1d else 2
+
+    def output_length(self) -> int:
+        return (self.length + 2 * self.pad - self.kernel) // self.stride + 1
+
+
+def _conv2d_set(set_name: str, layers, bias: bool = False) -> list[Layer]:
+    out = []
+    for channels, size, kernel, stride in layers:
+        name = f"{channels}@{size}" + (f" k{kernel}" if set_name != "MobileNetV2" and set_name != "ConvNeXt-T" else "")
+        name += f" s{stride}" if stride != 1 else ""
+        out.append(Layer(set_name, name, channels, size, kernel, stride, bias))
+    return out
+
+
+MOBILENET_V2 = _conv2d_set("MobileNetV2", [
+    (32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1), (144, 56, 3, 2), (192, 28, 3, 1),
+    (192, 28, 3, 2), (384, 14, 3, 1), (576, 14, 3, 1), (576, 14, 3, 2), (960, 7, 3, 1)])
+EFFICIENTNET_B0 = _conv2d_set("EfficientNet-B0", [
+    (32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 5, 2), (240, 28, 5, 1), (240, 28, 3, 2),
+    (480, 14, 3, 1), (672, 14, 5, 1), (672, 14, 5, 2), (1152, 7, 5, 1)])
+CONVNEXT_T = _conv2d_set("ConvNeXt-T", [(96, 56, 7, 1), (192, 28, 7, 1), (384, 14, 7, 1), (768, 7, 7, 1)], bias=True)
+REPLKNET_31B = _conv2d_set("RepLKNet-31B", [(128, 56, 31, 1), (256, 28, 29, 1), (512, 14, 27, 1), (1024, 7, 13, 1)])
+MAMBA_CONV1D = [
+    Layer("Mamba conv1d", f"{channels} L={length}", channels, length, kernel=4, bias=True, conv1d=True, padding=3,
+          batches=(batch,))
+    for length, batch in ((2048, 8), (16384, 1)) for channels in (1536, 2048, 4096, 5120)
+]
+
+SETS = {layers[0].set: layers for layers in (MOBILENET_V2, EFFICIENTNET_B0, CONVNEXT_T, REPLKNET_31B, MAMBA_CONV1D)}
+# The sets the training-step geomean target is stated over.
+GEOMEAN_SETS = ("MobileNetV2", "EfficientNet-B0", "ConvNeXt-T")
+
+# dtype and layout of each configuration; conv1d runs in bf16 only, as Mamba does,
+# contiguous (B, D, L) and as a transposed (B, L, D) projection output ("channels_last").
+CONFIGS_2D = (("float32", "contiguous"), ("bfloat16", "channels_last"), ("float16", "channels_last"))
+CONFIGS_1D = (("bfloat16", "contiguous"), ("bfloat16", "channels_last"))
+
+TRAINING_PASSES = ("forward", "backward_input", "backward_weight", "step")
+INFERENCE_PASSES = ("forward",)
+INFERENCE_BATCH = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One layer at one batch size, dtype and layout, with the passes to time."""
+    layer: Layer
+    batch: int
+    dtype: str
+    layout: str
+    passes: tuple[str, ...]
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        spatial = (self.layer.length,) * self.layer.dims
+        return (self.batch, self.layer.channels, *spatial)
+
+    @property
+    def weight_shape(self) -> tuple[int, ...]:
+        return (self.layer.channels, 1, *(self.layer.kernel,) * self.layer.dims)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        spatial = (self.layer.output_length(),) * self.layer.dims
+        return (self.batch, self.layer.channels, *spatial)
+
+
+def problems(set_names: list[str] | None = None) -> list[Problem]:
+    chosen = set_names or list(SETS)
+    unknown = [s for s in chosen if s not in SETS]
+    if unknown:
+        raise ValueError(f"unknown layer set(s) {unknown}; the sets are {list(SETS)}")
+    out = []
+    for set_name in chosen:
+        for layer in SETS[set_name]:
+            configs = CONFIGS_1D if layer.conv1d else CONFIGS_2D
+            for dtype, layout in configs:
+                for batch in layer.batches:
+                    inference = batch == INFERENCE_BATCH and not layer.conv1d
+                    out.append(Problem(layer, batch, dtype, layout, INFERENCE_PASSES if inference else TRAINING_PASSES))
+    return out

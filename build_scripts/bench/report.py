@@ -1,0 +1,220 @@
+"""A bench report (JSON, from run.py) as markdown tables and PNG plots.
+
+Works on any machine with the JSON: markdown needs only the standard library, the plots
+matplotlib. Several reports (one run split over device calls) are read as one when they
+come from the same device and torch.
+"""
+
+from __future__ import annotations
+
+import json
+from math import exp, log
+from pathlib import Path
+
+from .layers import GEOMEAN_SETS
+
+PASSES = ("forward", "backward_input", "backward_weight", "step")
+PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
+               "step": "training step"}
+CONFIG_TITLES = {("float32", "contiguous"): "fp32 NCHW", ("bfloat16", "channels_last"): "bf16 channels_last",
+                 ("float16", "channels_last"): "fp16 channels_last", ("bfloat16", "contiguous"): "bf16 contiguous"}
+VARIANT_TITLES = {"stock": "stock", "cudnn": "cuDNN", "native": "native", "ours": "ours", "routed": "routed"}
+LARGE_ACTIVATION_BYTES = 8 << 20
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def load(paths: list[Path]) -> dict:
+    reports = [json.loads(p.read_text()) for p in paths]
+    first = reports[0]
+    for path, r in zip(paths[1:], reports[1:]):
+        if (r["device"], r["torch"]) != (first["device"], first["torch"]):
+            raise ValueError(f"{path} is from {r['device']}, torch {r['torch']}; {paths[0]} from "
+                             f"{first['device']}, torch {first['torch']}: not one run")
+    merged = dict(first)
+    merged["rows"] = [row for r in reports for row in r["rows"]]
+    merged["commands"] = [r["command"] for r in reports]
+    return merged
+
+
+def config_title(row: dict) -> str:
+    key = (row["dtype"], row["layout"])
+    title = CONFIG_TITLES.get(key, f"{row['dtype']} {row['layout']}")
+    return f"conv1d {title}" if row["conv"] == "1d" else title
+
+
+def speedup(row: dict, variant: str, over: str) -> float | None:
+    a, b = row["ms"].get(variant), row["ms"].get(over)
+    return b / a if a and b else None
+
+
+def floor_fraction(row: dict, variant: str = "ours") -> float | None:
+    t = row["ms"].get(variant)
+    return row["floor_ms"] / t if t else None
+
+
+def geomean(values) -> float | None:
+    values = [v for v in values if v]
+    return exp(sum(log(v) for v in values) / len(values)) if values else None
+
+
+def _fmt(value, spec=".3f", none="–") -> str:
+    return none if value is None else format(value, spec)
+
+
+def activation_bytes(row: dict) -> int:
+    return row["batch"] * row["channels"] * row["height"] * row["width"] * ELEMENT_BYTES[row["dtype"]]
+
+
+def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
+    """(target, what was measured, met?) for each of issue 6's tuning targets."""
+    out = []
+    for dtype, layout in (("bfloat16", "channels_last"), ("float32", "contiguous")):
+        steps = [r for r in rows if r["pass"] == "step" and r["set"] in GEOMEAN_SETS and r["batch"] > 1
+                 and (r["dtype"], r["layout"]) == (dtype, layout)]
+        for variant in ("ours", "routed"):
+            g = geomean(speedup(r, variant, "stock") for r in steps)
+            out.append((f"training-step geomean {variant} / stock ≥ 2×, {', '.join(GEOMEAN_SETS)}, "
+                        f"{CONFIG_TITLES[(dtype, layout)]}", f"{_fmt(g, '.2f')}× over {len(steps)} layers",
+                        "–" if g is None else ("yes" if g >= 2 else "no")))
+    slower = [r for r in rows if (speedup(r, "routed", "stock") or 1) < 1]
+    worst = min((speedup(r, "routed", "stock") for r in slower), default=None)
+    out.append(("every layer and pass routed at least as fast as stock",
+                f"{len(slower)} of {len(rows)} rows slower" + (f" (worst {worst:.2f}×)" if worst else ""),
+                "yes" if not slower else "no"))
+    for passes, goal in ((("forward", "backward_input"), 0.75), (("backward_weight",), 0.60)):
+        big = [r for r in rows if r["pass"] in passes and r["conv"] == "2d" and max(r["kernel"]) <= 7
+               and activation_bytes(r) >= LARGE_ACTIVATION_BYTES]
+        fractions = [floor_fraction(r) for r in big]
+        met = sum(1 for f in fractions if f and f >= goal)
+        low = min((f for f in fractions if f), default=None)
+        out.append((f"{' and '.join(PASS_TITLES[p] for p in passes)} ≥ {goal:.0%} of the floor (k ≤ 7, ≥ 8 MB of "
+                    f"activations)", f"{met} of {len(big)} rows; lowest {_fmt(low and 100 * low, '.0f')}%",
+                    "–" if not big else ("yes" if met == len(big) else "no")))
+    large = [r for r in rows if r["set"] == "RepLKNet-31B" and r["batch"] > 1]
+    low = min((s for s in (speedup(r, "ours", "stock") for r in large) if s), default=None)
+    out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {_fmt(low, '.2f')}×",
+                "–" if low is None else ("yes" if low >= 2 else "no")))
+    conv1d = [r for r in rows if r["conv"] == "1d"]
+    high = max((1 / f for f in (floor_fraction(r) for r in conv1d) if f), default=None)
+    out.append(("conv1d within 1.3× of the floor", f"worst {_fmt(high, '.2f')}× the floor",
+                "–" if high is None else ("yes" if high <= 1.3 else "no")))
+    return out
+
+
+def markdown(report: dict) -> str:
+    rows = report["rows"]
+    variants = report["settings"]["variants"]
+    lines = [
+        f"# Depthwise convolution benchmark: {report['device']}, torch {report['torch']}, {report['date']}",
+        "",
+        *(f"Command: `{c}`" for c in report.get("commands", [report.get("command", "")])),
+        "",
+        f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}; overlay patch set {report['overlay_patchset']}; "
+        f"routing table measured on: {report['routing_measured_on']}",
+        f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "
+        "the bytes a pass must move over it (build_scripts/bench/floor.py)",
+        f"- Times: ms per run, median of {report['settings']['repeats']} CUDA-graph replays over rotating buffer sets "
+        f"(together ≥ 3× the {report['l2_bytes'] >> 20} MB L2), CUDA events; random data",
+        f"- Checked first against float64 at batch {report['settings']['check_batch']} "
+        f"(relative max error ≤ {report['settings']['tolerance']})",
+        "- Variants: stock = torch's automatic choice; cuDNN = forced; native = upstream's depthwise kernel forced; "
+        "ours = the patch set's kernels (overlay, forced); routed = the overlay's automatic routing",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "| --- | --- | --- |",
+        *(f"| {t} | {m} | {ok} |" for t, m, ok in targets(rows)),
+    ]
+    bad = [r for r in rows if any(not c["ok"] for c in r["check"].values())]
+    if bad:
+        lines += ["", "## Failed checks", ""]
+        lines += sorted({f"- {r['set']} {r['layer']} b{r['batch']} {config_title(r)}: " + ", ".join(
+            f"{v}: {c.get('failed') or c.get('error')}" for v, c in r["check"].items() if not c["ok"]) for r in bad})
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["set"], config_title(r), r["batch"]), []).append(r)
+    for (set_name, config, batch), group in groups.items():
+        lines += ["", f"## {set_name}, {config}, batch {batch}", "",
+                  "| layer | pass | " + " | ".join(VARIANT_TITLES[v] for v in variants)
+                  + " | floor | ours % of floor | ours / stock | ours / cuDNN | stock runs |",
+                  "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | --- |"]
+        for r in group:
+            times = " | ".join(_fmt(r["ms"].get(v), ".4f") for v in variants)
+            lines.append(
+                f"| {r['layer']} | {PASS_TITLES[r['pass']]} | {times} | {r['floor_ms']:.4f} | "
+                f"{_fmt(floor_fraction(r) and 100 * floor_fraction(r), '.0f')} | "
+                f"{_fmt(speedup(r, 'ours', 'stock'), '.2f')}× | {_fmt(speedup(r, 'ours', 'cudnn'), '.2f')}× | "
+                f"{r['backends']['stock_forward']} |")
+    return "\n".join(lines) + "\n"
+
+
+def plots(report: dict, out_dir: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["rows"] if r["batch"] > 1 or r["conv"] == "1d"]
+    configs = list(dict.fromkeys(config_title(r) for r in rows))
+    written = []
+
+    def layer_label(r):
+        return f"{r['set'].split()[0].split('-')[0]} {r['layer']}"
+
+    fig, axes = plt.subplots(len(configs), 1, figsize=(16, 4.2 * len(configs)), squeeze=False)
+    for ax, config in zip(axes[:, 0], configs):
+        steps = [r for r in rows if r["pass"] == "step" and config_title(r) == config]
+        xs = range(len(steps))
+        for offset, (variant, over, color) in enumerate((("ours", "stock", "tab:blue"), ("routed", "stock", "tab:green"),
+                                                         ("ours", "cudnn", "tab:orange"))):
+            values = [speedup(r, variant, over) or 0 for r in steps]
+            ax.bar([x + (offset - 1) * 0.27 for x in xs], values, width=0.27, color=color,
+                   label=f"{VARIANT_TITLES[variant]} / {VARIANT_TITLES[over]}")
+        ax.axhline(1, color="black", linewidth=0.8)
+        ax.axhline(2, color="gray", linewidth=0.8, linestyle="--")
+        ax.set_yscale("log")
+        ticks = [0.25, 0.5, 1, 2, 4, 8, 16, 32]
+        ax.set_yticks(ticks, [f"{t:g}×" for t in ticks])
+        ax.minorticks_off()
+        ax.set_xticks(list(xs), [layer_label(r) for r in steps], rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("speedup (×)")
+        batches = sorted({r["batch"] for r in steps})
+        ax.set_title(f"Training-step speedup per layer, {config}, batch {'/'.join(map(str, batches))}")
+        ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"{report['device']}, torch {report['torch']}, {report['date']}")
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
+    written.append(out_dir / "speedup.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(len(configs), 1, figsize=(16, 4.2 * len(configs)), squeeze=False)
+    for ax, config in zip(axes[:, 0], configs):
+        subset = [r for r in rows if config_title(r) == config]
+        layers = list(dict.fromkeys(layer_label(r) for r in subset))
+        for offset, passname in enumerate(PASSES):
+            by_layer = {layer_label(r): floor_fraction(r) or 0 for r in subset if r["pass"] == passname}
+            ax.bar([x + (offset - 1.5) * 0.2 for x in range(len(layers))], [by_layer.get(n, 0) for n in layers],
+                   width=0.2, label=PASS_TITLES[passname])
+        for level in (0.6, 0.75, 1.0):
+            ax.axhline(level, color="gray", linewidth=0.8, linestyle="--" if level < 1 else "-")
+        ax.set_xticks(range(len(layers)), layers, rotation=60, ha="right", fontsize=8)
+        ax.set_ylabel("floor / measured (ours)")
+        ax.set_ylim(0, 1.1)
+        ax.set_title(f"Fraction of the byte floor reached by our kernels, per pass, {config}")
+        ax.legend(loc="upper left", fontsize=8, ncol=4)
+    fig.suptitle(f"{report['device']}, torch {report['torch']}, {report['date']}")
+    fig.tight_layout(rect=(0, 0, 1, 0.985))
+    written.append(out_dir / "floor.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    return written
+
+
+def write_report(paths: list[Path], out_dir: Path, with_plots: bool = True) -> list[Path]:
+    report = load(paths)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [out_dir / "bench.md"]
+    written[0].write_text(markdown(report))
+    if with_plots:
+        written += plots(report, out_dir)
+    return written

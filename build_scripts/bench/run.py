@@ -1,0 +1,165 @@
+"""The GPU run of `make bench`: check every implementation against float64, then time it.
+
+Writes the report (JSON, schema dwconv-bench/1) after every problem, so that a run cut
+short still leaves what it measured. Each row is one problem and pass, with the time of
+every variant (ms, median per run), the byte floor beside it, and the checks it passed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .. import REPO_ROOT
+from .floor import buffer_sets_needed, pass_bytes
+from .layers import Problem, problems
+from .schema import SCHEMA, problem_row
+from .timing import copy_bandwidth, time_pass
+from .variants import (
+    DTYPES, VARIANTS, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
+)
+
+CHECKED_PASSES = ("forward", "backward_input", "backward_weight")
+CHECK_BATCH = 2
+# Largest error allowed, relative to the reference's largest magnitude. fp32 allows for
+# cuDNN's TF32 (torch.backends.cudnn.allow_tf32 is on by default, as in stock torch).
+TOLERANCE = {"float64": 1e-10, "float32": 2e-3, "float16": 4e-3, "bfloat16": 3e-2}
+
+
+def import_overlay():
+    staging = Path(os.environ.get("DWCONV_OVERLAY_DIR") or REPO_ROOT / "build" / "l0" / "overlay-staging")
+    if (staging / "dwconv_overlay" / "__init__.py").exists():
+        sys.path.insert(0, str(staging))
+    import dwconv_overlay
+    return dwconv_overlay
+
+
+def device_slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
+def _small(problem: Problem) -> Problem:
+    return Problem(problem.layer, min(problem.batch, CHECK_BATCH), problem.dtype, problem.layout, problem.passes)
+
+
+def _as(buffers, dtype, layout_source):
+    """buffers' values in dtype, with the strides of layout_source's tensors."""
+    def conv(t, like):
+        return None if t is None else torch.empty_like(like, dtype=dtype).copy_(t)
+    return type(buffers)(x=conv(buffers.x, layout_source.x), w=conv(buffers.w, layout_source.w),
+                         b=conv(buffers.b, layout_source.b), go=conv(buffers.go, layout_source.go))
+
+
+def check(problem: Problem, overlay: Overlay, variants, allow_tf32: bool) -> dict:
+    """Each variant's passes against the float64 result of stock torch, at batch CHECK_BATCH:
+    variant -> {"error": relative max error per pass, "ok": bool} (or {"failed": message})."""
+    small = _small(problem)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    exact_layout = make_buffers(small, dtype=torch.float64, generator=generator)
+    inputs = _as(exact_layout, DTYPES[problem.dtype], make_buffers(small))
+    exact = _as(exact_layout, torch.float64, inputs)
+    with overlay.variant("stock"):
+        reference = {p: fn(exact) for p, fn in passes_of("stock", small, allow_tf32).items() if p in CHECKED_PASSES}
+    results = {}
+    for name in variants:
+        try:
+            with overlay.variant(name):
+                fns = passes_of(name, small, allow_tf32)
+                got = {p: fns[p](inputs) for p in CHECKED_PASSES}
+            errors = {}
+            for p in CHECKED_PASSES:
+                ref = reference[p]
+                if got[p].shape != ref.shape:
+                    raise RuntimeError(f"{p}: shape {tuple(got[p].shape)}, expected {tuple(ref.shape)}")
+                scale = ref.abs().max().item() or 1.0
+                errors[p] = (got[p].double() - ref).abs().max().item() / scale
+            results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
+        except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
+            results[name] = {"failed": f"{type(err).__name__}: {err}".splitlines()[0][:300], "ok": False}
+    return results
+
+
+def _bytes_per_set(problem: Problem) -> int:
+    return sum(pass_bytes(problem, p) for p in ("forward", "backward_input", "backward_weight"))
+
+
+def run_bench(out_path: Path, set_names: list[str] | None, variants=VARIANTS, repeats: int = 30, warmup: int = 3,
+              memory_budget_bytes: int = 24 << 30, command: str = "") -> dict:
+    if not torch.cuda.is_available():
+        raise SystemExit("make bench needs a CUDA device; there is none here")
+    overlay = Overlay(import_overlay())
+    chosen = problems(set_names)
+    allow_tf32 = torch.backends.cudnn.allow_tf32
+    props = torch.cuda.get_device_properties(0)
+    bandwidth = copy_bandwidth()
+    report = {
+        "schema": SCHEMA,
+        "command": command,
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "overlay_patchset": overlay.module.PATCHSET_HASH,
+        "routing_measured_on": overlay.module.routing_measured_on(),
+        "copy_bandwidth_GBps": bandwidth / 1e6,
+        "l2_bytes": props.L2_cache_size,
+        "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "tolerance": TOLERANCE,
+                     "cudnn_allow_tf32": allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                     "variants": list(variants), "sets": set_names or "all"},
+        "rows": [],
+    }
+    started = time.monotonic()
+    for index, problem in enumerate(chosen, 1):
+        checks = check(problem, overlay, variants, allow_tf32)
+        sets_needed = buffer_sets_needed(_bytes_per_set(problem), props.L2_cache_size, memory_budget_bytes)
+        buffer_sets = [make_buffers(problem) for _ in range(sets_needed)]
+        backends = {"stock_forward": stock_backend(problem, buffer_sets[0]),
+                    "cudnn_gradients": cudnn_gradient_backend(problem, buffer_sets[0])}
+        for passname in problem.passes:
+            row = problem_row(problem, passname, bandwidth)
+            row.update(buffer_sets=sets_needed, backends=backends, check={v: checks[v] for v in variants})
+            for name in variants:
+                if "failed" in checks[name]:
+                    row["ms"][name] = None
+                    continue
+                try:
+                    with overlay.variant(name):
+                        timing = time_pass(passes_of(name, problem, allow_tf32)[passname], buffer_sets, repeats, warmup)
+                    row["ms"][name], row["graph"][name] = timing.ms, timing.graph
+                except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
+                    row["ms"][name] = None
+                    row["errors"][name] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+            report["rows"].append(row)
+            times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
+            print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.layer.set} {problem.layer.name} "
+                  f"b{problem.batch} {problem.dtype} {problem.layout} {passname}: {times}  floor {row['floor_ms']:.4f}",
+                  flush=True)
+        del buffer_sets
+        torch.cuda.empty_cache()
+        _write(out_path, report)
+    return report
+
+
+def _write(path: Path, report: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(report, indent=1))
+    partial.replace(path)
+
+
+def failed_checks(report: dict) -> list[str]:
+    seen = []
+    for row in report["rows"]:
+        for variant, result in row["check"].items():
+            label = f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}: {variant}"
+            if not result["ok"] and label not in seen:
+                seen.append(label + f" ({result.get('failed') or result.get('error')})")
+    return seen

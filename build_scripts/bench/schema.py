@@ -1,0 +1,34 @@
+"""The bench report's rows (schema dwconv-bench/1): run.py writes them; report.py and
+build_scripts/routing_table.py read them. One row is one problem and pass:
+
+  set, layer, conv ("1d"/"2d"), batch, channels, height, width, kernel [kh, kw],
+  stride [sh, sw], padding [ph, pw], bias, dtype, layout, pass,
+  bytes, floor_ms            what the pass must move, and that over the copy bandwidth
+  ms {variant: ms | null}    median per run; null where it failed (errors says why)
+  graph {variant: bool}      timed by CUDA-graph replay (else eagerly)
+  check {variant: {...}}     the float64 check: error per pass and ok, or failed
+  backends, buffer_sets      what stock selected; how many buffer sets rotated
+
+conv1d rows are the 2D problem torch runs for them: height 1, kernel [1, k].
+"""
+
+from __future__ import annotations
+
+from .floor import floor_ms, pass_bytes
+from .layers import Problem
+
+SCHEMA = "dwconv-bench/1"
+
+
+def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> dict:
+    layer = problem.layer
+    return {
+        "set": layer.set, "layer": layer.name, "conv": f"{layer.dims}d", "batch": problem.batch,
+        "channels": layer.channels, "height": 1 if layer.conv1d else layer.length, "width": layer.length,
+        "kernel": [1 if layer.conv1d else layer.kernel, layer.kernel],
+        "stride": [1 if layer.conv1d else layer.stride, layer.stride],
+        "padding": [0 if layer.conv1d else layer.pad, layer.pad],
+        "bias": layer.bias, "dtype": problem.dtype, "layout": problem.layout, "pass": passname,
+        "bytes": pass_bytes(problem, passname), "floor_ms": floor_ms(problem, passname, bandwidth_bytes_per_ms),
+        "ms": {}, "graph": {}, "errors": {}, "check": {}, "backends": {}, "buffer_sets": 0,
+    }

@@ -1,0 +1,171 @@
+"""The benchmark's plain parts on a CPU: the layer sets, the byte floor, the buffer rotation,
+the report (markdown, targets, plots) and the routing table made from a report.
+The times in these reports are synthetic test inputs, not measurements."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from build_scripts.bench.floor import buffer_sets_needed, pass_bytes
+from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
+from build_scripts.bench.report import load, markdown, targets, write_report
+from build_scripts.bench.schema import SCHEMA, problem_row
+from build_scripts.routing_table import points_of, write_table
+
+BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
+
+
+def test_the_layer_sets_are_the_issues():
+    shapes = {name: [(l.channels, l.length, l.kernel, l.stride) for l in layers] for name, layers in SETS.items()}
+    assert shapes["MobileNetV2"] == [(32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 3, 1), (144, 56, 3, 2),
+                                     (192, 28, 3, 1), (192, 28, 3, 2), (384, 14, 3, 1), (576, 14, 3, 1),
+                                     (576, 14, 3, 2), (960, 7, 3, 1)]
+    assert shapes["EfficientNet-B0"] == [(32, 112, 3, 1), (96, 112, 3, 2), (144, 56, 5, 2), (240, 28, 5, 1),
+                                         (240, 28, 3, 2), (480, 14, 3, 1), (672, 14, 5, 1), (672, 14, 5, 2),
+                                         (1152, 7, 5, 1)]
+    assert shapes["ConvNeXt-T"] == [(96, 56, 7, 1), (192, 28, 7, 1), (384, 14, 7, 1), (768, 7, 7, 1)]
+    assert shapes["RepLKNet-31B"] == [(128, 56, 31, 1), (256, 28, 29, 1), (512, 14, 27, 1), (1024, 7, 13, 1)]
+    mamba = SETS["Mamba conv1d"]
+    assert sorted((l.channels, l.length, l.batches) for l in mamba) == sorted(
+        (c, length, (batch,)) for length, batch in ((2048, 8), (16384, 1)) for c in (1536, 2048, 4096, 5120))
+    assert all(l.conv1d and l.kernel == 4 and l.pad == 3 and l.bias for l in mamba)
+
+
+def test_each_2d_layer_runs_training_at_batch_64_and_inference_at_batch_1_in_three_configs():
+    runs = problems(["MobileNetV2"])
+    assert len(runs) == 10 * 3 * 2
+    assert {(p.dtype, p.layout) for p in runs} == {("float32", "contiguous"), ("bfloat16", "channels_last"),
+                                                  ("float16", "channels_last")}
+    assert {p.passes for p in runs if p.batch == 64} == {TRAINING_PASSES}
+    assert {p.passes for p in runs if p.batch == 1} == {("forward",)}
+    conv1d = problems(["Mamba conv1d"])
+    assert {p.dtype for p in conv1d} == {"bfloat16"} and all(p.passes == TRAINING_PASSES for p in conv1d)
+    with pytest.raises(ValueError, match="unknown layer set"):
+        problems(["ResNet"])
+
+
+def test_shapes_and_output_sizes():
+    s2 = Problem(SETS["MobileNetV2"][1], 64, "float32", "contiguous", TRAINING_PASSES)  # 96@112 s2
+    assert (s2.input_shape, s2.weight_shape, s2.output_shape) == ((64, 96, 112, 112), (96, 1, 3, 3), (64, 96, 56, 56))
+    mamba = Problem(SETS["Mamba conv1d"][0], 8, "bfloat16", "contiguous", TRAINING_PASSES)
+    assert (mamba.input_shape, mamba.weight_shape, mamba.output_shape) == ((8, 1536, 2048), (1536, 1, 4),
+                                                                           (8, 1536, 2051))
+
+
+def test_the_byte_floor_counts_each_tensor_once_per_pass():
+    layer = Layer("T", "t", channels=2, length=4, kernel=3, bias=True)  # output 4x4
+    p = Problem(layer, 1, "float16", "contiguous", TRAINING_PASSES)
+    x = y = 2 * 16
+    w, b = 2 * 9, 2
+    assert pass_bytes(p, "forward") == 2 * (x + w + b + y)
+    assert pass_bytes(p, "backward_input") == 2 * (y + w + x)
+    assert pass_bytes(p, "backward_weight") == 2 * (x + y + w)
+    assert pass_bytes(p, "step") == sum(pass_bytes(p, q) for q in ("forward", "backward_input", "backward_weight"))
+    row = problem_row(p, "forward", BANDWIDTH)
+    assert row["floor_ms"] == pytest.approx(pass_bytes(p, "forward") / BANDWIDTH)
+
+
+@pytest.mark.parametrize("per_set, expected", [
+    (1 << 20, 64),      # small layers: many sets, capped
+    (40 << 20, 4),      # 3 x 50 MB of L2 over 40 MB sets
+    (500 << 20, 2),     # large layers still alternate between two
+    (30 << 30, 1),      # one set is all the memory allows
+])
+def test_buffer_rotation_covers_the_l2_several_times(per_set, expected):
+    assert buffer_sets_needed(per_set, 50 << 20, 24 << 30) == expected
+
+
+def synthetic_report(speed_ours=2.5, routed_slower=False) -> dict:
+    """Rows for every problem of three sets, with made-up times (ours speed_ours x faster)."""
+    rows = []
+    for problem in problems(["MobileNetV2", "ConvNeXt-T", "RepLKNet-31B", "Mamba conv1d"]):
+        for passname in problem.passes:
+            row = problem_row(problem, passname, BANDWIDTH)
+            stock = row["floor_ms"] * 4
+            routed = stock * (1.1 if routed_slower and problem.layer.name == "960@7" else 1 / speed_ours)
+            row["ms"] = {"stock": stock, "cudnn": stock * 0.9, "native": stock * 3, "ours": stock / speed_ours,
+                         "routed": routed}
+            row["check"] = {v: {"error": {"forward": 1e-7}, "ok": True} for v in row["ms"]}
+            row["backends"] = {"stock_forward": "Cudnn", "cudnn_gradients": "CudnnTranspose"}
+            rows.append(row)
+    return {"schema": SCHEMA, "command": "python -m build_scripts bench run", "date": "2026-01-01",
+            "device": "Synthetic GPU", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91002,
+            "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "copy_bandwidth_GBps": 3000.0,
+            "l2_bytes": 50 << 20,
+            "settings": {"repeats": 30, "warmup": 3, "check_batch": 2, "tolerance": {}, "cudnn_allow_tf32": True,
+                         "cudnn_benchmark": False, "variants": ["stock", "cudnn", "native", "ours", "routed"],
+                         "sets": "all"},
+            "rows": rows}
+
+
+def test_targets_are_judged_from_the_rows():
+    met = {t: ok for t, _, ok in targets(synthetic_report(speed_ours=2.5)["rows"])}
+    assert met["training-step geomean ours / stock ≥ 2×, MobileNetV2, EfficientNet-B0, ConvNeXt-T, bf16 channels_last"] == "yes"
+    assert met["every layer and pass routed at least as fast as stock"] == "yes"
+    assert met["large kernels ≥ 2× over stock (every pass)"] == "yes"
+    # ours at 2.5x over a stock at 4x the floor: 62.5% of the floor
+    assert met["forward and backward-input ≥ 75% of the floor (k ≤ 7, ≥ 8 MB of activations)"] == "no"
+    assert met["backward-weight ≥ 60% of the floor (k ≤ 7, ≥ 8 MB of activations)"] == "yes"
+    assert met["conv1d within 1.3× of the floor"] == "no"
+    slow = {t: (m, ok) for t, m, ok in targets(synthetic_report(speed_ours=1.5, routed_slower=True)["rows"])}
+    assert slow["training-step geomean ours / stock ≥ 2×, MobileNetV2, EfficientNet-B0, ConvNeXt-T, fp32 NCHW"][1] == "no"
+    measured, ok = slow["every layer and pass routed at least as fast as stock"]
+    assert ok == "no" and measured.startswith("15 of ") and "worst 0.91×" in measured  # 960@7: 3 configs x 5 rows
+
+
+def test_the_markdown_report_names_the_run_and_every_row(tmp_path):
+    report = synthetic_report()
+    text = markdown({**report, "commands": [report["command"]]})
+    assert "# Depthwise convolution benchmark: Synthetic GPU, torch 2.11.0+cu130, 2026-01-01" in text
+    assert "Command: `python -m build_scripts bench run`" in text
+    assert "Copy bandwidth 3000 GB/s" in text
+    table_rows = [line for line in text.splitlines() if line.endswith("× | Cudnn |")]
+    assert len(table_rows) == len(report["rows"])
+    assert "## ConvNeXt-T, bf16 channels_last, batch 64" in text
+    assert "| 96@56 | training step |" in text
+
+
+def test_a_failed_check_is_reported():
+    report = synthetic_report()
+    report["rows"][0]["check"]["ours"] = {"failed": "RuntimeError: boom", "ok": False}
+    assert "## Failed checks" in markdown(report) and "ours: RuntimeError: boom" in markdown(report)
+
+
+def test_write_report_draws_the_plots(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(synthetic_report()))
+    written = write_report([path], tmp_path / "out")
+    assert [p.name for p in written] == ["bench.md", "speedup.png", "floor.png"]
+    for png in written[1:]:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_reports_of_one_run_merge_and_of_two_devices_do_not(tmp_path):
+    a, b = synthetic_report(), synthetic_report()
+    a["rows"], b["rows"] = a["rows"][:10], b["rows"][10:20]
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert len(load([tmp_path / "a.json", tmp_path / "b.json"])["rows"]) == 20
+    b["device"] = "Another GPU"
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    with pytest.raises(ValueError, match="not one run"):
+        load([tmp_path / "a.json", tmp_path / "b.json"])
+
+
+def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
+    report = synthetic_report()
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(report))
+    points = write_table(path, "2.11.0+cu130", tmp_path / "table.h")
+    routed_rows = [r for r in report["rows"] if r["pass"] != "step"]
+    assert len(points) == len(routed_rows)
+    conv1d = [p for p in points if p.label.startswith("Mamba")]
+    assert conv1d and all(p.kernel == (1, 4) and p.input_elements % 2048 == 0 for p in conv1d)
+    text = (tmp_path / "table.h").read_text()
+    assert f"std::array<MeasuredPoint, {len(points)}>" in text
+    assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01" in text
+    assert math.isclose(points[0].ours_ms * 2.5, points[0].stock_ms)
+    assert points_of(report, "r", "2.11.0+cu130")[0].ours_faster
