@@ -117,7 +117,8 @@ def generic_passes(problem: Problem) -> dict[str, Callable]:
 
     def step(B: Buffers):
         out = conv(B.x, B.w, B.b, a.stride, a.padding, a.dilation, False, zeros, a.groups)
-        return (out, *backward(B, [True, True, has_bias]))
+        grad_input, grad_weight, grad_bias = backward(B, [True, True, has_bias])
+        return (out, grad_input, grad_weight, grad_bias) if has_bias else (out, grad_input, grad_weight)
 
     return {
         "forward": lambda B: conv(B.x, B.w, B.b, a.stride, a.padding, a.dilation, False, zeros, a.groups),

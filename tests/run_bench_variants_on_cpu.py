@@ -1,0 +1,79 @@
+"""Run in the pinned torch's environment (no GPU): the bench variants' argument mappings,
+on the CPU in float64, against autograd of F.conv1d/F.conv2d, for a shrunken copy of every
+kernel size, stride and bias of the layer sets. Prints one JSON line: check -> "pass" | message.
+
+What runs here: the generic passes (what stock, native and routed call) and the cuDNN
+variant's gradients, which are transposed convolutions that any backend computes. The
+cuDNN forward op and our kernels need a GPU (tests/gpu)."""
+
+import json
+import sys
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+warnings.simplefilter("ignore")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from build_scripts.bench.layers import SETS, TRAINING_PASSES, Problem  # noqa: E402
+from build_scripts.bench.variants import ConvArgs, cudnn_passes, generic_passes, make_buffers  # noqa: E402
+
+
+def geometries():
+    seen = {}
+    for layers in SETS.values():
+        for layer in layers:
+            seen.setdefault((layer.kernel, layer.stride, layer.conv1d, layer.bias, layer.pad), layer)
+    for layer in seen.values():
+        for length in (9, 10):  # odd and even: stride 2 needs output_padding 0 or 1
+            yield replace(layer, channels=3, length=length, name=f"{layer.name} shrunk to 3@{length}")
+
+
+def reference(problem, buffers):
+    x = buffers.x.detach().clone().requires_grad_()
+    w = buffers.w.detach().clone().requires_grad_()
+    b = None if buffers.b is None else buffers.b.detach().clone().requires_grad_()
+    conv = F.conv1d if problem.layer.conv1d else F.conv2d
+    a = ConvArgs.of(problem)
+    out = conv(x, w, b, a.stride, a.padding, a.dilation, a.groups)
+    out.backward(buffers.go)
+    grads = (out.detach(), x.grad, w.grad) + ((b.grad,) if b is not None else ())
+    return {"forward": grads[0], "backward_input": grads[1], "backward_weight": grads[2], "step": grads}
+
+
+def same(got, want):
+    if isinstance(want, tuple):
+        return len(got) == len(want) and all(same(g, w) for g, w in zip(got, want))
+    return got.shape == want.shape and torch.allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def main():
+    results = {}
+    generator = torch.Generator().manual_seed(0)
+    for layer in geometries():
+        for layout in ("contiguous", "channels_last"):
+            problem = Problem(layer, 2, "float64", layout, TRAINING_PASSES)
+            buffers = make_buffers(problem, device="cpu", generator=generator)
+            want = reference(problem, buffers)
+            key = f"{layer.set} {layer.name} {layout}"
+            if layout == "channels_last":
+                x4 = ConvArgs.of(problem).as4d(buffers.x)
+                results[f"layout/{key}"] = ("pass" if x4.is_contiguous(memory_format=torch.channels_last)
+                                            and not x4.is_contiguous() else f"strides {x4.stride()}")
+            for passname, fn in generic_passes(problem).items():
+                results[f"generic/{passname}/{key}"] = "pass" if same(fn(buffers), want[passname]) else "mismatch"
+            cudnn = cudnn_passes(problem, allow_tf32=False)
+            for passname in ("backward_input", "backward_weight"):
+                try:
+                    ok = same(cudnn[passname](buffers), want[passname])
+                    results[f"cudnn/{passname}/{key}"] = "pass" if ok else "mismatch"
+                except RuntimeError as err:
+                    results[f"cudnn/{passname}/{key}"] = str(err).splitlines()[0]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
