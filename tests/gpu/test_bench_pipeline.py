@@ -1,0 +1,45 @@
+"""`make bench` end to end on one small layer: the checks pass for every variant, each
+variant runs what it claims (the cuDNN variant's gradients on cuDNN), every pass is timed
+by graph replay, and the report and markdown are written. Speed is not asserted here."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU tests need torch 2.11.0+cu130, which is not installed here")
+if not torch.cuda.is_available():
+    pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from build_scripts.bench import layers  # noqa: E402
+from build_scripts.bench.report import markdown  # noqa: E402
+from build_scripts.bench.run import failed_checks, run_bench  # noqa: E402
+from build_scripts.bench.variants import VARIANTS  # noqa: E402
+
+
+@pytest.fixture
+def one_layer_set(monkeypatch):
+    tiny = {"Tiny": [layers.Layer("Tiny", "64@28 s2", 64, 28, 3, stride=2, bias=True, batches=(8, 1)),
+                     layers.Layer("Tiny", "64 L=512", 64, 512, 4, bias=True, conv1d=True, padding=3, batches=(2,))]}
+    monkeypatch.setattr(layers, "SETS", tiny)
+    return ["Tiny"]
+
+
+def test_a_small_bench_run(tmp_path, one_layer_set):
+    out = tmp_path / "bench.json"
+    report = run_bench(out, one_layer_set, repeats=5, warmup=1, command="test")
+    assert out.is_file()
+    assert failed_checks(report) == []
+    rows = report["rows"]
+    assert len(rows) == 3 * (4 + 1) + 2 * 4  # 2d: 3 configs x (4 training passes + inference); 1d: 2 layouts x 4
+    for row in rows:
+        assert set(row["ms"]) == set(VARIANTS)
+        assert all(t is not None and 0 < t < 1000 for t in row["ms"].values()), (row["layer"], row["errors"])
+        assert all(row["graph"].values()), row["graph"]
+        assert row["backends"]["cudnn_gradients"] == "CudnnTranspose"
+        assert row["floor_ms"] > 0 and row["buffer_sets"] >= 2
+    channels_last_2d = [r for r in rows if r["conv"] == "2d" and r["layout"] == "channels_last"]
+    assert {r["backends"]["stock_forward"] for r in channels_last_2d} == {"Cudnn"}
+    text = markdown({**report, "commands": [report["command"]]})
+    assert "## Tiny, bf16 channels_last, batch 8" in text

@@ -1,0 +1,206 @@
+"""GPU tests of the routing: which kernels nn.Conv1d/nn.Conv2d run with the overlay loaded.
+
+aten::convolution and aten::convolution_backward have the patch set's CUDA kernels
+(DepthwiseConvRouting.cpp). With routing "ours" every depthwise call they can take must run
+our kernels, forward and backward, and give stock's results in stock's memory format; other
+convolutions must still run cuDNN; cudnn.enabled=False and deterministic mode must behave
+as upstream documents. With routing "auto" (the default) the measured table decides: a
+bf16 channels_last depthwise nn.Conv2d must run ours once the table has been measured.
+
+Run with `make test-gpu`; the rule itself is tested on the CPU (tests/test_routing_rule.py).
+"""
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the GPU tests need torch 2.11.0+cu130, which is not installed here")
+if not torch.cuda.is_available():
+    pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
+
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.testing._internal.common_utils import (  # noqa: E402
+    DeterministicGuard, TestCase, instantiate_parametrized_tests, parametrize, run_tests,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+
+OUR_FORWARD = "aten::_conv_depthwise2d"
+OUR_BACKWARD = "aten::_conv_depthwise2d_backward"
+CUDNN_OPS = {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"}
+
+
+@contextlib.contextmanager
+def routing(mode):
+    previous = dwconv_overlay.routing()
+    dwconv_overlay.set_routing(mode)
+    try:
+        yield
+    finally:
+        dwconv_overlay.set_routing(previous)
+
+
+def depthwise_module(conv1d=False, channels=64, kernel=3, stride=1, multiplier=1, bias=True, dtype=torch.bfloat16,
+                     channels_last=True):
+    cls = torch.nn.Conv1d if conv1d else torch.nn.Conv2d
+    padding = 3 if conv1d else kernel // 2
+    m = cls(channels, channels * multiplier, kernel, stride=stride, padding=padding, groups=channels, bias=bias)
+    m = m.to(device="cuda", dtype=dtype)
+    return m.to(memory_format=torch.channels_last) if channels_last and not conv1d else m
+
+
+def make_input(module, batch=4, length=28, channels_last=True):
+    channels = module.in_channels
+    dtype = module.weight.dtype
+    if isinstance(module, torch.nn.Conv1d):
+        x = torch.randn(batch, channels, length, device="cuda", dtype=dtype)
+        return x.transpose(1, 2).contiguous().transpose(1, 2) if channels_last else x
+    x = torch.randn(batch, channels, length, length, device="cuda", dtype=dtype)
+    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
+
+
+def op_names(fn):
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events()}
+
+
+def layout(t):
+    """The strides that matter: those of dimensions longer than 1."""
+    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size > 1)
+
+
+def train_step(module, x):
+    x = x.detach().requires_grad_()
+    out = module(x)
+    out.backward(torch.randn_like(out))
+    return out, x.grad, module.weight.grad
+
+
+class TestRouting(TestCase):
+    def setUp(self):
+        dwconv_overlay.enable()
+
+    def test_routing_ours_runs_our_kernels_forward_and_backward(self):
+        module = depthwise_module()
+        x = make_input(module)
+        with routing("ours"):
+            names = op_names(lambda: train_step(module, x))
+        self.assertIn(OUR_FORWARD, names)
+        self.assertIn(OUR_BACKWARD, names)
+        self.assertFalse(names & CUDNN_OPS, f"cuDNN ran: {names & CUDNN_OPS}")
+
+    def test_routing_auto_sends_bf16_channels_last_depthwise_to_ours(self):
+        measured_on = dwconv_overlay.routing_measured_on()
+        if measured_on.startswith("nothing yet"):
+            self.skipTest("the routing table is not measured yet: run `make bench`, then `make routing-table`")
+        module = depthwise_module(channels=144, kernel=3)
+        x = make_input(module, batch=64, length=56)
+        with routing("auto"):
+            names = op_names(lambda: train_step(module, x))
+        self.assertIn(OUR_FORWARD, names, f"table measured on {measured_on}")
+        self.assertIn(OUR_BACKWARD, names, f"table measured on {measured_on}")
+
+    def test_routing_upstream_is_stock_behaviour(self):
+        module = depthwise_module()
+        x = make_input(module)
+        with routing("upstream"):
+            names = op_names(lambda: train_step(module, x))
+        self.assertIn("aten::cudnn_convolution", names)
+        self.assertNotIn(OUR_BACKWARD, names)
+
+    @parametrize("dtype", [torch.bfloat16, torch.float16])
+    def test_a_non_depthwise_convolution_still_runs_cudnn(self, dtype):
+        module = torch.nn.Conv2d(64, 64, 3, padding=1).to(device="cuda", dtype=dtype, memory_format=torch.channels_last)
+        x = make_input(depthwise_module(dtype=dtype))
+        with routing("ours"):
+            names = op_names(lambda: train_step(module, x))
+        self.assertIn("aten::cudnn_convolution", names)
+        self.assertFalse({OUR_FORWARD, OUR_BACKWARD} & names)
+
+    def test_cudnn_disabled_leaves_upstreams_choice(self):
+        module = depthwise_module()
+        x = make_input(module)
+        with routing("ours"), torch.backends.cudnn.flags(enabled=False):
+            names = op_names(lambda: train_step(module, x))
+            out = module(x)
+        self.assertFalse(names & CUDNN_OPS)
+        # upstream's native path: the input made contiguous, so the output is NCHW, as in stock
+        with stock_kernels(), torch.backends.cudnn.flags(enabled=False):
+            stock_out = module(x)
+        self.assertEqual(out.is_contiguous(), stock_out.is_contiguous())
+        self.assertEqual(out, stock_out, atol=2e-2, rtol=2e-2)
+
+    def test_deterministic_mode_gives_bitwise_equal_weight_gradients(self):
+        module = depthwise_module(channels=96, kernel=7)
+        x = make_input(module, batch=16, length=56)
+        grad = torch.randn(16, 96, 56, 56, device="cuda", dtype=torch.bfloat16).contiguous(
+            memory_format=torch.channels_last)
+        with routing("ours"), DeterministicGuard(True):
+            grads = []
+            for _ in range(3):
+                module.weight.grad = None
+                module(x).backward(grad)
+                grads.append(module.weight.grad.clone())
+        for g in grads[1:]:
+            self.assertTrue(torch.equal(g, grads[0]))
+
+    def test_autograd_is_unchanged(self):
+        module = depthwise_module()
+        with routing("ours"):
+            out = module(make_input(module).requires_grad_())
+        self.assertEqual(out.grad_fn.name(), "ConvolutionBackward0")
+
+    @parametrize("case", ["conv2d_cl_bf16", "conv2d_nchw_fp32", "conv2d_cl_fp16_s2", "conv2d_k5_m2",
+                          "conv2d_nobias_fp64", "conv1d_bf16", "conv1d_transposed_bf16", "conv2d_frozen_weight"])
+    def test_routed_results_and_layouts_match_stock(self, case):
+        kwargs = {
+            "conv2d_cl_bf16": {},
+            "conv2d_nchw_fp32": {"dtype": torch.float32, "channels_last": False},
+            "conv2d_cl_fp16_s2": {"dtype": torch.float16, "stride": 2},
+            "conv2d_k5_m2": {"kernel": 5, "multiplier": 2, "dtype": torch.float32},
+            "conv2d_nobias_fp64": {"bias": False, "dtype": torch.float64},
+            "conv1d_bf16": {"conv1d": True, "kernel": 4, "channels_last": False},
+            "conv1d_transposed_bf16": {"conv1d": True, "kernel": 4},
+            "conv2d_frozen_weight": {"dtype": torch.float32},
+        }[case]
+        module = depthwise_module(**kwargs)
+        if case == "conv2d_frozen_weight":
+            module.weight.requires_grad_(False)
+        x = make_input(module, channels_last=kwargs.get("channels_last", True))
+        grad = None
+
+        def run():
+            nonlocal grad
+            module.zero_grad(set_to_none=True)
+            xx = x.detach().requires_grad_()
+            out = module(xx)
+            if grad is None:
+                grad = torch.randn_like(out)
+            out.backward(grad)
+            return out, xx.grad, module.weight.grad, None if module.bias is None else module.bias.grad
+
+        with routing("ours"):
+            names = op_names(run)
+            ours = run()
+        with stock_kernels():
+            stock = run()
+        self.assertIn(OUR_FORWARD, names)
+        self.assertIn(OUR_BACKWARD, names)
+        tolerance = {torch.bfloat16: 3e-2, torch.float16: 3e-3, torch.float32: 1e-4, torch.float64: 1e-10}[x.dtype]
+        for got, want in zip(ours, stock):
+            if want is None:
+                self.assertIsNone(got)
+                continue
+            self.assertEqual(layout(got), layout(want), msg="the memory format differs from stock's")
+            self.assertEqual(got, want, atol=tolerance * max(1.0, want.abs().max().item()), rtol=tolerance)
+
+
+instantiate_parametrized_tests(TestRouting)
+
+if __name__ == "__main__":
+    run_tests()
