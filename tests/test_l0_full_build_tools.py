@@ -52,6 +52,7 @@ def test_selftest_with_the_overlay_and_no_gpu_says_so(stock_python, staged_overl
                           env={**os.environ, "PYTHONPATH": str(staged_overlay)})
     assert proc.returncode == 1
     assert f"patch set {PatchSet.load().hash} (overlay)" in proc.stdout
+    assert "routing: auto; table measured on: " in proc.stdout
     assert "selftest: FAIL: no CUDA device is visible: run the image with `docker run --gpus all`" in proc.stderr
 
 

@@ -2,7 +2,8 @@
 
 Prints the torch version, the patch-set hash and the GPU, then checks that
 nn.Conv2d(groups=C) runs the patch set's kernels (namespace at::native::dwconv)
-forward and backward, with results that match a float64 CPU reference. Exits 1,
+forward and backward, with results that match a float64 CPU reference, and that the
+routing can send a channels_last bf16 one to them (mode 'ours'). Exits 1,
 naming what is wrong, if any of that fails. `--overlay` tests stock torch with
 the dwconv_overlay package loaded instead of a patched build.
 """
@@ -89,6 +90,38 @@ def check_kernels_and_values() -> list[str]:
     return lines
 
 
+def routing_state() -> str:
+    """The routing's mode and where its table's measurements come from."""
+    import torch
+    try:
+        return f"routing: {torch.ops.dwconv.routing()}; table measured on: {torch.ops.dwconv.routing_measured_on()}"
+    except (AttributeError, RuntimeError):
+        raise SelfTestFailure("the routing's operators (torch.ops.dwconv.routing) are missing: "
+                              "this torch lacks DepthwiseConvRouting.cpp") from None
+
+
+def check_channels_last_routing() -> str:
+    """With routing 'ours', a channels_last bf16 depthwise nn.Conv2d must run our kernels both ways."""
+    import torch
+
+    channels = 64
+    conv = torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels, device="cuda", dtype=torch.bfloat16)
+    conv = conv.to(memory_format=torch.channels_last)
+    x = torch.randn(4, channels, 28, 28, device="cuda", dtype=torch.bfloat16).contiguous(
+        memory_format=torch.channels_last).requires_grad_()
+    previous = torch.ops.dwconv.routing()
+    torch.ops.dwconv.set_routing("ours")
+    try:
+        names = cuda_kernel_names(lambda: conv(x).sum().backward())
+    finally:
+        torch.ops.dwconv.set_routing(previous)
+    ours = sorted({_short(n) for n in names if OUR_KERNELS in n})
+    if len(ours) < 2:
+        raise SelfTestFailure("routing 'ours': a channels_last bf16 nn.Conv2d(groups=C) did not run our kernels "
+                              "forward and backward; it ran: " + "; ".join(names))
+    return f"routing 'ours', channels_last bf16: our kernels ran ({', '.join(ours)})"
+
+
 def _short(kernel_name: str) -> str:
     """'void at::native::dwconv::tiled_nchw_kernel<float, ...>(...)' -> 'tiled_nchw_kernel'."""
     return kernel_name.split(OUR_KERNELS, 1)[1].split("<", 1)[0].split("(", 1)[0]
@@ -107,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
           f"cuDNN {torch.backends.cudnn.version()}")
     try:
         print(f"patch set {patch_set_hash(args.overlay)}" + (" (overlay)" if args.overlay else ""))
+        print(routing_state())
         if not torch.cuda.is_available():
             raise SelfTestFailure("no CUDA device is visible: run the image with `docker run --gpus all`")
         print(f"GPU: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
         for line in check_kernels_and_values():
             print(line)
+        print(check_channels_last_routing())
     except SelfTestFailure as failure:
         print(f"selftest: FAIL: {failure}", file=sys.stderr)
         return 1

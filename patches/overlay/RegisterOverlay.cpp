@@ -12,16 +12,14 @@
 // The registrations are torch::Library objects owned here rather than static
 // TORCH_LIBRARY_IMPLs, so that they can be dropped again: torch.ops.dwconv.set_enabled(False)
 // hands the ops back to upstream's kernels and formulas in this process.
-// torch.ops.dwconv.set_routing("auto"|"ours"|"upstream") sets the routing's mode
-// (DepthwiseConvRouting.h); it starts as DWCONV_ROUTING says, else auto. (The new
+// The routing's switches (torch.ops.dwconv.set_routing and friends) come with the
+// routing's source, DepthwiseConvRouting.cpp, as in a patched build. (The new
 // operators' schemas stay defined; disabled, they have no kernels, as in stock torch.)
 
 #include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
-#include <ATen/native/cuda/DepthwiseConvRouting.h>
-#include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 #include <ATen/ops/_conv_depthwise2d_native.h>
 #include "OverlayGenerated.h"
 #include <ATen/core/op_registration/adaption.h>
@@ -142,31 +140,8 @@ const at::Tensor& unpack(const at::Tensor& t, const char* name, int pos) {
 }
 } // namespace torch::autograd::generated::dwconv::VariableType
 
-namespace {
-
-namespace routing = at::native::dwconv::routing;
-
-void set_routing(std::string mode) {
-  routing::Mode parsed;
-  TORCH_CHECK(routing::parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours or upstream, got '",
-              mode, "'");
-  routing::set_routing_mode(parsed);
-}
-
-std::string routing_mode() {
-  return routing::mode_name(routing::routing_mode());
-}
-
-std::string routing_measured_on() {
-  return routing::kMeasuredOn;
-}
-
-} // namespace
-
-TORCH_LIBRARY(dwconv, m) {
+// (DepthwiseConvRouting.cpp adds the routing's switches to the same namespace.)
+TORCH_LIBRARY_FRAGMENT(dwconv, m) {
   m.def("set_enabled(bool enabled) -> ()", &set_enabled);
   m.def("enabled() -> bool", &is_enabled);
-  m.def("set_routing(str mode) -> ()", &set_routing);
-  m.def("routing() -> str", &routing_mode);
-  m.def("routing_measured_on() -> str", &routing_measured_on);
 }

@@ -11,7 +11,8 @@
 //   which is ours in the patched build and under the overlay).
 // - torch.use_deterministic_algorithms(True): our kernels are deterministic, so it
 //   changes nothing here.
-// - DWCONV_ROUTING=ours|upstream (read once) or set_routing_mode() overrides the measurements.
+// - DWCONV_ROUTING=ours|upstream (read once), or torch.ops.dwconv.set_routing("ours"|"upstream"|"auto")
+//   (registered here, so a patched build and the overlay both have it), overrides the measurements.
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -19,6 +20,7 @@
 #include <ATen/native/cuda/DepthwiseConvRouting.h>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 #include <c10/util/Exception.h>
+#include <torch/library.h>
 
 #ifndef AT_PER_OPERATOR_HEADERS
 #include <ATen/Functions.h>
@@ -34,6 +36,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <tuple>
 
 namespace at::native {
@@ -156,17 +159,23 @@ bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const P
 
 } // namespace
 
-namespace dwconv::routing {
+namespace {
 
-void set_routing_mode(Mode mode) {
-  current_mode().store(mode);
+void set_routing_op(const std::string& mode) {
+  Mode parsed = Mode::Auto;
+  TORCH_CHECK(parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours or upstream, got '", mode, "'");
+  current_mode().store(parsed);
 }
 
-Mode routing_mode() {
-  return current_mode().load();
+std::string routing_op() {
+  return mode_name(current_mode().load());
 }
 
-} // namespace dwconv::routing
+std::string routing_measured_on_op() {
+  return kMeasuredOn;
+}
+
+} // namespace
 
 Tensor routed_convolution_cuda(
     const Tensor& input,
@@ -234,3 +243,9 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
 }
 
 } // namespace at::native
+
+TORCH_LIBRARY_FRAGMENT(dwconv, m) {
+  m.def("set_routing(str mode) -> ()", &at::native::set_routing_op);
+  m.def("routing() -> str", &at::native::routing_op);
+  m.def("routing_measured_on() -> str", &at::native::routing_measured_on_op);
+}

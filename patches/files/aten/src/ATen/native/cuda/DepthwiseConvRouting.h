@@ -24,12 +24,9 @@ namespace at::native::dwconv::routing {
 enum class Pass : std::uint8_t { Forward, BackwardInput, BackwardWeight };
 enum class DType : std::uint8_t { Float64, Float32, Float16, BFloat16, Other };
 enum class Layout : std::uint8_t { Contiguous, ChannelsLast };
-// Auto: as measured; Ours: every eligible call; Upstream: none (stock behaviour).
+// Auto: as measured; Ours: every eligible call; Upstream: none (stock behaviour). The process's
+// mode is DWCONV_ROUTING's at first use, then torch.ops.dwconv.set_routing's (DepthwiseConvRouting.cpp).
 enum class Mode : std::uint8_t { Auto, Ours, Upstream };
-
-// The process's mode (DepthwiseConvRouting.cpp): DWCONV_ROUTING at first use, else Auto.
-Mode routing_mode();
-void set_routing_mode(Mode mode);
 
 // One measured layer and pass: did our kernel beat what upstream runs for it?
 struct MeasuredPoint {
