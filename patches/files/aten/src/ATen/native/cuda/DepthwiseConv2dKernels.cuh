@@ -44,8 +44,7 @@ __host__ __device__ inline T smaller(T a, T b) {
 
 constexpr int kThreads = 256;
 constexpr int kMaxColsPerThread = 4;
-constexpr int kTapsPerPass = 8;        // weight gradient, channels_last: taps reduced per pass
-constexpr int kNchwTapsPerPass = 16;   // weight gradient, NCHW: a 3x3 kernel in one pass over the data
+constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 
 // ---------------------------------------------------------------------------
@@ -221,7 +220,7 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
     const PassGeometry g,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kNchwTapsPerPass][kThreads];
+  __shared__ acc_t sums[kTapsPerPass][kThreads];
   const int tid = threadIdx.x;
   const index_t c = blockIdx.x;
   const index_t slice = blockIdx.y;
@@ -236,10 +235,10 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
   const index_t src_plane_size = src_h * src_w;
   const index_t dst_plane_size = dst_h * dst_w;
 
-  for (int tap0 = 0; tap0 < taps_count; tap0 += kNchwTapsPerPass) {
-    acc_t acc[kNchwTapsPerPass];
+  for (int tap0 = 0; tap0 < taps_count; tap0 += kTapsPerPass) {
+    acc_t acc[kTapsPerPass];
 #pragma unroll
-    for (int t = 0; t < kNchwTapsPerPass; ++t) acc[t] = acc_t(0);
+    for (int t = 0; t < kTapsPerPass; ++t) acc[t] = acc_t(0);
     for (index_t p = tid; p < positions; p += kThreads) {
       const index_t row = row_begin + p / dst_w;
       const index_t x = p % dst_w;
@@ -248,7 +247,7 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
       const acc_t go = static_cast<acc_t>(grad_output[(n * dst_channels + c) * dst_plane_size + y * dst_w + x]);
       const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
 #pragma unroll
-      for (int t = 0; t < kNchwTapsPerPass; ++t) {
+      for (int t = 0; t < kTapsPerPass; ++t) {
         const int tap = tap0 + t;
         if (tap < taps_count) {
           const index_t sy = y * g.stride_h - g.pad_h + (tap / g.kernel_w) * g.dilation_h;
@@ -260,16 +259,16 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
       }
     }
 #pragma unroll
-    for (int t = 0; t < kNchwTapsPerPass; ++t) sums[t][tid] = acc[t];
+    for (int t = 0; t < kTapsPerPass; ++t) sums[t][tid] = acc[t];
     __syncthreads();
     for (int half = kThreads / 2; half > 0; half /= 2) {
       if (tid < half) {
 #pragma unroll
-        for (int t = 0; t < kNchwTapsPerPass; ++t) sums[t][tid] += sums[t][tid + half];
+        for (int t = 0; t < kTapsPerPass; ++t) sums[t][tid] += sums[t][tid + half];
       }
       __syncthreads();
     }
-    if (tid < kNchwTapsPerPass && tap0 + tid < taps_count) {
+    if (tid < kTapsPerPass && tap0 + tid < taps_count) {
       partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = sums[tid][0];
     }
     __syncthreads();
@@ -279,7 +278,6 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
 // channels_last: threadIdx.x walks 32 channels (coalesced), threadIdx.y walks positions.
 constexpr int kChannelLanes = 32;
 constexpr int kPositionLanes = kThreads / kChannelLanes;
-static_assert(kPositionLanes >= kTapsPerPass, "one position lane per tap finishes the reduction");
 
 template <typename scalar_t, typename index_t>
 __global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
@@ -334,11 +332,13 @@ __global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
 #pragma unroll
     for (int t = 0; t < kTapsPerPass; ++t) sums[t][threadIdx.y][threadIdx.x] = acc[t];
     __syncthreads();
-    if (threadIdx.y < kTapsPerPass && active && tap0 + threadIdx.y < taps_count) {
-      const int t = threadIdx.y;
-      acc_t total = acc_t(0);
-      for (int lane = 0; lane < kPositionLanes; ++lane) total += sums[t][lane][threadIdx.x];
-      partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
+    // Each position lane finishes every kPositionLanes-th tap, summing the lanes in order.
+    for (int t = threadIdx.y; t < kTapsPerPass; t += kPositionLanes) {
+      if (active && tap0 + t < taps_count) {
+        acc_t total = acc_t(0);
+        for (int lane = 0; lane < kPositionLanes; ++lane) total += sums[t][lane][threadIdx.x];
+        partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
+      }
     }
     __syncthreads();
   }
