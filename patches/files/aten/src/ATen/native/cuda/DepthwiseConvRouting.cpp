@@ -157,10 +157,7 @@ bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const P
   return grad_output.sizes() == IntArrayRef(expected);
 }
 
-} // namespace
-
-namespace {
-
+// torch.ops.dwconv.set_routing / routing / routing_measured_on
 void set_routing_op(const std::string& mode) {
   Mode parsed = Mode::Auto;
   TORCH_CHECK(parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours or upstream, got '", mode, "'");
