@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from .. import REPO_ROOT
+from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import buffer_sets_needed, pass_bytes
 from .layers import Problem, problems
 from .schema import SCHEMA, problem_row
@@ -34,7 +34,7 @@ TOLERANCE = {"float64": 1e-10, "float32": 2e-3, "float16": 4e-3, "bfloat16": 3e-
 
 
 def import_overlay():
-    staging = Path(os.environ.get("DWCONV_OVERLAY_DIR") or REPO_ROOT / "build" / "l0" / "overlay-staging")
+    staging = Path(os.environ.get("DWCONV_OVERLAY_DIR") or DEFAULT_OVERLAY_DIR)
     if (staging / "dwconv_overlay" / "__init__.py").exists():
         sys.path.insert(0, str(staging))
     import dwconv_overlay
@@ -49,22 +49,13 @@ def _small(problem: Problem) -> Problem:
     return Problem(problem.layer, min(problem.batch, CHECK_BATCH), problem.dtype, problem.layout, problem.passes)
 
 
-def _as(buffers, dtype, layout_source):
-    """buffers' values in dtype, with the strides of layout_source's tensors."""
-    def conv(t, like):
-        return None if t is None else torch.empty_like(like, dtype=dtype).copy_(t)
-    return type(buffers)(x=conv(buffers.x, layout_source.x), w=conv(buffers.w, layout_source.w),
-                         b=conv(buffers.b, layout_source.b), go=conv(buffers.go, layout_source.go))
-
-
 def check(problem: Problem, overlay: Overlay, variants, allow_tf32: bool) -> dict:
     """Each variant's passes against the float64 result of stock torch, at batch CHECK_BATCH:
     variant -> {"error": relative max error per pass, "ok": bool} (or {"failed": message})."""
     small = _small(problem)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    exact_layout = make_buffers(small, dtype=torch.float64, generator=generator)
-    inputs = _as(exact_layout, DTYPES[problem.dtype], make_buffers(small))
-    exact = _as(exact_layout, torch.float64, inputs)
+    inputs = make_buffers(small, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
+    exact = inputs.to(torch.float64)  # the very values the variants get, in float64
     with overlay.variant("stock"):
         reference = {p: fn(exact) for p, fn in passes_of("stock", small, allow_tf32).items() if p in CHECKED_PASSES}
     results = {}
@@ -92,8 +83,6 @@ def _bytes_per_set(problem: Problem) -> int:
 
 def run_bench(out_path: Path, set_names: list[str] | None, variants=VARIANTS, repeats: int = 30, warmup: int = 3,
               memory_budget_bytes: int = 24 << 30, command: str = "") -> dict:
-    if not torch.cuda.is_available():
-        raise SystemExit("make bench needs a CUDA device; there is none here")
     overlay = Overlay(import_overlay())
     chosen = problems(set_names)
     allow_tf32 = torch.backends.cudnn.allow_tf32

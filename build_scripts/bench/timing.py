@@ -15,11 +15,11 @@ from typing import Callable
 
 import torch
 
+
 @dataclass
 class Timing:
     ms: float  # median per run
-    samples: int
-    graph: bool
+    graph: bool  # timed by graph replay (else eagerly)
 
 
 def _events(n: int):
@@ -60,12 +60,12 @@ def time_pass(fn: Callable, buffer_sets: list, repeats: int, warmup: int) -> Tim
                 fn(buffers)
         for _ in range(warmup):
             eager()
-        return Timing(_median_ms(eager, repeats, len(buffer_sets)), repeats, graph=False)
+        return Timing(_median_ms(eager, repeats, len(buffer_sets)), graph=False)
     for _ in range(warmup):
         graph.replay()
     ms = _median_ms(graph.replay, repeats, len(buffer_sets))
     del kept, graph
-    return Timing(ms, repeats, graph=True)
+    return Timing(ms, graph=True)
 
 
 def copy_bandwidth(nbytes: int = 1 << 30, repeats: int = 20) -> float:

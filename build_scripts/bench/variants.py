@@ -34,8 +34,10 @@ class Buffers:
     b: torch.Tensor | None
     go: torch.Tensor
 
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.x, self.w, self.b, self.go) if t is not None)
+    def to(self, dtype: torch.dtype) -> "Buffers":
+        """The same values in dtype, with the same strides (so in the same layout)."""
+        return Buffers(x=self.x.to(dtype), w=self.w.to(dtype), b=None if self.b is None else self.b.to(dtype),
+                       go=self.go.to(dtype))
 
 
 def _in_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
