@@ -66,12 +66,14 @@ lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts
 # torch.testing._internal needs expecttest: `make gpu-deps` fetches it into .whl/ for a
 # GPU machine that cannot reach PyPI, and test-gpu installs what .whl/ holds first.
 GPU_PYTHON ?= python3
+# The GPU verbs run on the overlay that `make overlay` stages (or DWCONV_OVERLAY_DIR).
+REQUIRE_STAGED_OVERLAY = test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
+	echo "make $@: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
 GPU_SITE := build/gpu-site
 test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2.11.0+cu130, `make overlay` first)
 	@$(GPU_PYTHON) -c 'import torch, pytest' 2>/dev/null || { \
 	    echo "make test-gpu: $(GPU_PYTHON) cannot import torch and pytest; run it where python3 has torch 2.11.0+cu130 and a GPU, or set GPU_PYTHON" >&2; exit 2; }
-	@test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
-	    echo "make test-gpu: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
+	@$(REQUIRE_STAGED_OVERLAY)
 	@if ls .whl/*.whl >/dev/null 2>&1; then \
 	    $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
 	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest tests/gpu -v -s -rs
@@ -90,8 +92,7 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
 export SETS REPEATS RESULTS BENCH
 bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b REPEATS=n RESULTS=dir)
-	@test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
-	    echo "make bench: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
+	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
 bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...")
