@@ -113,10 +113,12 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   c.has_bias = with_bias;
   c.bias_dim = with_bias ? static_cast<int>(bias->dim()) : 0;
   c.bias_numel = with_bias ? bias->numel() : 0;
-  if (c.input_dim == 3 || c.input_dim == 4) {
+  // Every CUDA convolution comes through here: the layouts (a view and a stride scan each)
+  // are worked out only for the calls the rule can take, depthwise ones of rank 3 or 4.
+  const bool depthwise_candidate = (c.input_dim == 3 || c.input_dim == 4) && c.weight_dim == c.input_dim &&
+                                   groups > 1 && groups == c.input_sizes[1];
+  if (depthwise_candidate) {
     c.input_layout = layout_of_4d(input);
-  }
-  if (c.weight_dim == 3 || c.weight_dim == 4) {
     c.weight_layout = layout_of_4d(weight);
   }
   c.cudnn_enabled = at::globalContext().userEnabledCuDNN();
