@@ -11,6 +11,7 @@ import json
 from math import exp, log
 from pathlib import Path
 
+from .floor import ELEMENT_BYTES
 from .layers import GEOMEAN_SETS
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
@@ -20,7 +21,6 @@ CONFIG_TITLES = {("float32", "contiguous"): "fp32 NCHW", ("bfloat16", "channels_
                  ("float16", "channels_last"): "fp16 channels_last", ("bfloat16", "contiguous"): "bf16 contiguous"}
 VARIANT_TITLES = {"stock": "stock", "cudnn": "cuDNN", "native": "native", "ours": "ours", "routed": "routed"}
 LARGE_ACTIVATION_BYTES = 8 << 20
-ELEMENT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def load(paths: list[Path]) -> dict:
