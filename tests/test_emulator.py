@@ -38,23 +38,37 @@ def run(binary: Path, *args: str):
     return proc, int(match.group(1)), int(match.group(2))
 
 
+KERNELS_CHECKED = [
+    f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
+    for kernel in ("tiled NCHW", "tiled NHWC", "direct NCHW", "direct NHWC")
+] + ["grad-weight NCHW", "grad-weight strided NHWC"]
+
+
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     proc, passed, failed = run(build(tmp_path, OURS))
     assert failed == 0 and proc.returncode == 0, proc.stdout
-    assert passed >= 700
+    assert passed >= 800
+    checked = dict(re.findall(r"^checked (.+): (\d+)$", proc.stdout, re.M))
+    assert sorted(checked) == sorted(KERNELS_CHECKED), proc.stdout
+    assert all(int(count) >= 20 for count in checked.values()), proc.stdout
 
 
-@pytest.mark.parametrize("mutation", [
-    ("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"),
-    ("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"),
-    ("for (int half = kThreads / 2; half > 0; half /= 2) {", "for (int half = kThreads / 4; half > 0; half /= 2) {"),
+# Each mutation with the cases of the sweep that reach the code it breaks.
+@pytest.mark.parametrize("mutation, cases", [
+    (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), "12"),
+    (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "12"),
+    (("for (int half = kThreads / 2; half > 0; half /= 2) {", "for (int half = kThreads / 4; half > 0; half /= 2) {"),
+     "12"),
+    (("const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
+     "12:14"),
+    (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),
 ])
-def test_emulator_catches_broken_kernels(tmp_path, mutation):
+def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation
     mutated = tmp_path / "src"
     (mutated / KERNELS).parent.mkdir(parents=True)
     text = (OURS / KERNELS).read_text()
     assert text.count(old) == 1, f"the kernels changed: {old!r} is not in {KERNELS}"
     (mutated / KERNELS).write_text(text.replace(old, new))
-    proc, _, failed = run(build(tmp_path, mutated), "12")
+    proc, _, failed = run(build(tmp_path, mutated), cases)
     assert failed > 0 and proc.returncode == 1, proc.stdout

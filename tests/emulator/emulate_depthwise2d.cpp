@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -112,8 +113,11 @@ double tolerance() {
   return 2e-2;  // half: the inputs are rounded to half, sums accumulate in float
 }
 
+std::map<std::string, int> checks_per_kernel;
+
+// `kernel` names the kernel and layout checked, `detail` the dtype, indexing and plan.
 template <typename T>
-void expect_close(const std::string& what, const Case& k, const std::vector<T>& got, const Tensor4& ref,
+void expect_close(const std::string& kernel, const std::string& detail, const Case& k, const std::vector<T>& got, const Tensor4& ref,
                   bool channels_last, double reduction_terms) {
   const auto s = ref.strides(channels_last);
   double worst = 0.0;
@@ -129,6 +133,8 @@ void expect_close(const std::string& what, const Case& k, const std::vector<T>& 
           if (!(error <= allowed)) ++bad;  // NaN (an unwritten element) fails too
           if (!(error <= worst)) worst = error;
         }
+  ++checks_per_kernel[kernel];
+  const std::string what = kernel + " " + detail;
   if (bad == 0) {
     ++passed;
   } else {
@@ -147,6 +153,10 @@ dim3 grid_for(int64_t total) {
   return dim3(unsigned(std::max<int64_t>(blocks, 1)));
 }
 
+std::string vectors_tag(const ChannelsLastLaunch& plan) {
+  return " vectors=" + std::to_string(plan.block.x) + " cols=" + std::to_string(plan.tile.cols_per_thread);
+}
+
 template <typename T, typename index_t>
 void check_forward(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -162,7 +172,14 @@ void check_forward(const Problem& p, const char* dtype) {
     dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, false>,
                        in.data(), weight.data(), bias_ptr, out.data(), g, plan->cols_per_thread, plan->tile_in_h,
                        plan->tile_in_w);
-    expect_close("forward tiled NCHW " + tag, p.k, out, p.output, false, terms);
+    expect_close("forward tiled NCHW", tag, p.k, out, p.output, false, terms);
+  }
+  if (const auto plan = plan_tiled_channels_last<T>(g)) {
+    const auto in = p.input.store<T>(true);
+    auto out = poisoned<T>(p.output.v.size());
+    dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, false>,
+                       in.data(), weight.data(), bias_ptr, out.data(), g, plan->tile);
+    expect_close("forward tiled NHWC", tag + vectors_tag(*plan), p.k, out, p.output, true, terms);
   }
   for (bool channels_last : {false, true}) {
     const auto in = p.input.store<T>(channels_last);
@@ -171,7 +188,7 @@ void check_forward(const Problem& p, const char* dtype) {
     dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, false>, in.data(),
                        weight.data(), bias_ptr, out.data(), g, p.input.strides(channels_last),
                        p.output.strides(channels_last), channels_last && p.output.c > 1, index_t(total));
-    expect_close(std::string("forward direct ") + (channels_last ? "NHWC " : "NCHW ") + tag, p.k, out, p.output,
+    expect_close(std::string("forward direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, out, p.output,
                  channels_last, terms);
   }
 }
@@ -190,7 +207,15 @@ void check_backward_input(const Problem& p, const char* dtype) {
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, true>,
                          go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
                          plan->cols_per_thread, plan->tile_in_h, plan->tile_in_w);
-      expect_close("backward-input tiled NCHW " + tag, p.k, gi, p.grad_input, false, terms);
+      expect_close("backward-input tiled NCHW", tag, p.k, gi, p.grad_input, false, terms);
+    }
+    if (const auto plan = plan_tiled_channels_last<T>(*correlation)) {
+      const auto go = p.grad_output.store<T>(true);
+      auto gi = poisoned<T>(p.grad_input.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, true>,
+                         go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
+                         plan->tile);
+      expect_close("backward-input tiled NHWC", tag + vectors_tag(*plan), p.k, gi, p.grad_input, true, terms);
     }
   }
   const auto direct = backward_input_direct(fwd);
@@ -202,7 +227,7 @@ void check_backward_input(const Problem& p, const char* dtype) {
                        weight.data(), static_cast<const T*>(nullptr), gi.data(), direct,
                        p.grad_output.strides(channels_last), p.grad_input.strides(channels_last),
                        channels_last && p.grad_input.c > 1, index_t(total));
-    expect_close(std::string("backward-input direct ") + (channels_last ? "NHWC " : "NCHW ") + tag, p.k, gi,
+    expect_close(std::string("backward-input direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, gi,
                  p.grad_input, channels_last, terms);
   }
 }
@@ -232,7 +257,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
     const int64_t values = g.dst_channels * taps;
     dwconv_emu::launch(grid_for(values), dim3(kThreads), 0, grad_weight_finish_kernel<T>, partial.data(), gw.data(),
                        plan.slices, values);
-    expect_close(std::string("grad-weight ") + (channels_last ? "strided NHWC " : "NCHW ") + tag +
+    expect_close(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag +
                      " slices=" + std::to_string(plan.slices),
                  p.k, gw, p.grad_weight, false, terms);
   }
@@ -260,6 +285,13 @@ std::vector<Case> sweep() {
       {3, 2, 2, 8, 19, 3, 2, 3, 2, 0, 1, 1, 2, true},      // odd strides, no padding on one axis
       {1, 1, 1, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1, false},      // one output element
       {1, 2, 1, 16, 70, 3, 3, 1, 1, 4, 4, 1, 1, false},    // padding beyond (k-1)*d: direct backward only
+      // Channel counts the channels_last tiled kernel takes (multiples of every vector width):
+      {2, 16, 1, 12, 20, 3, 3, 1, 1, 1, 1, 1, 1, true},    // 3x3
+      {1, 24, 1, 9, 120, 5, 5, 2, 2, 2, 2, 1, 1, false},   // 5x5 stride 2; 3 half vectors, blocks of 1
+      {1, 64, 1, 1, 100, 1, 4, 1, 1, 0, 3, 1, 1, true},    // conv1d as a transposed projection output
+      {1, 32, 1, 10, 13, 7, 7, 1, 1, 3, 3, 1, 1, false},   // 7x7
+      {2, 8, 1, 11, 9, 3, 3, 1, 1, 2, 2, 2, 2, true},      // dilation 2
+      {1, 16, 1, 9, 40, 15, 15, 1, 1, 7, 7, 1, 1, false},  // a large kernel: tiles shrink to fit
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
@@ -267,7 +299,7 @@ std::vector<Case> sweep() {
   };
   while (cases.size() < 40) {
     Case k{};
-    k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33}); k.m = pick({1, 1, 2});
+    k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
     k.sh = pick({1, 1, 2, 3}); k.sw = pick({1, 1, 2});
     k.dh = pick({1, 1, 2}); k.dw = pick({1, 2});
@@ -282,20 +314,26 @@ std::vector<Case> sweep() {
 
 }  // namespace
 
-// Usage: emulate_depthwise2d [number of cases to run, from the start of the sweep]
+// Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all)
 int main(int argc, char** argv) {
   std::mt19937 rng(7);
-  auto cases = sweep();
-  if (argc > 1) cases.resize(std::min<size_t>(cases.size(), std::stoul(argv[1])));
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Problem p(cases[i], rng);
+  const auto cases = sweep();
+  size_t begin = 0, end = cases.size();
+  if (argc > 1) {
+    const std::string range = argv[1];
+    const auto colon = range.find(':');
+    if (colon != std::string::npos) begin = std::stoul(range.substr(0, colon));
+    end = std::min(end, size_t(std::stoul(colon == std::string::npos ? range : range.substr(colon + 1))));
+  }
+  for (size_t i = 0; i < end; ++i) {
+    const Problem p(cases[i], rng);  // made for every case, so a case's data does not depend on the range
+    if (i < begin) continue;
     check_all<float, int32_t>(p, "float");
     check_all<double, int32_t>(p, "double");
-    if (i % 4 == 0) {
-      check_all<float, int64_t>(p, "float");
-      check_all<c10::Half, int32_t>(p, "half");
-    }
+    if (i % 4 == 0) check_all<float, int64_t>(p, "float");
+    if (i % 4 == 0 || cases[i].c % 8 == 0) check_all<c10::Half, int32_t>(p, "half");  // 8 halves: one vector
   }
+  for (const auto& [kernel, count] : checks_per_kernel) std::printf("checked %s: %d\n", kernel.c_str(), count);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -18,10 +18,15 @@
 //   tile (with halo) staged in shared memory; each thread keeps a row of up to
 //   kMaxColsPerThread outputs in registers. Serves the forward pass and the
 //   stride-1 backward-input pass (a correlation with the flipped kernel).
+// - tiled_channels_last_kernel: the same for channels_last, with a tile of pixels
+//   for a group of channels; every global load and store is a 16-byte channel
+//   vector, staged through shared memory. Needs multiplier 1, channels a multiple
+//   of the vector and 16-byte aligned data.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
-//   coalesced across channels). Serves channels_last, small planes, and the
-//   strided backward-input pass.
+//   coalesced across channels). Serves what the tiled kernels cannot: other
+//   multipliers and channel counts, small NCHW planes, and the strided
+//   backward-input pass.
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
@@ -49,6 +54,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <tuple>
@@ -82,16 +88,44 @@ dim3 grid_for(int64_t total) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
 }
 
+enum class Tiling { kNone, kNchw, kChannelsLast };
+
+bool is_16_byte_aligned(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+}
+
+// Which tiled kernel a pass from src into dst may use: both NCHW-contiguous, or both
+// channels_last-contiguous and 16-byte aligned (the kernel moves whole channel vectors).
+Tiling tiling_of(const Tensor& src, const Tensor& dst) {
+  if (src.is_contiguous() && dst.is_contiguous()) return Tiling::kNchw;
+  if (src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast) &&
+      is_16_byte_aligned(src) && is_16_byte_aligned(dst)) {
+    return Tiling::kChannelsLast;
+  }
+  return Tiling::kNone;
+}
+
 // Runs one pass (forward, or backward-input when kBackward) from src into dst.
-// `tiled` says the pass may use the tiled kernel: NCHW-contiguous src and dst,
-// and for backward a geometry already rewritten as a stride-1 correlation.
+// `tiled_geometry` is the pass as the tiled kernels see it (for backward, rewritten as a
+// stride-1 correlation), or null where only the direct kernel can serve it.
 template <typename scalar_t, typename index_t, bool kBackward>
 void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, const Tensor& dst,
                  const PassGeometry& direct_geometry, const PassGeometry* tiled_geometry) {
   using acc_t = at::acc_type<scalar_t, true>;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
-  if (tiled_geometry != nullptr) {
+  const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
+  if (tiling == Tiling::kChannelsLast) {
+    if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry)) {
+      tiled_channels_last_kernel<scalar_t, index_t, kBackward>
+          <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+              src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+              dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return;
+    }
+  }
+  if (tiling == Tiling::kNchw) {
     if (const auto plan = plan_tiled<acc_t>(*tiled_geometry)) {
       tiled_nchw_kernel<scalar_t, index_t, kBackward>
           <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -151,12 +185,11 @@ PassGeometry forward_geometry(const Tensor& input, const Tensor& weight, const C
 
 void forward_into(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output,
                   const PassGeometry& g) {
-  const bool nchw = input.is_contiguous() && output.is_contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, input.scalar_type(), "conv_depthwise2d_forward_cuda", [&] {
     if (needs_64bit_indexing({&input, &output})) {
-      launch_pass<scalar_t, int64_t, false>(input, weight, bias, output, g, nchw ? &g : nullptr);
+      launch_pass<scalar_t, int64_t, false>(input, weight, bias, output, g, &g);
     } else {
-      launch_pass<scalar_t, int32_t, false>(input, weight, bias, output, g, nchw ? &g : nullptr);
+      launch_pass<scalar_t, int32_t, false>(input, weight, bias, output, g, &g);
     }
   });
 }
@@ -165,8 +198,7 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
                          const PassGeometry& fwd) {
   const auto direct = backward_input_direct(fwd);
   const auto correlation = backward_input_as_correlation(fwd);
-  const bool nchw = grad_output.is_contiguous() && grad_input.is_contiguous();
-  const PassGeometry* tiled = (nchw && correlation) ? &*correlation : nullptr;
+  const PassGeometry* tiled = correlation ? &*correlation : nullptr;
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_backward_cuda", [&] {
     if (needs_64bit_indexing({&grad_output, &grad_input})) {
       launch_pass<scalar_t, int64_t, true>(grad_output, weight, Tensor(), grad_input, direct, tiled);

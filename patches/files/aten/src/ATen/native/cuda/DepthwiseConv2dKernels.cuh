@@ -135,6 +135,138 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
 }
 
 // ---------------------------------------------------------------------------
+// Tiled kernel (channels_last, multiplier 1). Channels move as 16-byte vectors of
+// kChannelVector<scalar_t> values. Block: (vectors, kThreads / vectors) threads;
+// threadIdx.x picks the block's channel vector, threadIdx.y a pixel lane, and lane p
+// computes output row y0 + p / lanes_w, columns x0 + p % lanes_w + j * lanes_w for
+// j < cols_per_thread. The input tile (with halo) and the block's weights are staged in
+// shared memory as whole vectors, so every global load and store is 16 bytes wide.
+
+template <typename scalar_t>
+constexpr int kChannelVector = 16 / static_cast<int>(sizeof(scalar_t));
+
+template <typename scalar_t>
+struct alignas(16) ChannelVector {
+  scalar_t v[kChannelVector<scalar_t>];
+};
+
+struct ChannelsLastTile {
+  int lanes_w;          // pixel lanes along a tile row; kThreads / vectors / lanes_w rows
+  int cols_per_thread;
+  int tile_in_h, tile_in_w;
+  int tiles_w;          // blockIdx.x = tile row * tiles_w + tile column
+};
+
+template <typename scalar_t, typename index_t, bool kBackward>
+__global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const ChannelsLastTile t) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  using Vec = ChannelVector<scalar_t>;
+  constexpr int V = kChannelVector<scalar_t>;
+  DWCONV_SHARED_BYTES(shared_bytes);
+  const int vectors = blockDim.x;
+  const int tile_pixels = t.tile_in_h * t.tile_in_w;
+  Vec* tile = reinterpret_cast<Vec*>(shared_bytes);  // [tile pixel][vector]
+  Vec* taps = tile + tile_pixels * vectors;          // [tap][vector]
+
+  const int tid = threadIdx.y * vectors + threadIdx.x;
+  const int taps_count = g.kernel_h * g.kernel_w;
+  const index_t channels = g.dst_channels;
+  const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
+  const int live_vectors = static_cast<int>(smaller<index_t>(vectors, (channels - c0) / V));
+  const index_t n = blockIdx.z;
+  const int rows = blockDim.y / t.lanes_w;
+  const int y0 = (blockIdx.x / t.tiles_w) * rows;
+  const int x0 = (blockIdx.x % t.tiles_w) * t.lanes_w * t.cols_per_thread;
+  const int src_y0 = y0 * g.stride_h - g.pad_h;
+  const int src_x0 = x0 * g.stride_w - g.pad_w;
+  const index_t src_h = g.src_h, src_w = g.src_w;
+
+  // Consecutive threads read consecutive vectors of one pixel: each pixel's channels in one piece.
+  const scalar_t* src_image = src + n * src_h * src_w * channels + c0;
+  for (int i = tid; i < tile_pixels * vectors; i += kThreads) {
+    const int vec = i % vectors;
+    const int pixel = i / vectors;
+    const int sy = src_y0 + pixel / t.tile_in_w;
+    const int sx = src_x0 + pixel % t.tile_in_w;
+    Vec value;
+    if (vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w) {
+      value = *reinterpret_cast<const Vec*>(src_image + (sy * src_w + sx) * channels + vec * V);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) value.v[k] = scalar_t(0);
+    }
+    tile[i] = value;
+  }
+  for (int i = tid; i < taps_count * vectors; i += kThreads) {
+    const int vec = i % vectors;
+    const int tap_slot = i / vectors;
+    // Backward-input correlates with the kernel flipped in both directions.
+    const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;
+    Vec w;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const index_t c = c0 + vec * V + k;
+      w.v[k] = c < channels ? weight[c * taps_count + weight_tap] : scalar_t(0);
+    }
+    taps[i] = w;
+  }
+  __syncthreads();
+
+  const int vec = threadIdx.x;
+  const int ty = threadIdx.y / t.lanes_w;
+  const int tx = threadIdx.y % t.lanes_w;
+  acc_t acc[kMaxColsPerThread][V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const index_t c = c0 + vec * V + k;
+    const acc_t start = (!kBackward && bias != nullptr && c < channels) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+#pragma unroll
+    for (int j = 0; j < kMaxColsPerThread; ++j) acc[j][k] = start;
+  }
+  const int col_step = t.lanes_w * g.stride_w * vectors;  // between a thread's columns, in tile vectors
+  for (int kh = 0; kh < g.kernel_h; ++kh) {
+    const Vec* row = tile + (ty * g.stride_h + kh * g.dilation_h) * t.tile_in_w * vectors + vec;
+    for (int kw = 0; kw < g.kernel_w; ++kw) {
+      const Vec w = taps[(kh * g.kernel_w + kw) * vectors + vec];
+      acc_t wf[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) wf[k] = static_cast<acc_t>(w.v[k]);
+      const Vec* col = row + (tx * g.stride_w + kw * g.dilation_w) * vectors;
+#pragma unroll
+      for (int j = 0; j < kMaxColsPerThread; ++j) {
+        if (j < t.cols_per_thread) {
+          const Vec x = col[j * col_step];
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[j][k] += static_cast<acc_t>(x.v[k]) * wf[k];
+        }
+      }
+    }
+  }
+
+  const int y = y0 + ty;
+  if (y < g.dst_h && vec < live_vectors) {
+    const index_t dst_h = g.dst_h, dst_w = g.dst_w;
+    scalar_t* dst_row = dst + ((n * dst_h + y) * dst_w) * channels + c0 + vec * V;
+#pragma unroll
+    for (int j = 0; j < kMaxColsPerThread; ++j) {
+      const int x = x0 + tx + j * t.lanes_w;
+      if (j < t.cols_per_thread && x < g.dst_w) {
+        Vec out;
+#pragma unroll
+        for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[j][k]);
+        *reinterpret_cast<Vec*>(dst_row + x * channels) = out;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Direct kernel: one dst element per thread, any strides.
 
 template <typename scalar_t, typename index_t, bool kBackward>
@@ -386,6 +518,62 @@ std::optional<TiledLaunch> plan_tiled(const PassGeometry& g) {
       if (planes > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
       const dim3 grid(static_cast<unsigned>(planes), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w));
       return TiledLaunch{grid, dim3(bx, rows), cols, tile_in_h, tile_in_w, bytes};
+    }
+  }
+  return std::nullopt;
+}
+
+struct ChannelsLastLaunch {
+  dim3 grid, block;
+  ChannelsLastTile tile;
+  size_t shared_bytes;
+};
+
+// Channel vectors per block: up to 8 (128 bytes of each pixel), fewer where 8 would
+// leave more than a quarter of the block's vectors past the last channel.
+inline int channel_vectors_per_block(int64_t channel_vectors) {
+  int vectors = 8;
+  while (vectors > 1 && (vectors > channel_vectors ||
+                         4 * ((channel_vectors + vectors - 1) / vectors * vectors - channel_vectors) > channel_vectors)) {
+    vectors /= 2;
+  }
+  return vectors;
+}
+
+// A channels_last tiled launch, or nothing when the layout does not allow whole channel
+// vectors (multiplier other than 1, channels not a multiple of the vector) or no tile fits
+// in shared memory. The caller checks that src and dst are 16-byte aligned.
+template <typename scalar_t>
+std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g) {
+  constexpr int V = kChannelVector<scalar_t>;
+  if (g.multiplier != 1 || g.dst_channels % V != 0 || g.src_channels != g.dst_channels) return std::nullopt;
+  const int64_t channel_vectors = g.dst_channels / V;
+  const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
+  for (int vectors = channel_vectors_per_block(channel_vectors); vectors >= 1; vectors /= 2) {
+    const int lanes = kThreads / vectors;
+    int rows = std::min(8, lanes);
+    while (rows > 1 && rows / 2 >= g.dst_h) rows /= 2;  // conv1d (H = 1) gets one long row
+    for (; rows >= 1; rows /= 2) {
+      const int lanes_w = lanes / rows;
+      int cols = static_cast<int>(std::min<int64_t>((g.dst_w + lanes_w - 1) / lanes_w, kMaxColsPerThread));
+      for (; cols >= 1; cols /= 2) {
+        const int tile_w = lanes_w * cols;
+        const int tile_in_h = (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
+        const int tile_in_w = (tile_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
+        const size_t bytes = (size_t(tile_in_h) * tile_in_w + taps) * vectors * sizeof(ChannelVector<scalar_t>);
+        if (bytes > kMaxSharedBytes) continue;
+        const int64_t tiles_h = (g.dst_h + rows - 1) / rows;
+        const int64_t tiles_w = (g.dst_w + tile_w - 1) / tile_w;
+        const int64_t channel_blocks = (channel_vectors + vectors - 1) / vectors;
+        if (tiles_h * tiles_w > std::numeric_limits<int32_t>::max() || channel_blocks > 65535 || g.batch > 65535) {
+          return std::nullopt;
+        }
+        return ChannelsLastLaunch{
+            dim3(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(channel_blocks),
+                 static_cast<unsigned>(g.batch)),
+            dim3(vectors, lanes), ChannelsLastTile{lanes_w, cols, tile_in_h, tile_in_w, static_cast<int>(tiles_w)},
+            bytes};
+      }
     }
   }
   return std::nullopt;
