@@ -101,5 +101,8 @@ bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (B
 routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a bench report (BENCH=<report.json>)
 	$(HARNESS) routing-table
 
+resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory and 16-byte accesses per kernel (ARCH=sm_90)
+	$(HARNESS) resource-report
+
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)
 	rm -rf build/l0 dist

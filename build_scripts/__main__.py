@@ -41,6 +41,18 @@ def cmd_check(args) -> None:
     print(report.summary())
 
 
+def cmd_resource_report(args) -> None:
+    from .check import run_l0
+    from .pin import load_pin
+    from .resource_report import kernel_resources, markdown
+    report = run_l0(load_pin())
+    if not report.compiler_reports:
+        raise HarnessError("the patch set has no CUDA sources: there is no resource report to show")
+    for label, directory in report.compiler_reports.items():
+        rows = [r for r in kernel_resources(directory) if not args.arch or r.arch == args.arch]
+        print(markdown(rows, label) + "\n")
+
+
 def cmd_overlay(args) -> None:
     from .overlay import build_overlay
     from .pin import load_pin
@@ -212,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
         ("test-upstream", cmd_test_upstream, "upstream's convolution tests, patched torch against stock torch"),
         ("bench", cmd_bench, "time the layer sets four ways on this GPU, or write a report's tables and plots"),
         ("routing-table", cmd_routing_table, "regenerate the routing table from a bench report"),
+        ("resource-report", cmd_resource_report,
+         "L0, then the compiler's view of each kernel: registers, spills, shared memory, 16-byte accesses"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("--force", action="store_true", help="proceed despite a wrong commit or a dirty tree")
@@ -230,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")
             verb.add_argument("--out", help="report: the output directory (default: beside the first report)")
+        if name == "resource-report":
+            verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
         if name == "routing-table":
             verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
         if name == "test-upstream":

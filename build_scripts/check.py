@@ -7,7 +7,8 @@
   overlay-codegen  the overlay's share of codegen (build_scripts/torchgen_overlay.py): the new
            operators' schemas, the CUDA wrappers of kernels our overrides set, and the autograd
            kernels of every operator whose derivatives they set
-  compile  every project source, for every target arch, with PyTorch's flags
+  compile  every project source, for every target arch, with PyTorch's flags; a CUDA source keeps
+           ptxas's resource report and its PTX beside its object (`make resource-report` reads them)
   link     one shared library from those objects, against the pinned libraries, no undefined symbols
   symbols  each source defines what the upstream file it replaces defined (patches/interfaces.toml),
            and every kernel our dispatch entries name exists, with the declared signature
@@ -36,6 +37,7 @@ from . import overlay
 from .errors import HarnessError
 from .fatbin import fatbin_entries
 from .patchset import PatchSet, digest_tree
+from .resource_report import keep_compiler_report, report_dir
 from .pin import CudaArch, Pin
 from .symbols import (
     INTERFACES_FILE, defined_symbols, load_interfaces, load_overlay_ops, probe_symbols, signature_problems,
@@ -56,6 +58,7 @@ class L0Report:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     library: Path | None = None
+    compiler_reports: dict[str, Path] = field(default_factory=dict)  # CUDA source label -> report dir
     started: float = field(default_factory=time.monotonic)
 
     @contextmanager
@@ -248,19 +251,34 @@ class L0Check:
         def compile_one(key: str, source: Path, label: str, extra_flags: list[str]) -> None:
             obj = objects[key]
             cmd = compile_command(toolchain, source, obj, includes + extra_flags, self.archs)
+            is_cuda = source.suffix == ".cu"
+            report = report_dir(obj)  # CUDA: the compiler's resource report (build_scripts/resource_report.py)
+            if is_cuda:
+                cmd += ["-Xptxas=-v", "--keep", f"--keep-dir={report}"]
             # Reuse an object compiled by the same command from the same project files.
             # (A generated source lives outside the patch set: its bytes join the key.)
             cached = self.work / "objcache" / (hashlib.sha256(
                 (sources_digest + "\0".join(cmd)).encode() + source.read_bytes()).hexdigest()[:32] + ".o")
-            if cached.exists():
+            if is_cuda:
+                shutil.rmtree(report, ignore_errors=True)
+            if cached.exists() and (not is_cuda or report_dir(cached).is_dir()):
                 shutil.copyfile(cached, obj)
+                if is_cuda:
+                    shutil.copytree(report_dir(cached), report)
             else:
-                target = f" for {arch_names}" if source.suffix == ".cu" else ""
-                run_compiler(cmd, f"{label} does not compile{target}")
+                if is_cuda:
+                    report.mkdir()
+                target = f" for {arch_names}" if is_cuda else ""
+                ptxas_output = run_compiler(cmd, f"{label} does not compile{target}")
+                if is_cuda:
+                    keep_compiler_report(report, ptxas_output)
+                    shutil.rmtree(report_dir(cached), ignore_errors=True)
+                    shutil.copytree(report, report_dir(cached))
                 cached.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(obj, cached)
-            if source.suffix == ".cu":
+            if is_cuda:
                 self._check_gpu_code(label, obj)
+                self.report.compiler_reports[label] = report
 
         with self.report.step("compile"):
             for future in [pool.submit(compile_one, *unit) for unit in units]:

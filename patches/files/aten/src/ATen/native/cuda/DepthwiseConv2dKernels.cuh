@@ -150,6 +150,19 @@ struct alignas(16) ChannelVector {
   scalar_t v[kChannelVector<scalar_t>];
 };
 
+// One 16-byte store, cached in L2 only (the block never reads its output back). Written
+// as a plain copy, nvcc 13 splits it into four 4-byte stores on the 64-bit index path.
+template <typename scalar_t>
+__device__ __forceinline__ void store_vector(scalar_t* address, const ChannelVector<scalar_t>& value) {
+#ifdef __CUDA_ARCH__
+  unsigned int words[4];
+  memcpy(words, &value, sizeof(words));
+  __stcg(reinterpret_cast<uint4*>(address), make_uint4(words[0], words[1], words[2], words[3]));
+#else
+  *reinterpret_cast<ChannelVector<scalar_t>*>(address) = value;
+#endif
+}
+
 struct ChannelsLastTile {
   int lanes_w;          // pixel lanes along a tile row; kThreads / vectors / lanes_w rows
   int cols_per_thread;
@@ -260,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
         Vec out;
 #pragma unroll
         for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[j][k]);
-        *reinterpret_cast<Vec*>(dst_row + x * channels) = out;
+        store_vector(dst_row + x * channels, out);
       }
     }
   }

@@ -1,0 +1,98 @@
+"""`make resource-report`: ptxas's report and the PTX's 16-byte accesses, per kernel.
+
+The parsing is tested on a real nvcc compile of a tiny source (nvcc is on every machine
+that runs L0), then the report of our own kernels guards what their design relies on.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.resource_report import kernel_resources, keep_compiler_report, markdown, short_name
+
+TINY = r"""
+namespace at::native::dwconv {
+template <typename T>
+__global__ void copy_wide(float4* out, const float4* in) {
+  __shared__ T staged[64];
+  staged[threadIdx.x] = T(in[threadIdx.x].x);
+  __syncthreads();
+  out[threadIdx.x] = in[threadIdx.x + 1];
+  out[0].y += float(staged[63 - threadIdx.x]);
+}
+template __global__ void copy_wide<double>(float4*, const float4*);
+}  // namespace at::native::dwconv
+__global__ void not_ours(float* out) { out[threadIdx.x] = 1.0f; }
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        pytest.skip("nvcc is not installed here")
+    work = tmp_path_factory.mktemp("tiny")
+    (work / "tiny.cu").write_text(TINY)
+    report = work / "tiny.o.report"
+    report.mkdir()
+    proc = subprocess.run(
+        [nvcc, "-c", str(work / "tiny.cu"), "-o", str(work / "tiny.o"), "-O3",
+         "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90",
+         "-Xptxas=-v", "--keep", f"--keep-dir={report}"],
+        capture_output=True, text=True, check=True,
+    )
+    keep_compiler_report(report, proc.stderr)
+    return report
+
+
+def test_report_keeps_only_ptxas_output_and_ptx(tiny_report):
+    assert sorted(p.name for p in tiny_report.iterdir()) == ["ptxas.txt", "tiny.compute_80.ptx", "tiny.compute_90.ptx"]
+
+
+def test_each_of_our_kernels_gets_its_resources_and_wide_accesses_per_arch(tiny_report):
+    rows = kernel_resources(tiny_report)
+    assert [(r.arch, r.name) for r in rows] == [("sm_80", "copy_wide<double>"), ("sm_90", "copy_wide<double>")]
+    for row in rows:
+        assert row.static_shared_bytes == 64 * 8
+        assert 0 < row.registers < 64 and row.spill_stores == row.spill_loads == 0
+        assert (row.wide_global_loads, row.wide_global_stores) == (1, 1)  # the float4 copy, one each way
+        assert (row.wide_shared_loads, row.wide_shared_stores) == (0, 0)  # 8-byte doubles only
+    table = markdown(rows, "tiny.cu")
+    assert "| sm_90 | `copy_wide<double>` |" in table and "not_ours" not in table
+
+
+def test_short_names_drop_namespaces_return_type_and_parameters():
+    assert short_name("void at::native::dwconv::k<c10::Half, int, true>(c10::Half const*, int)") == \
+        "k<Half, int, true>"
+
+
+def test_missing_report_says_how_to_make_it(tmp_path):
+    from build_scripts.errors import HarnessError
+    with pytest.raises(HarnessError, match="run `make check`"):
+        kernel_resources(tmp_path)
+
+
+@pytest.mark.l0
+def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
+    """`make resource-report` as a user runs it; the channels_last tiled kernel must move every
+    channel vector as one 16-byte access (nvcc 13 once split its 64-bit-index stores in four),
+    and no 32-bit-index kernel may spill."""
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "resource-report"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| sm_")]
+    rows = [dict(arch=a.strip(), kernel=k.strip(" `"), spills=s.strip(), wide_global=g.strip())
+            for a, k, _, _, s, _, g, _ in rows]
+    assert {r["arch"] for r in rows} == {"sm_80", "sm_90"}
+    tiled = [r for r in rows if r["kernel"].startswith("tiled_channels_last_kernel<")]
+    assert len(tiled) == 2 * 4 * 2 * 2  # archs x dtypes x index types x passes
+    for row in tiled:
+        loads, stores = map(int, row["wide_global"].split("/"))
+        assert loads >= 1 and stores >= 1, row
+    for row in rows:
+        if ", int" in row["kernel"] or "finish" in row["kernel"]:
+            assert row["spills"] == "0/0", row
