@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps test-upstream bench bench-report routing-table clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps test-upstream bench bench-report routing-table resource-report clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"

@@ -9,7 +9,7 @@ import pytest
 from build_scripts import REPO_ROOT
 
 VERBS = ("source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench "
-         "bench-report routing-table clean").split()
+         "bench-report routing-table resource-report clean").split()
 
 
 def harness(*args, env=None):

@@ -31,6 +31,7 @@ from torch.testing._internal.common_utils import TestCase, run_tests, gradcheck,
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+from profiling import op_names  # noqa: E402
 
 TOLERANCES = {  # (atol, rtol) against a float64 reference
     torch.float64: (1e-10, 1e-10),
@@ -89,6 +90,18 @@ def make_inputs(case, dtype, device, channels_last=False, weight_kind="contiguou
     return x, w, b
 
 
+def channels_last_misaligned(x):
+    """x's values, channels_last-contiguous, starting one element past a 16-byte boundary."""
+    n, c, h, w = x.shape
+    storage = torch.empty(x.numel() + 1, device=x.device, dtype=x.dtype)
+    shifted = storage[1:].view(n, h, w, c).permute(0, 3, 1, 2)
+    shifted.copy_(x)
+    return shifted
+
+
+CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
+
+
 class TestDepthwise2d(TestCase):
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -117,6 +130,55 @@ class TestDepthwise2d(TestCase):
                 self.assertEqual(xg.grad.double().cpu(), x64.grad, atol=atol * scale, rtol=rtol)
                 reduction = case["n"] * ref.shape[2] * ref.shape[3]
                 self.assertEqual(wg.grad.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_channels_last_tiled_kernel(self, device, dtype):
+        """Which channels_last calls the 16-byte tiled kernel takes (multiplier 1, channels a whole
+        number of 16-byte vectors, 16-byte aligned data, a tile that fits in shared memory; for
+        backward-input also stride 1), and that its forward and backward-input match float64."""
+        atol, rtol = TOLERANCES[dtype]
+        vector = 16 // torch.empty((), dtype=dtype).element_size()
+        cases = [  # (channels, size, kernel, stride, padding, dilation, multiplier, aligned, expect tiled)
+            (8 * vector, (20, 33), 3, 1, 1, 1, 1, True, True),        # 8 vectors a block
+            (18 * vector, (9, 9), 3, 2, 1, 1, 1, True, True),         # blocks of 4 vectors, the last one half idle
+            (3 * vector, (14, 14), 7, 1, 3, 1, 1, True, True),
+            (4 * vector, (11, 60), 5, 2, 2, 1, 1, True, True),
+            (2 * vector, (12, 12), 3, 1, 2, 2, 1, True, True),        # dilation
+            (16 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, True),  # conv1d, one long tile row
+            (4 * vector + 1, (16, 16), 3, 1, 1, 1, 1, True, False),   # channels not whole vectors
+            (4 * vector, (16, 16), 3, 1, 1, 1, 2, True, False),       # multiplier 2
+            (4 * vector, (16, 16), 3, 1, 1, 1, 1, False, False),      # data off a 16-byte boundary
+            (8 * vector, (40, 40), 31, 1, 15, 1, 1, True, False),     # no tile fits in shared memory
+        ]
+        for c, size, kernel, stride, padding, dilation, m, aligned, tiled in cases:
+            with self.subTest(c=c, size=size, kernel=kernel, stride=stride, multiplier=m, aligned=aligned):
+                kernel = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+                padding = padding if isinstance(padding, tuple) else (padding, padding)
+                x = torch.randn(2, c, *size, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+                x = x if aligned else channels_last_misaligned(x)
+                w = torch.randn(c * m, 1, *kernel, device=device, dtype=dtype)
+                b = torch.randn(c * m, device=device, dtype=dtype)
+                args = ((stride, stride), padding, (dilation, dilation))
+
+                names = op_names(lambda: depthwise(x, w, b, *args))
+                self.assertEqual(any(CHANNELS_LAST_TILED in n for n in names), tiled)
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                self.assertTrue(out.is_contiguous(memory_format=torch.channels_last))
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+                grad_out = torch.randn(out.shape, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+                grad_out = grad_out if aligned else channels_last_misaligned(grad_out)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, kernel, *args, [True, False])
+                names = op_names(backward)
+                self.assertEqual(any(CHANNELS_LAST_TILED in n for n in names), tiled and stride == 1)
+                grad_input = backward()[0]
+                ref.backward(grad_out.double().cpu())
+                self.assertTrue(grad_input.is_contiguous(memory_format=torch.channels_last))
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * kernel[0] * kernel[1] * m, rtol=rtol)
 
     @onlyCUDA
     def test_empty_batch(self, device):

@@ -20,13 +20,13 @@ torch = pytest.importorskip("torch", reason="the GPU tests need torch 2.11.0+cu1
 if not torch.cuda.is_available():
     pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
 
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.testing._internal.common_utils import (  # noqa: E402
     DeterministicGuard, TestCase, instantiate_parametrized_tests, parametrize, run_tests,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+from profiling import op_names  # noqa: E402
 
 OUR_FORWARD = "aten::_conv_depthwise2d"
 OUR_BACKWARD = "aten::_conv_depthwise2d_backward"
@@ -60,13 +60,6 @@ def make_input(module, batch=4, length=28, channels_last=True):
         return x.transpose(1, 2).contiguous().transpose(1, 2) if channels_last else x
     x = torch.randn(batch, channels, length, length, device="cuda", dtype=dtype)
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
-
-
-def op_names(fn):
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return {e.name for e in prof.events()}
 
 
 def layout(t):
