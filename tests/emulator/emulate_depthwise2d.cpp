@@ -24,6 +24,9 @@ using namespace at::native::dwconv;
 namespace {
 
 constexpr int kEmulatedSMs = 3;  // small grids: the grid-stride loops and slices get exercised
+// The channels_last tiled plan for a small GPU (largest tiles) and for a very large one
+// (tiles shrunk for more blocks): both shapes of tile get checked.
+constexpr int64_t kMinBlocks[] = {kEmulatedSMs, 4096};
 
 struct Case {
   int n, c, m, h, w, kh, kw, sh, sw, ph, pw, dh, dw;
@@ -154,7 +157,8 @@ dim3 grid_for(int64_t total) {
 }
 
 std::string vectors_tag(const ChannelsLastLaunch& plan) {
-  return " vectors=" + std::to_string(plan.block.x) + " cols=" + std::to_string(plan.tile.cols_per_thread);
+  return " vectors=" + std::to_string(plan.block.x) + " rows=" + std::to_string(plan.block.y / plan.tile.lanes_w) +
+         " cols=" + std::to_string(plan.tile.cols_per_thread);
 }
 
 template <typename T, typename index_t>
@@ -174,12 +178,14 @@ void check_forward(const Problem& p, const char* dtype) {
                        plan->tile_in_w);
     expect_close("forward tiled NCHW", tag, p.k, out, p.output, false, terms);
   }
-  if (const auto plan = plan_tiled_channels_last<T>(g)) {
-    const auto in = p.input.store<T>(true);
-    auto out = poisoned<T>(p.output.v.size());
-    dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, false>,
-                       in.data(), weight.data(), bias_ptr, out.data(), g, plan->tile);
-    expect_close("forward tiled NHWC", tag + vectors_tag(*plan), p.k, out, p.output, true, terms);
+  for (const int64_t min_blocks : kMinBlocks) {
+    if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
+      const auto in = p.input.store<T>(true);
+      auto out = poisoned<T>(p.output.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, false>,
+                         in.data(), weight.data(), bias_ptr, out.data(), g, plan->tile);
+      expect_close("forward tiled NHWC", tag + vectors_tag(*plan), p.k, out, p.output, true, terms);
+    }
   }
   for (bool channels_last : {false, true}) {
     const auto in = p.input.store<T>(channels_last);
@@ -209,13 +215,15 @@ void check_backward_input(const Problem& p, const char* dtype) {
                          plan->cols_per_thread, plan->tile_in_h, plan->tile_in_w);
       expect_close("backward-input tiled NCHW", tag, p.k, gi, p.grad_input, false, terms);
     }
-    if (const auto plan = plan_tiled_channels_last<T>(*correlation)) {
-      const auto go = p.grad_output.store<T>(true);
-      auto gi = poisoned<T>(p.grad_input.v.size());
-      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, true>,
-                         go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
-                         plan->tile);
-      expect_close("backward-input tiled NHWC", tag + vectors_tag(*plan), p.k, gi, p.grad_input, true, terms);
+    for (const int64_t min_blocks : kMinBlocks) {
+      if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
+        const auto go = p.grad_output.store<T>(true);
+        auto gi = poisoned<T>(p.grad_input.v.size());
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, true>,
+                           go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
+                           plan->tile);
+        expect_close("backward-input tiled NHWC", tag + vectors_tag(*plan), p.k, gi, p.grad_input, true, terms);
+      }
     }
   }
   const auto direct = backward_input_direct(fwd);

@@ -116,7 +116,7 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
   const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
   if (tiling == Tiling::kChannelsLast) {
-    if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry)) {
+    if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())) {
       tiled_channels_last_kernel<scalar_t, index_t, kBackward>
           <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
               src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,

@@ -10,9 +10,10 @@
 #include <limits>
 #include <optional>
 
-// The dynamic shared memory of a launch (a macro so that the CPU emulator can supply its own).
+// The dynamic shared memory of a launch (a macro so that the CPU emulator can supply its own),
+// aligned for 16-byte vectors.
 #ifndef DWCONV_SHARED_BYTES
-#define DWCONV_SHARED_BYTES(name) extern __shared__ __align__(sizeof(double)) unsigned char name[]
+#define DWCONV_SHARED_BYTES(name) extern __shared__ __align__(16) unsigned char name[]
 #endif
 
 namespace at::native::dwconv {
@@ -556,40 +557,53 @@ inline int channel_vectors_per_block(int64_t channel_vectors) {
 // A channels_last tiled launch, or nothing when the layout does not allow whole channel
 // vectors (multiplier other than 1, channels not a multiple of the vector) or no tile fits
 // in shared memory. The caller checks that src and dst are 16-byte aligned.
+// Tiles are tried from the largest down (vectors, then rows, then columns). Of those that
+// waste at most half their lanes past the plane's edge, the first with at least `min_blocks`
+// blocks wins, so that small problems (batch 1) still fill the GPU, else the one with the
+// most blocks; where every tile wastes more, the largest.
 template <typename scalar_t>
-std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g) {
+std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g, int64_t min_blocks) {
   constexpr int V = kChannelVector<scalar_t>;
   if (g.multiplier != 1 || g.dst_channels % V != 0 || g.src_channels != g.dst_channels) return std::nullopt;
+  if (g.batch > 65535) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
   const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
+  std::optional<ChannelsLastLaunch> largest, fullest;
+  int64_t fullest_blocks = 0;
   for (int vectors = channel_vectors_per_block(channel_vectors); vectors >= 1; vectors /= 2) {
     const int lanes = kThreads / vectors;
+    const int64_t channel_blocks = (channel_vectors + vectors - 1) / vectors;
+    if (channel_blocks > 65535) continue;
     int rows = std::min(8, lanes);
     while (rows > 1 && rows / 2 >= g.dst_h) rows /= 2;  // conv1d (H = 1) gets one long row
     for (; rows >= 1; rows /= 2) {
       const int lanes_w = lanes / rows;
-      int cols = static_cast<int>(std::min<int64_t>((g.dst_w + lanes_w - 1) / lanes_w, kMaxColsPerThread));
-      for (; cols >= 1; cols /= 2) {
+      for (int cols = static_cast<int>(std::min<int64_t>((g.dst_w + lanes_w - 1) / lanes_w, kMaxColsPerThread));
+           cols >= 1; cols /= 2) {
         const int tile_w = lanes_w * cols;
         const int tile_in_h = (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
         const int tile_in_w = (tile_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
         const size_t bytes = (size_t(tile_in_h) * tile_in_w + taps) * vectors * sizeof(ChannelVector<scalar_t>);
-        if (bytes > kMaxSharedBytes) continue;
         const int64_t tiles_h = (g.dst_h + rows - 1) / rows;
         const int64_t tiles_w = (g.dst_w + tile_w - 1) / tile_w;
-        const int64_t channel_blocks = (channel_vectors + vectors - 1) / vectors;
-        if (tiles_h * tiles_w > std::numeric_limits<int32_t>::max() || channel_blocks > 65535 || g.batch > 65535) {
-          return std::nullopt;
-        }
-        return ChannelsLastLaunch{
+        if (bytes > kMaxSharedBytes || tiles_h * tiles_w > std::numeric_limits<int32_t>::max()) continue;
+        const ChannelsLastLaunch launch{
             dim3(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(channel_blocks),
                  static_cast<unsigned>(g.batch)),
             dim3(vectors, lanes), ChannelsLastTile{lanes_w, cols, tile_in_h, tile_in_w, static_cast<int>(tiles_w)},
             bytes};
+        const int64_t blocks = tiles_h * tiles_w * channel_blocks * g.batch;
+        const bool half_used = 2 * g.dst_h * g.dst_w >= tiles_h * rows * tiles_w * tile_w;
+        if (half_used && blocks >= min_blocks) return launch;
+        if (!largest) largest = launch;
+        if (half_used && blocks > fullest_blocks) {
+          fullest = launch;
+          fullest_blocks = blocks;
+        }
       }
     }
   }
-  return std::nullopt;
+  return fullest ? fullest : largest;
 }
 
 // Backward-input as a stride-1 correlation of grad_output with the flipped kernel:
