@@ -21,12 +21,14 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overlay_loader import REPO_ROOT, stock_kernels  # noqa: E402
 
-LAYERS = [  # name, (n, c, h, w), kernel, stride, padding, dtype
-    ("MobileNetV2 144@56", (64, 144, 56, 56), (3, 3), 1, (1, 1), torch.float32),
-    ("MobileNetV2 96@112 s2", (64, 96, 112, 112), (3, 3), 2, (1, 1), torch.float32),
-    ("ConvNeXt-T 96@56 k7", (64, 96, 56, 56), (7, 7), 1, (3, 3), torch.float32),
-    ("RepLKNet 512@14 k27", (64, 512, 14, 14), (27, 27), 1, (13, 13), torch.float32),
-    ("Mamba conv1d 2048 L=2048 k4", (8, 2048, 1, 2048), (1, 4), 1, (0, 3), torch.bfloat16),
+LAYERS = [  # name, (n, c, h, w), kernel, stride, padding, dtype, channels_last
+    ("MobileNetV2 144@56", (64, 144, 56, 56), (3, 3), 1, (1, 1), torch.float32, False),
+    ("MobileNetV2 144@56 CL", (64, 144, 56, 56), (3, 3), 1, (1, 1), torch.bfloat16, True),
+    ("MobileNetV2 96@112 s2", (64, 96, 112, 112), (3, 3), 2, (1, 1), torch.float32, False),
+    ("ConvNeXt-T 96@56 k7", (64, 96, 56, 56), (7, 7), 1, (3, 3), torch.float32, False),
+    ("ConvNeXt-T 96@56 k7 CL", (64, 96, 56, 56), (7, 7), 1, (3, 3), torch.bfloat16, True),
+    ("RepLKNet 512@14 k27", (64, 512, 14, 14), (27, 27), 1, (13, 13), torch.float32, False),
+    ("Mamba conv1d 2048 L=2048 k4", (8, 2048, 1, 2048), (1, 4), 1, (0, 3), torch.bfloat16, False),
 ]
 BUFFERS = 3  # rotate inputs so that L2 does not hold them between runs
 REPEATS = 30
@@ -58,9 +60,10 @@ def test_smoke_benchmark():
     bandwidth = copy_bandwidth()
     rows = []
     with torch.backends.cudnn.flags(enabled=False):  # stock = upstream's native depthwise kernels
-        for name, shape, kernel, stride, padding, dtype in LAYERS:
+        for name, shape, kernel, stride, padding, dtype, channels_last in LAYERS:
             n, c, h, w = shape
-            inputs = [(torch.randn(shape, device="cuda", dtype=dtype),
+            layout = torch.channels_last if channels_last else torch.contiguous_format
+            inputs = [(torch.randn(shape, device="cuda", dtype=dtype).contiguous(memory_format=layout),
                        torch.randn(c, 1, *kernel, device="cuda", dtype=dtype)) for _ in range(BUFFERS)]
             forward = lambda x, wt: F.conv2d(x, wt, None, stride, padding, 1, c)  # noqa: E731
 
@@ -78,7 +81,8 @@ def test_smoke_benchmark():
             fwd_bytes = (inputs[0][0].numel() + inputs[0][1].numel() + ours_out.numel()) * element
             # a training step reads x, w, grad_out twice-ish and writes out, grad_x, grad_w
             step_bytes = fwd_bytes + (2 * ours_out.numel() + 2 * inputs[0][0].numel()) * element
-            row = {"layer": name, "dtype": str(dtype), "shape": shape, "kernel": kernel, "stride": stride,
+            row = {"layer": name, "dtype": str(dtype), "channels_last": channels_last, "shape": shape,
+                   "kernel": kernel, "stride": stride,
                    "forward_ms": {"ours": median_ms(forward, inputs)},
                    "step_ms": {"ours": median_ms(step, inputs)},
                    "forward_floor_ms": fwd_bytes / bandwidth, "step_floor_ms": step_bytes / bandwidth}
