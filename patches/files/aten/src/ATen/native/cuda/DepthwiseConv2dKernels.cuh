@@ -505,6 +505,11 @@ __global__ void grad_weight_finish_kernel(
   }
 }
 
+// The input rows (or columns) that `outputs` consecutive output rows (or columns) read.
+inline int input_extent(int outputs, int stride, int kernel, int dilation) {
+  return (outputs - 1) * stride + (kernel - 1) * dilation + 1;
+}
+
 struct TiledLaunch {
   dim3 grid, block;
   int cols_per_thread, tile_in_h, tile_in_w;
@@ -522,8 +527,8 @@ std::optional<TiledLaunch> plan_tiled(const PassGeometry& g) {
   int cols = static_cast<int>(std::min<int64_t>((g.dst_w + bx - 1) / bx, kMaxColsPerThread));
   for (; cols >= 1; cols /= 2) {
     const int tile_w = bx * cols;
-    const int tile_in_h = (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
-    const int tile_in_w = (tile_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
+    const int tile_in_h = input_extent(rows, g.stride_h, g.kernel_h, g.dilation_h);
+    const int tile_in_w = input_extent(tile_w, g.stride_w, g.kernel_w, g.dilation_w);
     const size_t bytes = (size_t(tile_in_h) * tile_in_w + size_t(g.kernel_h) * g.kernel_w) * sizeof(acc_t);
     if (bytes <= kMaxSharedBytes) {
       const int64_t planes = g.batch * g.dst_channels;
@@ -581,8 +586,8 @@ std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g
       for (int cols = static_cast<int>(std::min<int64_t>((g.dst_w + lanes_w - 1) / lanes_w, kMaxColsPerThread));
            cols >= 1; cols /= 2) {
         const int tile_w = lanes_w * cols;
-        const int tile_in_h = (rows - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1;
-        const int tile_in_w = (tile_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1;
+        const int tile_in_h = input_extent(rows, g.stride_h, g.kernel_h, g.dilation_h);
+        const int tile_in_w = input_extent(tile_w, g.stride_w, g.kernel_w, g.dilation_w);
         const size_t bytes = (size_t(tile_in_h) * tile_in_w + taps) * vectors * sizeof(ChannelVector<scalar_t>);
         const int64_t tiles_h = (g.dst_h + rows - 1) / rows;
         const int64_t tiles_w = (g.dst_w + tile_w - 1) / tile_w;
