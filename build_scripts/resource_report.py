@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import HarnessError
@@ -125,12 +125,10 @@ def kernel_resources(directory: Path) -> list[KernelResources]:
         if KERNEL_NAMESPACE not in full_name:
             continue
         counts = ptx_counts.get(kernel.arch, {}).get(kernel.mangled, {})
-        rows.append(KernelResources(
-            **{**kernel.__dict__, "name": short_name(full_name),
-               "wide_global_loads": counts.get(("ld", "global"), 0),
-               "wide_global_stores": counts.get(("st", "global"), 0),
-               "wide_shared_loads": counts.get(("ld", "shared"), 0),
-               "wide_shared_stores": counts.get(("st", "shared"), 0)}))
+        rows.append(replace(
+            kernel, name=short_name(full_name),
+            wide_global_loads=counts.get(("ld", "global"), 0), wide_global_stores=counts.get(("st", "global"), 0),
+            wide_shared_loads=counts.get(("ld", "shared"), 0), wide_shared_stores=counts.get(("st", "shared"), 0)))
     return sorted(rows, key=lambda r: (r.arch, r.name))
 
 
