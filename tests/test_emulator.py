@@ -40,7 +40,7 @@ def run(binary: Path, *args: str):
 
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
-    for kernel in ("tiled NCHW", "tiled NHWC", "direct NCHW", "direct NHWC")
+    for kernel in ("tiled NCHW", "register-tiled NCHW", "tiled NHWC", "direct NCHW", "direct NHWC")
 ] + ["grad-weight NCHW", "grad-weight strided NHWC"]
 
 
@@ -62,6 +62,13 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
      "12:14"),
     (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),
+    # The register-tiled NCHW kernel, over the cases written for it:
+    (("const int kh = r - i;", "const int kh = r + i;"), "18:24"),
+    (("const int tap = kBackward ? kTaps - 1 - i : i;", "const int tap = i;"), "18:24"),
+    (("__syncthreads();  // no thread still reads the previous member's tile or weights", "// barrier removed"),
+     "19:20"),
+    (("acc[i][j] += x[j + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kw * kKernel + kh];"), "18:24"),
+    (("const int max_by = std::min(kThreads / bx, 64);", "const int max_by = kThreads / bx;"), "24:25"),  # blockDim.z > 64
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -26,6 +26,7 @@ LAYERS = [  # name, (n, c, h, w), kernel, stride, padding, dtype, channels_last
     ("MobileNetV2 144@56 CL", (64, 144, 56, 56), (3, 3), 1, (1, 1), torch.bfloat16, True),
     ("MobileNetV2 96@112 s2", (64, 96, 112, 112), (3, 3), 2, (1, 1), torch.float32, False),
     ("ConvNeXt-T 96@56 k7", (64, 96, 56, 56), (7, 7), 1, (3, 3), torch.float32, False),
+    ("EfficientNet-B0 672@14 k5", (64, 672, 14, 14), (5, 5), 1, (2, 2), torch.float32, False),
     ("ConvNeXt-T 96@56 k7 CL", (64, 96, 56, 56), (7, 7), 1, (3, 3), torch.bfloat16, True),
     ("RepLKNet 512@14 k27", (64, 512, 14, 14), (27, 27), 1, (13, 13), torch.float32, False),
     ("Mamba conv1d 2048 L=2048 k4", (8, 2048, 1, 2048), (1, 4), 1, (0, 3), torch.bfloat16, False),

@@ -100,6 +100,7 @@ def channels_last_misaligned(x):
 
 
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
+REGISTER_TILED = "register_tiled_nchw_kernel"
 
 
 class TestDepthwise2d(TestCase):
@@ -130,6 +131,48 @@ class TestDepthwise2d(TestCase):
                 self.assertEqual(xg.grad.double().cpu(), x64.grad, atol=atol * scale, rtol=rtol)
                 reduction = case["n"] * ref.shape[2] * ref.shape[3]
                 self.assertEqual(wg.grad.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_register_tiled_kernel(self, device, dtype):
+        """Which NCHW calls the register-tiled kernel takes (square 3, 5 or 7, stride 1, dilation
+        1; backward-input too), over plane sizes that give one plane a block, several tiles a
+        plane, and many planes a block with the last block part-filled; and that its forward and
+        backward-input match float64."""
+        atol, rtol = TOLERANCES[dtype]
+        cases = [  # (batch, channels, size, kernel, stride, padding, dilation, multiplier, expect register-tiled)
+            (2, 3, (112, 112), 3, 1, 1, 1, 1, True),     # 4 tiles a plane
+            (3, 5, (56, 56), 7, 1, 3, 1, 1, True),       # a plane a block
+            (5, 7, (28, 28), 5, 1, 2, 1, 2, True),       # several planes a block; backward sums two planes
+            (3, 37, (14, 14), 3, 1, 1, 1, 1, True),      # 16 planes a block, the last part-filled
+            (1, 70, (7, 7), 7, 1, 3, 1, 1, True),        # 7x7 planes
+            (2, 4, (300, 9), 5, 1, 0, 1, 1, True),       # tall and narrow, no padding
+            (2, 4, (1, 500), 3, 1, 1, 1, 1, True),       # one input row
+            (2, 8, (30, 30), 3, 2, 1, 1, 1, False),      # stride 2
+            (2, 8, (30, 30), 3, 1, 2, 2, 1, False),      # dilation 2
+            (2, 8, (30, 30), 9, 1, 4, 1, 1, False),      # no compiled size
+        ]
+        for n, c, size, kernel, stride, padding, dilation, m, expected in cases:
+            with self.subTest(n=n, c=c, size=size, kernel=kernel, stride=stride, dilation=dilation, multiplier=m):
+                x = torch.randn(n, c, *size, device=device, dtype=dtype)
+                w = torch.randn(c * m, 1, kernel, kernel, device=device, dtype=dtype)
+                b = torch.randn(c * m, device=device, dtype=dtype)
+                args = ((stride, stride), (padding, padding), (dilation, dilation))
+
+                names = op_names(lambda: depthwise(x, w, b, *args))
+                self.assertEqual(any(REGISTER_TILED in n for n in names), expected)
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, (kernel, kernel), *args, [True, False])
+                names = op_names(backward)
+                self.assertEqual(any(REGISTER_TILED in n for n in names), expected)
+                grad_input = backward()[0]
+                ref.backward(grad_out.double().cpu())
+                self.assertEqual(grad_input.double().cpu(), x64.grad, atol=atol * kernel * kernel * m, rtol=rtol)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)

@@ -18,6 +18,10 @@
 //   tile (with halo) staged in shared memory; each thread keeps a row of up to
 //   kMaxColsPerThread outputs in registers. Serves the forward pass and the
 //   stride-1 backward-input pass (a correlation with the flipped kernel).
+// - register_tiled_nchw_kernel: the NCHW tile for square 3x3, 5x5 and 7x7 filters at
+//   stride 1 and dilation 1, with the kernel size a template argument: each thread
+//   computes a 4x4 block of outputs from 16-byte shared loads of its input rows, weights
+//   in registers; blocks on small planes hold several planes.
 // - tiled_channels_last_kernel: the same for channels_last, with a tile of pixels
 //   for a group of channels; every global load and store is a 16-byte channel
 //   vector, staged through shared memory. Needs multiplier 1, channels a multiple
@@ -58,6 +62,7 @@
 #include <limits>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace at::native {
@@ -126,6 +131,18 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
     }
   }
   if (tiling == Tiling::kNchw) {
+    // The register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes keep
+    // the general tiled kernel.
+    if constexpr (std::is_same_v<index_t, int32_t>) {
+      if (const auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
+        const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h);
+        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+    }
     if (const auto plan = plan_tiled<acc_t>(*tiled_geometry)) {
       tiled_nchw_kernel<scalar_t, index_t, kBackward>
           <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(

@@ -48,6 +48,15 @@ constexpr int kMaxColsPerThread = 4;
 constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 
+// 16 bytes of T: the unit of the tiled kernels' wide global and shared memory accesses.
+template <typename T>
+constexpr int kVector16 = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+struct alignas(16) Vector16 {
+  T v[kVector16<T>];
+};
+
 // ---------------------------------------------------------------------------
 // Tiled kernel (NCHW). Block: (bx, kThreads / bx) threads; a thread computes
 // output (y0 + ty, x0 + tx + j * bx) for j < cols_per_thread.
@@ -136,31 +145,165 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
 }
 
 // ---------------------------------------------------------------------------
+// Register-blocked tiled kernel (NCHW) for square kKernel x kKernel filters at stride 1
+// and dilation 1: forward, and backward-input as a correlation with the flipped kernel.
+// A thread computes kBlockRows x kBlockCols outputs. It reads each input row its outputs
+// need once, as 16-byte shared loads, and applies it to every one of its output rows that
+// uses it, with the plane's weights in registers: for 7x7, 30 shared loads per 16 outputs
+// instead of the tiled kernel's 49 a column and 49 weights per 4 outputs.
+// Block: (planes, bx, by) threads, planes fastest, so that blocks on small planes (7x7,
+// 14x14) hold many planes and still read shared memory without bank conflicts. A plane's
+// shared region: its kKernel^2 weights, then its input tile (row pitch `pitch`).
+
+constexpr int kBlockRows = 4;
+constexpr int kBlockCols = 4;
+
+constexpr bool is_register_tiled_kernel_size(int kernel) {
+  return kernel == 3 || kernel == 5 || kernel == 7;
+}
+
+template <typename acc_t>
+constexpr int register_tile_weight_slots(int kernel) {
+  return (kernel * kernel + kVector16<acc_t> - 1) / kVector16<acc_t> * kVector16<acc_t>;
+}
+
+struct RegisterTile {
+  int pitch;         // acc_t values between tile rows
+  int plane_stride;  // acc_t values between the planes of a block
+  int tile_in_h, tile_in_w;
+};
+
+// Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
+// to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
+template <typename scalar_t, typename index_t, bool kBackward, int kKernel>
+__global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const RegisterTile t) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  using Vec = Vector16<acc_t>;
+  constexpr int V = kVector16<acc_t>;
+  constexpr int kTaps = kKernel * kKernel;
+  constexpr int kWindow = kBlockCols + kKernel - 1;  // input columns one output row reads
+  constexpr int kWindowVectors = (kWindow + V - 1) / V;
+  constexpr int kTapVectors = register_tile_weight_slots<acc_t>(kKernel) / V;
+  static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
+  DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes) + threadIdx.x * t.plane_stride;
+  acc_t* tile = taps + kTapVectors * V;
+
+  const int plane_threads = blockDim.y * blockDim.z;
+  const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  const index_t dst_channels = g.dst_channels, src_channels = g.src_channels;
+  const index_t plane = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool live = plane < static_cast<index_t>(g.batch) * dst_channels;  // the last block's spare planes
+  const index_t n = plane / dst_channels;
+  const index_t c = plane % dst_channels;
+  const int y0 = blockIdx.y * blockDim.z * kBlockRows;
+  const int x0 = blockIdx.z * blockDim.y * kBlockCols;
+  const int src_y0 = y0 - g.pad_h;
+  const int src_x0 = x0 - g.pad_w;
+  const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
+
+  acc_t acc[kBlockRows][kBlockCols];
+  const acc_t start = (!kBackward && bias != nullptr && live) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
+  }
+
+  const int group = kBackward ? g.multiplier : 1;
+  for (int member = 0; member < group; ++member) {
+    const index_t src_c = kBackward ? c * g.multiplier + member : c / g.multiplier;
+    const index_t weight_row = kBackward ? src_c : c;
+    __syncthreads();  // no thread still reads the previous member's tile or weights
+    if (live) {
+      const scalar_t* src_plane = src + (n * src_channels + src_c) * src_plane_size;
+      for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
+        const int row = i / t.tile_in_w;
+        const int col = i % t.tile_in_w;
+        const int sy = src_y0 + row;
+        const int sx = src_x0 + col;
+        const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
+        tile[row * t.pitch + col] =
+            inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
+      }
+      for (int i = plane_tid; i < kTaps; i += plane_threads) {
+        // Backward-input correlates with the kernel flipped in both directions.
+        const int tap = kBackward ? kTaps - 1 - i : i;
+        taps[i] = static_cast<acc_t>(weight[weight_row * kTaps + tap]);
+      }
+    }
+    __syncthreads();
+
+    acc_t w[kTapVectors * V];
+#pragma unroll
+    for (int q = 0; q < kTapVectors; ++q) {
+      const Vec v = reinterpret_cast<const Vec*>(taps)[q];
+#pragma unroll
+      for (int k = 0; k < V; ++k) w[q * V + k] = v.v[k];
+    }
+    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
+    // Input row r of the thread's window feeds output row i through kernel row r - i.
+#pragma unroll
+    for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
+      acc_t x[kWindowVectors * V];
+#pragma unroll
+      for (int q = 0; q < kWindowVectors; ++q) {
+        const Vec v = reinterpret_cast<const Vec*>(window + r * t.pitch)[q];
+#pragma unroll
+        for (int k = 0; k < V; ++k) x[q * V + k] = v.v[k];
+      }
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+        const int kh = r - i;
+        if (kh >= 0 && kh < kKernel) {
+#pragma unroll
+          for (int kw = 0; kw < kKernel; ++kw) {
+#pragma unroll
+            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j + kw] * w[kh * kKernel + kw];
+          }
+        }
+      }
+    }
+  }
+
+  if (!live) return;
+  const index_t dst_h = g.dst_h, dst_w = g.dst_w;
+  scalar_t* dst_plane = dst + plane * dst_h * dst_w;
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+    const int y = y0 + threadIdx.z * kBlockRows + i;
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) {
+      const int x = x0 + threadIdx.y * kBlockCols + j;
+      if (y < g.dst_h && x < g.dst_w) dst_plane[y * dst_w + x] = static_cast<scalar_t>(acc[i][j]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Tiled kernel (channels_last, multiplier 1). Channels move as 16-byte vectors of
-// kChannelVector<scalar_t> values. Block: (vectors, kThreads / vectors) threads;
+// kVector16<scalar_t> values. Block: (vectors, kThreads / vectors) threads;
 // threadIdx.x picks the block's channel vector, threadIdx.y a pixel lane, and lane p
 // computes output row y0 + p / lanes_w, columns x0 + p % lanes_w + j * lanes_w for
 // j < cols_per_thread. The input tile (with halo) and the block's weights are staged in
 // shared memory as whole vectors, so every global load and store is 16 bytes wide.
 
-template <typename scalar_t>
-constexpr int kChannelVector = 16 / static_cast<int>(sizeof(scalar_t));
-
-template <typename scalar_t>
-struct alignas(16) ChannelVector {
-  scalar_t v[kChannelVector<scalar_t>];
-};
-
 // One 16-byte store, cached in L2 only (the block never reads its output back). Written
 // as a plain copy, nvcc 13 splits it into four 4-byte stores on the 64-bit index path.
 template <typename scalar_t>
-__device__ __forceinline__ void store_vector(scalar_t* address, const ChannelVector<scalar_t>& value) {
+__device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<scalar_t>& value) {
 #ifdef __CUDA_ARCH__
   unsigned int words[4];
   memcpy(words, &value, sizeof(words));
   __stcg(reinterpret_cast<uint4*>(address), make_uint4(words[0], words[1], words[2], words[3]));
 #else
-  *reinterpret_cast<ChannelVector<scalar_t>*>(address) = value;
+  *reinterpret_cast<Vector16<scalar_t>*>(address) = value;
 #endif
 }
 
@@ -180,8 +323,8 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
     const PassGeometry g,
     const ChannelsLastTile t) {
   using acc_t = at::acc_type<scalar_t, true>;
-  using Vec = ChannelVector<scalar_t>;
-  constexpr int V = kChannelVector<scalar_t>;
+  using Vec = Vector16<scalar_t>;
+  constexpr int V = kVector16<scalar_t>;
   DWCONV_SHARED_BYTES(shared_bytes);
   const int vectors = blockDim.x;
   const int tile_pixels = t.tile_in_h * t.tile_in_w;
@@ -542,6 +685,110 @@ std::optional<TiledLaunch> plan_tiled(const PassGeometry& g) {
   return std::nullopt;
 }
 
+// The register-tiled kernel compiled for a filter size, or null where there is none.
+template <typename scalar_t, typename index_t, bool kBackward>
+using RegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
+                                     RegisterTile);
+
+template <typename scalar_t, typename index_t, bool kBackward>
+RegisterTiledKernel<scalar_t, index_t, kBackward> register_tiled_kernel_for(int kernel) {
+  switch (kernel) {
+    case 3: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 3>;
+    case 5: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 5>;
+    case 7: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 7>;
+    default: return nullptr;
+  }
+}
+
+struct RegisterTiledLaunch {
+  dim3 grid, block;
+  RegisterTile tile;
+  size_t shared_bytes;
+};
+
+// Extra shared-memory wavefronts of a window load: the 8 threads of a quarter warp read 16
+// bytes each, conflict-free when their addresses (in 16-byte units) fall in 8 different bank
+// groups. With planes and bx powers of two, each quarter warp's threads are the first one's
+// shifted by a constant address, so the first quarter warp speaks for all.
+inline int quarter_warp_conflicts(dim3 block, int thread_units, int pitch_units, int plane_units) {
+  const int threads = std::min(8, static_cast<int>(block.x * block.y * block.z));
+  int uses[8] = {};
+  int worst = 0;
+  for (int t = 0; t < threads; ++t) {
+    const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
+    const int address = plane * plane_units + ty * kBlockRows * pitch_units + tx * thread_units;
+    worst = std::max(worst, ++uses[address % 8]);
+  }
+  return worst - 1;
+}
+
+// A register-tiled launch for this pass, or nothing when its filter is not one of the
+// compiled sizes (square 3, 5 or 7, stride 1, dilation 1) or no tile fits.
+// A tile is a power of two of threads wide (up to 32, 128 columns) and as tall as the plane
+// (up to the block's threads); as many planes share a block as fill 256 threads. Then, while
+// the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then fewer
+// rows. Row pitch and plane stride are padded to ones without bank conflicts where they exist.
+template <typename acc_t>
+std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t min_blocks) {
+  constexpr int V = kVector16<acc_t>;
+  const int kernel = g.kernel_h;
+  if (g.kernel_w != kernel || !is_register_tiled_kernel_size(kernel) || g.stride_h != 1 || g.stride_w != 1 ||
+      g.dilation_h != 1 || g.dilation_w != 1) {
+    return std::nullopt;
+  }
+  const int64_t plane_count = g.batch * g.dst_channels;
+  int bx = 1;
+  while (bx < 32 && bx * kBlockCols < g.dst_w) bx *= 2;
+  // Rows of thread blocks the plane needs, shared evenly by the fewest tiles that hold them
+  // (blockDim.z is at most 64).
+  const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
+  const int max_by = std::min(kThreads / bx, 64);
+  int64_t tiles_h = (block_rows + max_by - 1) / max_by;
+  int by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  int planes = 1;
+  while (2 * planes * bx * by <= kThreads) planes *= 2;
+  const int64_t tiles_w = (g.dst_w + bx * kBlockCols - 1) / (bx * kBlockCols);
+  while ((plane_count + planes - 1) / planes * tiles_h * tiles_w < min_blocks && (planes > 1 || by > 1)) {
+    if (planes > 1) {
+      planes /= 2;
+    } else {
+      tiles_h *= 2;
+      by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+      tiles_h = (block_rows + by - 1) / by;
+    }
+  }
+
+  const int tile_in_h = by * kBlockRows + kernel - 1;
+  const int tile_in_w = bx * kBlockCols + kernel - 1;
+  const int window_vectors = (kBlockCols + kernel - 1 + V - 1) / V;
+  const int min_pitch_units = (bx - 1) * kBlockCols / V + window_vectors;  // the last thread's window
+  const int weight_units = register_tile_weight_slots<acc_t>(kernel) / V;
+  for (; planes >= 1; planes /= 2) {
+    const dim3 block(planes, bx, by);
+    int best_pitch = 0, best_plane = 0, best_conflicts = std::numeric_limits<int>::max();
+    for (int pitch_pad = 0; pitch_pad < 8; ++pitch_pad) {
+      for (int plane_pad = 0; plane_pad < (planes > 1 ? 8 : 1); ++plane_pad) {
+        const int pitch_units = min_pitch_units + pitch_pad;
+        const int plane_units = weight_units + tile_in_h * pitch_units + plane_pad;
+        const int conflicts = quarter_warp_conflicts(block, kBlockCols / V, pitch_units, plane_units);
+        if (conflicts < best_conflicts) {
+          best_conflicts = conflicts;
+          best_pitch = pitch_units;
+          best_plane = plane_units;
+        }
+      }
+    }
+    const size_t bytes = size_t(planes) * best_plane * sizeof(Vector16<acc_t>);
+    if (bytes > kMaxSharedBytes) continue;
+    const int64_t plane_groups = (plane_count + planes - 1) / planes;
+    if (plane_groups > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
+    return RegisterTiledLaunch{
+        dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
+        block, RegisterTile{best_pitch * V, best_plane * V, tile_in_h, tile_in_w}, bytes};
+  }
+  return std::nullopt;
+}
+
 struct ChannelsLastLaunch {
   dim3 grid, block;
   ChannelsLastTile tile;
@@ -568,7 +815,7 @@ inline int channel_vectors_per_block(int64_t channel_vectors) {
 // most blocks; where every tile wastes more, the largest.
 template <typename scalar_t>
 std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g, int64_t min_blocks) {
-  constexpr int V = kChannelVector<scalar_t>;
+  constexpr int V = kVector16<scalar_t>;
   if (g.multiplier != 1 || g.dst_channels % V != 0 || g.src_channels != g.dst_channels) return std::nullopt;
   if (g.batch > 65535) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
@@ -588,7 +835,7 @@ std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g
         const int tile_w = lanes_w * cols;
         const int tile_in_h = input_extent(rows, g.stride_h, g.kernel_h, g.dilation_h);
         const int tile_in_w = input_extent(tile_w, g.stride_w, g.kernel_w, g.dilation_w);
-        const size_t bytes = (size_t(tile_in_h) * tile_in_w + taps) * vectors * sizeof(ChannelVector<scalar_t>);
+        const size_t bytes = (size_t(tile_in_h) * tile_in_w + taps) * vectors * sizeof(Vector16<scalar_t>);
         const int64_t tiles_h = (g.dst_h + rows - 1) / rows;
         const int64_t tiles_w = (g.dst_w + tile_w - 1) / tile_w;
         if (bytes > kMaxSharedBytes || tiles_h * tiles_w > std::numeric_limits<int32_t>::max()) continue;
