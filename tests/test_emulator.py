@@ -40,7 +40,8 @@ def run(binary: Path, *args: str):
 
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
-    for kernel in ("tiled NCHW", "register-tiled NCHW", "tiled NHWC", "direct NCHW", "direct NHWC")
+    for kernel in ("tiled NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
+                   "direct NCHW", "direct NHWC")
 ] + ["grad-weight NCHW", "grad-weight strided NHWC"]
 
 

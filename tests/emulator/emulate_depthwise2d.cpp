@@ -175,13 +175,15 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     for (const int64_t min_blocks : kMinBlocks) {
-      if (const auto plan = plan_register_tiled<acc_t>(g, min_blocks)) {
+      if (auto plan = plan_register_tiled<acc_t>(g, min_blocks)) {
         const auto weight = p.weight.store<T>(false);
         auto out = poisoned<T>(ref.v.size());
+        plan->tile.row_stores = register_tile_row_stores(g, out.data(), sizeof(T));
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
                            register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h), src.data(), weight.data(),
                            bias, out.data(), g, plan->tile);
-        expect_close(kernel, tag + register_tag(*plan), p.k, out, ref, false, terms);
+        expect_close(kernel + (plan->tile.row_stores ? " row stores" : ""), tag + register_tag(*plan), p.k, out, ref,
+                     false, terms);
       }
     }
   }
@@ -338,12 +340,13 @@ std::vector<Case> sweep() {
       {1, 4, 1, 1, 37, 3, 3, 1, 1, 1, 1, 1, 1, false},     // one input row
       {1, 2, 1, 11, 9, 5, 5, 1, 1, 1, 0, 1, 1, true},      // uneven padding, a narrow plane
       {2, 8, 1, 300, 4, 3, 3, 1, 1, 1, 1, 1, 1, false},    // one thread a row: 64 rows of threads at most
+      {1, 8, 1, 12, 16, 5, 5, 1, 1, 2, 2, 1, 1, true},     // rows of whole 4-column stores, both ways
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 47) {
+  while (cases.size() < 48) {
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

@@ -134,7 +134,8 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
     // The register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes keep
     // the general tiled kernel.
     if constexpr (std::is_same_v<index_t, int32_t>) {
-      if (const auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
+      if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
+        plan->tile.row_stores = register_tile_row_stores(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,

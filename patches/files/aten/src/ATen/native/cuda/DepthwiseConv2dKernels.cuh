@@ -171,7 +171,20 @@ struct RegisterTile {
   int pitch;         // acc_t values between tile rows
   int plane_stride;  // acc_t values between the planes of a block
   int tile_in_h, tile_in_w;
+  bool row_stores;   // a thread stores its kBlockCols outputs of a row as one access
 };
+
+// A thread's outputs of one row, stored as one access (16 bytes for float).
+template <typename scalar_t>
+struct alignas(kBlockCols * sizeof(scalar_t)) OutputRow {
+  scalar_t v[kBlockCols];
+};
+
+// Row stores need every thread's first column aligned: rows a whole number of kBlockCols
+// values and dst aligned to a row store.
+inline bool register_tile_row_stores(const PassGeometry& g, const void* dst, size_t element_size) {
+  return g.dst_w % kBlockCols == 0 && reinterpret_cast<uintptr_t>(dst) % (kBlockCols * element_size) == 0;
+}
 
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
@@ -274,14 +287,22 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
 
   if (!live) return;
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
-  scalar_t* dst_plane = dst + plane * dst_h * dst_w;
+  const int x = x0 + threadIdx.y * kBlockCols;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
     const int y = y0 + threadIdx.z * kBlockRows + i;
+    if (y >= g.dst_h || x >= g.dst_w) continue;
+    scalar_t* out = dst + (plane * dst_h + y) * dst_w + x;
+    if (t.row_stores) {  // then x + kBlockCols <= dst_w
+      OutputRow<scalar_t> row;
 #pragma unroll
-    for (int j = 0; j < kBlockCols; ++j) {
-      const int x = x0 + threadIdx.y * kBlockCols + j;
-      if (y < g.dst_h && x < g.dst_w) dst_plane[y * dst_w + x] = static_cast<scalar_t>(acc[i][j]);
+      for (int j = 0; j < kBlockCols; ++j) row.v[j] = static_cast<scalar_t>(acc[i][j]);
+      *reinterpret_cast<OutputRow<scalar_t>*>(out) = row;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kBlockCols; ++j) {
+        if (x + j < g.dst_w) out[j] = static_cast<scalar_t>(acc[i][j]);
+      }
     }
   }
 }
@@ -728,6 +749,7 @@ inline int quarter_warp_conflicts(dim3 block, int thread_units, int pitch_units,
 // (up to the block's threads); as many planes share a block as fill 256 threads. Then, while
 // the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then fewer
 // rows. Row pitch and plane stride are padded to ones without bank conflicts where they exist.
+// The caller sets tile.row_stores (register_tile_row_stores: it depends on dst's address).
 template <typename acc_t>
 std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t min_blocks) {
   constexpr int V = kVector16<acc_t>;
@@ -784,7 +806,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
     if (plane_groups > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
     return RegisterTiledLaunch{
         dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
-        block, RegisterTile{best_pitch * V, best_plane * V, tile_in_h, tile_in_w}, bytes};
+        block, RegisterTile{best_pitch * V, best_plane * V, tile_in_h, tile_in_w, false}, bytes};
   }
   return std::nullopt;
 }
