@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <new>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -108,6 +109,29 @@ struct Problem {
   }
 };
 
+// 64-byte aligned memory, as device buffers are (the CUDA caching allocator's are 512-byte
+// aligned), so that paths chosen by a buffer's address are taken the same way on every run.
+template <typename T>
+struct DeviceAlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  DeviceAlignedAllocator() = default;
+  template <typename U>
+  DeviceAlignedAllocator(const DeviceAlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlignment); }
+  bool operator==(const DeviceAlignedAllocator&) const { return true; }
+};
+
+template <typename T>
+using Buffer = std::vector<T, DeviceAlignedAllocator<T>>;
+
+// An output buffer filled with NaN, so that an element the kernels do not write fails.
+template <typename T>
+Buffer<T> poisoned(size_t size) {
+  return Buffer<T>(size, T(std::numeric_limits<float>::quiet_NaN()));
+}
+
 int passed = 0, failed = 0;
 
 template <typename T>
@@ -121,7 +145,7 @@ std::map<std::string, int> checks_per_kernel;
 
 // `kernel` names the kernel and layout checked, `detail` the dtype, indexing and plan.
 template <typename T>
-void expect_close(const std::string& kernel, const std::string& detail, const Case& k, const std::vector<T>& got, const Tensor4& ref,
+void expect_close(const std::string& kernel, const std::string& detail, const Case& k, const Buffer<T>& got, const Tensor4& ref,
                   bool channels_last, double reduction_terms) {
   const auto s = ref.strides(channels_last);
   double worst = 0.0;
@@ -145,11 +169,6 @@ void expect_close(const std::string& kernel, const std::string& detail, const Ca
     ++failed;
     std::printf("FAIL %s [%s]: %d elements off, worst error %g\n", what.c_str(), k.str().c_str(), bad, worst);
   }
-}
-
-template <typename T>
-std::vector<T> poisoned(size_t size) {
-  return std::vector<T>(size, T(std::numeric_limits<float>::quiet_NaN()));
 }
 
 dim3 grid_for(int64_t total) {
