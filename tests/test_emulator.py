@@ -42,7 +42,8 @@ KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "direct NCHW", "direct NHWC")
-] + ["grad-weight NCHW", "grad-weight strided NHWC"]
+] + ["grad-weight NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
+      "grad-weight strided NHWC"]
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
@@ -70,6 +71,17 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
      "19:20"),
     (("acc[i][j] += x[j + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kw * kKernel + kh];"), "18:24"),
     (("const int max_by = std::min(kThreads / bx, 64);", "const int max_by = kThreads / bx;"), "24:25"),  # blockDim.z > 64
+    # The register-tiled weight gradient:
+    (("__syncthreads();  // no thread still reads the previous item's tile", "// barrier removed"), "26:28"),
+    (("sums[kh * kKernel + kw] += go[i][j] * in[j + kw];", "sums[kw * kKernel + kh] += go[i][j] * in[j + kw];"),
+     "26:27"),
+    (("const int tile_x = static_cast<int>(item % work.tiles_w);",
+      "const int tile_x = static_cast<int>(item % work.tiles_h);"), "18:19"),
+    (("if (y + i >= g.dst_h) {", "if (y + i > g.dst_h) {"), "27:28"),  # grad_output rows past the plane
+    (("for (int half = span / 2; half > 0; half /= 2) {", "for (int half = span / 4; half > 0; half /= 2) {"),
+     "26:28"),
+    (("if (lane + half < threads) values[lane] += values[lane + half];", "values[lane] += values[lane + half];"),
+     "26:28"),  # lanes past a block of 152 threads
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

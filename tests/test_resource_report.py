@@ -80,8 +80,8 @@ def test_missing_report_says_how_to_make_it(tmp_path):
 def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     """`make resource-report` as a user runs it; the channels_last tiled kernel must move every
     channel vector as one 16-byte access (nvcc 13 once split its 64-bit-index stores in four),
-    the register-tiled kernel must read each input row of its window with 16-byte shared loads,
-    and no 32-bit-index kernel may spill."""
+    the register-tiled kernels (forward and backward-input, weight gradient) must read each input
+    row of a thread's window with 16-byte shared loads, and no 32-bit-index kernel may spill."""
     proc = subprocess.run([sys.executable, "-m", "build_scripts", "resource-report"], cwd=REPO_ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -96,7 +96,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         assert loads >= 1 and stores >= 1, row
     register_tiled = [r for r in rows if r["kernel"].startswith("register_tiled_nchw_kernel<")]
     assert len(register_tiled) == 2 * 4 * 2 * 3  # archs x dtypes x passes x kernel sizes
-    for row in register_tiled:
+    register_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_register_tiled_kernel<")]
+    assert len(register_grad_weight) == 2 * 4 * 3  # archs x dtypes x kernel sizes
+    for row in register_tiled + register_grad_weight:
         kernel_size = int(row["kernel"].rstrip(">").rsplit(",", 1)[1])
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads >= 4 + kernel_size - 1, row  # at least one per input row of a thread's window

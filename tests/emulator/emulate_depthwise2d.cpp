@@ -197,11 +197,11 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
       if (auto plan = plan_register_tiled<acc_t>(g, min_blocks)) {
         const auto weight = p.weight.store<T>(false);
         auto out = poisoned<T>(ref.v.size());
-        plan->tile.row_stores = register_tile_row_stores(g, out.data(), sizeof(T));
+        plan->tile.row_access = register_tile_row_access(g, out.data(), sizeof(T));
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
                            register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h), src.data(), weight.data(),
                            bias, out.data(), g, plan->tile);
-        expect_close(kernel + (plan->tile.row_stores ? " row stores" : ""), tag + register_tag(*plan), p.k, out, ref,
+        expect_close(kernel + (plan->tile.row_access ? " row stores" : ""), tag + register_tag(*plan), p.k, out, ref,
                      false, terms);
       }
     }
@@ -291,13 +291,51 @@ void check_backward_input(const Problem& p, const char* dtype) {
   }
 }
 
+// grad_weight_finish_kernel over the slices' sums in `partial`, checked against the reference.
+template <typename T>
+void check_finished_grad_weight(const std::string& kernel, const std::string& tag, const Problem& p,
+                                const Buffer<at::acc_type<T, true>>& partial, int64_t slices) {
+  const int64_t values = p.grad_weight.v.size();
+  auto gw = poisoned<T>(values);
+  dwconv_emu::launch(grid_for(values), dim3(kThreads), 0, grad_weight_finish_kernel<T>, partial.data(), gw.data(),
+                     slices, values);
+  expect_close(kernel, tag + " slices=" + std::to_string(slices), p.k, gw, p.grad_weight, false,
+               double(p.k.n) * p.k.oh() * p.k.ow());
+}
+
+// The register-tiled weight gradient (NCHW, 32-bit indexing only, as on the GPU), planned for
+// a one-SM GPU (several items a block) and a large one (an item or two a block).
+template <typename T, typename index_t>
+void check_register_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    for (const int sm_count : {1, 512}) {
+      auto plan = plan_register_grad_weight<acc_t>(g, sm_count);
+      if (!plan) continue;
+      const auto go = p.grad_output.store<T>(false);
+      const auto in = p.input.store<T>(false);
+      plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
+      auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                         grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h), go.data(), in.data(),
+                         partial.data(), g, plan->tile, plan->work);
+      const std::string kernel =
+          std::string("grad-weight register-tiled NCHW") + (plan->tile.row_access ? " row loads" : "");
+      check_finished_grad_weight<T>(kernel, tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
+                                                " items/slice=" + std::to_string(plan->work.items_per_slice),
+                                    p, partial, plan->grid.y);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
   const auto g = p.geometry();
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
-  const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
+  check_register_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
     const auto go = p.grad_output.store<T>(channels_last);
@@ -312,13 +350,8 @@ void check_grad_weight(const Problem& p, const char* dtype) {
       dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel<T, index_t>, go.data(), in.data(),
                          partial.data(), g, plan.rows_per_slice);
     }
-    auto gw = poisoned<T>(p.grad_weight.v.size());
-    const int64_t values = g.dst_channels * taps;
-    dwconv_emu::launch(grid_for(values), dim3(kThreads), 0, grad_weight_finish_kernel<T>, partial.data(), gw.data(),
-                       plan.slices, values);
-    expect_close(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag +
-                     " slices=" + std::to_string(plan.slices),
-                 p.k, gw, p.grad_weight, false, terms);
+    check_finished_grad_weight<T>(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag, p,
+                                  partial, plan.slices);
   }
 }
 
@@ -360,12 +393,16 @@ std::vector<Case> sweep() {
       {1, 2, 1, 11, 9, 5, 5, 1, 1, 1, 0, 1, 1, true},      // uneven padding, a narrow plane
       {2, 8, 1, 300, 4, 3, 3, 1, 1, 1, 1, 1, 1, false},    // one thread a row: 64 rows of threads at most
       {1, 8, 1, 12, 16, 5, 5, 1, 1, 2, 2, 1, 1, true},     // rows of whole 4-column stores, both ways
+      // The register-tiled weight gradient: 4 batch entries a block, the second group part-filled,
+      // the block's sums reduced in chunks (48 + 1 taps in float, 24 + 24 + 1 in double):
+      {5, 2, 1, 32, 32, 7, 7, 1, 1, 3, 3, 1, 1, false},
+      {3, 2, 1, 150, 20, 3, 3, 1, 1, 1, 1, 1, 1, true},    // two tiles down the plane, items across slices
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 48) {
+  while (cases.size() < 50) {
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

@@ -11,7 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import overlay_loader  # noqa: E402,F401
 
 CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
-    (2, 8, 1, 33, 70, (3, 3), (1, 1), (1, 1), (1, 1)),     # NCHW register-tiled forward and backward-input
+    (2, 8, 1, 33, 70, (3, 3), (1, 1), (1, 1), (1, 1)),     # NCHW register-tiled: forward, backward-input, weight
+    (5, 2, 1, 32, 32, (7, 7), (1, 1), (3, 3), (1, 1)),     # register-tiled weight gradient: 4 batch entries a block,
+                                                           # the last group part-filled, sums reduced in two chunks
     (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled, 16 planes a block, the last part-filled
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # direct paths, multiplier 2, stride 2

@@ -101,6 +101,7 @@ def channels_last_misaligned(x):
 
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
+REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 
 
 class TestDepthwise2d(TestCase):
@@ -135,10 +136,10 @@ class TestDepthwise2d(TestCase):
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_register_tiled_kernel(self, device, dtype):
-        """Which NCHW calls the register-tiled kernel takes (square 3, 5 or 7, stride 1, dilation
-        1; backward-input too), over plane sizes that give one plane a block, several tiles a
-        plane, and many planes a block with the last block part-filled; and that its forward and
-        backward-input match float64."""
+        """Which NCHW calls the register-tiled kernels take (square 3, 5 or 7, stride 1, dilation
+        1; forward, backward-input and the weight gradient), over plane sizes that give one plane
+        a block, several tiles a plane, and many planes a block with the last block part-filled;
+        and that all three passes match float64."""
         atol, rtol = TOLERANCES[dtype]
         cases = [  # (batch, channels, size, kernel, stride, padding, dilation, multiplier, expect register-tiled)
             (2, 3, (112, 112), 3, 1, 1, 1, 1, True),     # 4 tiles a plane
@@ -167,12 +168,15 @@ class TestDepthwise2d(TestCase):
 
                 grad_out = torch.randn(out.shape, device=device, dtype=dtype)
                 backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
-                    grad_out, x, w, (kernel, kernel), *args, [True, False])
+                    grad_out, x, w, (kernel, kernel), *args, [True, True])
                 names = op_names(backward)
                 self.assertEqual(any(REGISTER_TILED in n for n in names), expected)
-                grad_input = backward()[0]
+                self.assertEqual(any(REGISTER_TILED_GRAD_WEIGHT in n for n in names), expected)
+                grad_input, grad_weight = backward()
                 ref.backward(grad_out.double().cpu())
                 self.assertEqual(grad_input.double().cpu(), x64.grad, atol=atol * kernel * kernel * m, rtol=rtol)
+                reduction = n * out.shape[2] * out.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)

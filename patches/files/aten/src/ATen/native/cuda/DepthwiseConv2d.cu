@@ -34,6 +34,8 @@
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
+//   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters
+//   (its input tiles and 4x4 blocks of grad_output are the forward kernel's).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -135,7 +137,7 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
     // the general tiled kernel.
     if constexpr (std::is_same_v<index_t, int32_t>) {
       if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
-        plan->tile.row_stores = register_tile_row_stores(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
+        plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
@@ -229,33 +231,46 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const PassGeometry& g) {
   const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
-  const auto plan = plan_grad_weight(g, grad_output.is_contiguous() && input.is_contiguous(), sm_count());
-  const int64_t channel_blocks = plan.channel_blocks, slices = plan.slices, rows_per_slice = plan.rows_per_slice;
-  const bool channels_last = plan.channels_last;
+  const bool both_nchw_contiguous = grad_output.is_contiguous() && input.is_contiguous();
+  const bool index64 = needs_64bit_indexing({&grad_output, &input});
   const auto stream = at::cuda::getCurrentCUDAStream();
 
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
+    // The register-tiled kernels are compiled for 32-bit indexing only.
+    auto register_plan = both_nchw_contiguous && !index64 ? plan_register_grad_weight<acc_t>(g, sm_count())
+                                                          : std::nullopt;
+    const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());
+    const int64_t slices = register_plan ? int64_t(register_plan->grid.y) : plan.slices;
     auto partial = at::empty({slices, g.dst_channels, taps},
                              grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    const dim3 grid(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(slices));
-    auto run = [&](auto index_tag) {
-      using index_t = decltype(index_tag);
-      if (channels_last) {
-        grad_weight_channels_last_kernel<scalar_t, index_t><<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
-            grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-            partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input), rows_per_slice);
-      } else {
-        grad_weight_nchw_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(
-            grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-            partial.mutable_data_ptr<acc_t>(), g, rows_per_slice);
-      }
+    if (register_plan) {
+      register_plan->tile.row_access = register_tile_row_access(g, grad_output.const_data_ptr(), sizeof(scalar_t));
+      const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h);
+      kernel<<<register_plan->grid, register_plan->block, register_plan->shared_bytes, stream>>>(
+          grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
+          g, register_plan->tile, register_plan->work);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (needs_64bit_indexing({&grad_output, &input})) {
-      run(int64_t{});
     } else {
-      run(int32_t{});
+      const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
+      auto run = [&](auto index_tag) {
+        using index_t = decltype(index_tag);
+        if (plan.channels_last) {
+          grad_weight_channels_last_kernel<scalar_t, index_t><<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
+              grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
+              partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input), plan.rows_per_slice);
+        } else {
+          grad_weight_nchw_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(
+              grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
+              partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
+        }
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      };
+      if (index64) {
+        run(int64_t{});
+      } else {
+        run(int32_t{});
+      }
     }
     const int64_t values = g.dst_channels * taps;
     grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(

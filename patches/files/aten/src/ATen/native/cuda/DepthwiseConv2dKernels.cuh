@@ -178,18 +178,18 @@ struct RegisterTile {
   int pitch;         // acc_t values between tile rows
   int plane_stride;  // acc_t values between the planes of a block
   int tile_in_h, tile_in_w;
-  bool row_stores;   // a thread stores its kBlockCols outputs of a row as one access
+  bool row_access;   // a thread moves its kBlockCols values of a dst row as one access
 };
 
-// A thread's outputs of one row, stored as one access (16 bytes for float).
+// A thread's kBlockCols values of one dst row, moved as one access (16 bytes for float).
 template <typename scalar_t>
-struct alignas(kBlockCols * sizeof(scalar_t)) OutputRow {
+struct alignas(kBlockCols * sizeof(scalar_t)) BlockRow {
   scalar_t v[kBlockCols];
 };
 
-// Row stores need every thread's first column aligned: rows a whole number of kBlockCols
-// values and dst aligned to a row store.
-inline bool register_tile_row_stores(const PassGeometry& g, const void* dst, size_t element_size) {
+// Row access needs every thread's first column aligned: dst rows a whole number of
+// kBlockCols values and `dst` (the tensor of dst's shape at hand) aligned to a BlockRow.
+inline bool register_tile_row_access(const PassGeometry& g, const void* dst, size_t element_size) {
   return g.dst_w % kBlockCols == 0 && reinterpret_cast<uintptr_t>(dst) % (kBlockCols * element_size) == 0;
 }
 
@@ -299,11 +299,11 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     const int y = y0 + threadIdx.z * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
     scalar_t* out = dst + (plane * dst_h + y) * dst_w + x;
-    if (t.row_stores) {  // then x + kBlockCols <= dst_w
-      OutputRow<scalar_t> row;
+    if (t.row_access) {  // then x + kBlockCols <= dst_w
+      BlockRow<scalar_t> row;
 #pragma unroll
       for (int j = 0; j < kBlockCols; ++j) row.v[j] = static_cast<scalar_t>(acc[i][j]);
-      *reinterpret_cast<OutputRow<scalar_t>*>(out) = row;
+      *reinterpret_cast<BlockRow<scalar_t>*>(out) = row;
     } else {
 #pragma unroll
       for (int j = 0; j < kBlockCols; ++j) {
@@ -660,6 +660,157 @@ __global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
   }
 }
 
+// Register-blocked weight gradient (NCHW) for the register-tiled filters: the blocks and
+// shared input tiles of register_tiled_nchw_kernel with the roles exchanged. A thread holds
+// its kBlockRows x kBlockCols block of grad_output and the kKernel^2 tap sums in registers;
+// each input row of its window, read once as 16-byte shared loads, adds to the taps of every
+// kernel row that pairs it with one of the thread's output rows. For 7x7 in float: 16 x 49
+// FMAs per 30 16-byte shared loads and 4 global row loads, where grad_weight_nchw_kernel makes
+// a global load and its index arithmetic for each of 49 x 16 FMAs.
+// The planes of a block are batch entries of one channel (blockIdx.x), and blockIdx.y is a
+// slice of that channel's work items (plane group, tile row, tile column). At the end the
+// block's threads add up their sums in a fixed tree through shared memory, so every run gives
+// the same bits.
+
+// How the blocks of grad_weight_register_tiled_kernel share a channel's work: items are
+// numbered with the tile column fastest, then the tile row, then the group of blockDim.x batch
+// entries; slice s takes items [s * items_per_slice, (s + 1) * items_per_slice).
+struct RegisterGradWeightWork {
+  int tiles_h, tiles_w;
+  int64_t items, items_per_slice;
+  int reduce_taps;  // taps summed across the block at a time (shared memory holds that many per thread)
+};
+
+template <typename scalar_t, typename index_t, int kKernel>
+__global__ void __launch_bounds__(kThreads, sizeof(at::acc_type<scalar_t, true>) == 8 ? 1 : 2)
+grad_weight_register_tiled_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    const PassGeometry g,
+    const RegisterTile t,
+    const RegisterGradWeightWork work) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  using Vec = Vector16<acc_t>;
+  constexpr int V = kVector16<acc_t>;
+  constexpr int kTaps = kKernel * kKernel;
+  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
+  static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
+  DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* const shared = reinterpret_cast<acc_t*>(shared_bytes);
+  acc_t* const tile = shared + threadIdx.x * t.plane_stride;
+
+  const int plane_threads = blockDim.y * blockDim.z;
+  const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  const index_t c = blockIdx.x;
+  const index_t src_c = c / g.multiplier;
+  const index_t dst_channels = g.dst_channels, src_channels = g.src_channels;
+  const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
+  const index_t dst_plane_size = static_cast<index_t>(g.dst_h) * g.dst_w;
+  const int64_t item_begin = blockIdx.y * work.items_per_slice;
+  const int64_t item_end = smaller(work.items, item_begin + work.items_per_slice);
+
+  acc_t sums[kTaps];
+#pragma unroll
+  for (int tap = 0; tap < kTaps; ++tap) sums[tap] = acc_t(0);
+
+  for (int64_t item = item_begin; item < item_end; ++item) {
+    const int tile_x = static_cast<int>(item % work.tiles_w);
+    const int tile_y = static_cast<int>(item / work.tiles_w % work.tiles_h);
+    const index_t n = static_cast<index_t>(item / work.tiles_w / work.tiles_h) * blockDim.x + threadIdx.x;
+    const bool live = n < g.batch;  // the last group's spare planes
+    const int y0 = tile_y * blockDim.z * kBlockRows;
+    const int x0 = tile_x * blockDim.y * kBlockCols;
+    const int src_y0 = y0 - g.pad_h;
+    const int src_x0 = x0 - g.pad_w;
+    __syncthreads();  // no thread still reads the previous item's tile
+    if (live) {
+      const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
+      for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
+        const int row = i / t.tile_in_w;
+        const int col = i % t.tile_in_w;
+        const int sy = src_y0 + row;
+        const int sx = src_x0 + col;
+        const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
+        tile[row * t.pitch + col] =
+            inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
+      }
+    }
+    __syncthreads();
+
+    const int y = y0 + threadIdx.z * kBlockRows;
+    const int x = x0 + threadIdx.y * kBlockCols;
+    if (!live || y >= g.dst_h || x >= g.dst_w) continue;
+    const scalar_t* go_plane = grad_output + (n * dst_channels + c) * dst_plane_size;
+    acc_t go[kBlockRows][kBlockCols];
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) {
+      const scalar_t* go_row = go_plane + static_cast<index_t>(y + i) * g.dst_w + x;
+      if (y + i >= g.dst_h) {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) go[i][j] = acc_t(0);
+      } else if (t.row_access) {  // then x + kBlockCols <= dst_w
+        const BlockRow<scalar_t> row = *reinterpret_cast<const BlockRow<scalar_t>*>(go_row);
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) go[i][j] = static_cast<acc_t>(row.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) go[i][j] = x + j < g.dst_w ? static_cast<acc_t>(go_row[j]) : acc_t(0);
+      }
+    }
+    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
+    // Input row r of the window adds to kernel row kh through output row r - kh.
+#pragma unroll
+    for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
+      acc_t in[kWindowVectors * V];
+#pragma unroll
+      for (int q = 0; q < kWindowVectors; ++q) {
+        const Vec v = reinterpret_cast<const Vec*>(window + r * t.pitch)[q];
+#pragma unroll
+        for (int k = 0; k < V; ++k) in[q * V + k] = v.v[k];
+      }
+#pragma unroll
+      for (int kh = 0; kh < kKernel; ++kh) {
+        const int i = r - kh;
+        if (i >= 0 && i < kBlockRows) {
+#pragma unroll
+          for (int kw = 0; kw < kKernel; ++kw) {
+#pragma unroll
+            for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j + kw];
+          }
+        }
+      }
+    }
+  }
+
+  // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
+  // shared[tap * threads + tid], then halves folded onto the lower lanes.
+  const int threads = blockDim.x * plane_threads;
+  const int tid = plane_tid * blockDim.x + threadIdx.x;
+  int span = 1;
+  while (span < threads) span *= 2;
+  for (int tap0 = 0; tap0 < kTaps; tap0 += work.reduce_taps) {
+    const int chunk = smaller(work.reduce_taps, kTaps - tap0);
+    __syncthreads();  // no thread still reads the tile or the previous chunk
+#pragma unroll
+    for (int tap = 0; tap < kTaps; ++tap) {
+      if (tap >= tap0 && tap < tap0 + chunk) shared[(tap - tap0) * threads + tid] = sums[tap];
+    }
+    for (int half = span / 2; half > 0; half /= 2) {
+      __syncthreads();
+      for (int i = tid; i < chunk * half; i += threads) {
+        const int lane = i % half;
+        acc_t* values = shared + (i / half) * threads;
+        if (lane + half < threads) values[lane] += values[lane + half];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < chunk; i += threads) {
+      partial[(static_cast<int64_t>(blockIdx.y) * g.dst_channels + c) * kTaps + tap0 + i] = shared[i * threads];
+    }
+  }
+}
+
 template <typename scalar_t>
 __global__ void grad_weight_finish_kernel(
     const at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -749,33 +900,74 @@ inline int quarter_warp_conflicts(dim3 block, int thread_units, int pitch_units,
   return worst - 1;
 }
 
+// The filters the register-tiled kernels are compiled for: square 3, 5 or 7, stride 1, dilation 1.
+inline bool has_register_tiled_filter(const PassGeometry& g) {
+  return g.kernel_w == g.kernel_h && is_register_tiled_kernel_size(g.kernel_h) && g.stride_h == 1 &&
+         g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1;
+}
+
+// How a register tile covers a dst plane: bx x by threads (a power of two wide, up to 32, 128
+// columns; as tall as the plane up to the block's threads and blockDim.z's limit of 64, the
+// plane's rows of thread blocks shared evenly by the fewest tiles), tiles_h x tiles_w tiles.
+struct RegisterTileShape {
+  int bx, by;
+  int64_t block_rows, tiles_h, tiles_w;
+};
+
+inline RegisterTileShape register_tile_shape(const PassGeometry& g) {
+  int bx = 1;
+  while (bx < 32 && bx * kBlockCols < g.dst_w) bx *= 2;
+  const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
+  const int max_by = std::min(kThreads / bx, 64);
+  const int64_t tiles_h = (block_rows + max_by - 1) / max_by;
+  const int by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  const int64_t tiles_w = (g.dst_w + bx * kBlockCols - 1) / (bx * kBlockCols);
+  return {bx, by, block_rows, tiles_h, tiles_w};
+}
+
+// A block's shared memory, in 16-byte units: a plane holds `lead_units` (its weights, if any),
+// then its input tile of tile_in_h rows of `pitch_units`. Pitch and plane stride are padded to
+// the ones with the fewest bank conflicts for the block's window loads.
+struct RegisterTileLayout {
+  int pitch_units, plane_units;
+  size_t bytes(int planes, size_t unit) const { return size_t(planes) * plane_units * unit; }
+};
+
+template <typename acc_t>
+RegisterTileLayout register_tile_layout(dim3 block, int kernel, int tile_in_h, int lead_units) {
+  constexpr int V = kVector16<acc_t>;
+  // Up to the end of the last thread's window.
+  const int min_pitch_units = (static_cast<int>(block.y) - 1) * kBlockCols / V + register_tile_window_vectors<acc_t>(kernel);
+  RegisterTileLayout best{0, 0};
+  int best_conflicts = std::numeric_limits<int>::max();
+  for (int pitch_pad = 0; pitch_pad < 8; ++pitch_pad) {
+    for (int plane_pad = 0; plane_pad < (block.x > 1 ? 8 : 1); ++plane_pad) {
+      const int pitch_units = min_pitch_units + pitch_pad;
+      const int plane_units = lead_units + tile_in_h * pitch_units + plane_pad;
+      const int conflicts = quarter_warp_conflicts(block, kBlockCols / V, pitch_units, plane_units);
+      if (conflicts < best_conflicts) {
+        best_conflicts = conflicts;
+        best = {pitch_units, plane_units};
+      }
+    }
+  }
+  return best;
+}
+
 // A register-tiled launch for this pass, or nothing when its filter is not one of the
-// compiled sizes (square 3, 5 or 7, stride 1, dilation 1) or no tile fits.
-// A tile is a power of two of threads wide (up to 32, 128 columns) and as tall as the plane
-// (up to the block's threads); as many planes share a block as fill 256 threads. Then, while
-// the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then fewer
-// rows. Row pitch and plane stride are padded to ones without bank conflicts where they exist.
-// The caller sets tile.row_stores (register_tile_row_stores: it depends on dst's address).
+// compiled sizes or no tile fits. As many planes share a block as fill 256 threads. Then,
+// while the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then
+// fewer rows. The caller sets tile.row_access (register_tile_row_access: it depends on dst's
+// address).
 template <typename acc_t>
 std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t min_blocks) {
   constexpr int V = kVector16<acc_t>;
+  if (!has_register_tiled_filter(g)) return std::nullopt;
   const int kernel = g.kernel_h;
-  if (g.kernel_w != kernel || !is_register_tiled_kernel_size(kernel) || g.stride_h != 1 || g.stride_w != 1 ||
-      g.dilation_h != 1 || g.dilation_w != 1) {
-    return std::nullopt;
-  }
   const int64_t plane_count = g.batch * g.dst_channels;
-  int bx = 1;
-  while (bx < 32 && bx * kBlockCols < g.dst_w) bx *= 2;
-  // Rows of thread blocks the plane needs, shared evenly by the fewest tiles that hold them
-  // (blockDim.z is at most 64).
-  const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
-  const int max_by = std::min(kThreads / bx, 64);
-  int64_t tiles_h = (block_rows + max_by - 1) / max_by;
-  int by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  auto [bx, by, block_rows, tiles_h, tiles_w] = register_tile_shape(g);
   int planes = 1;
   while (2 * planes * bx * by <= kThreads) planes *= 2;
-  const int64_t tiles_w = (g.dst_w + bx * kBlockCols - 1) / (bx * kBlockCols);
   while ((plane_count + planes - 1) / planes * tiles_h * tiles_w < min_blocks && (planes > 1 || by > 1)) {
     if (planes > 1) {
       planes /= 2;
@@ -788,31 +980,17 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
 
   const int tile_in_h = input_extent(by * kBlockRows, 1, kernel, 1);
   const int tile_in_w = input_extent(bx * kBlockCols, 1, kernel, 1);
-  // Up to the end of the last thread's window.
-  const int min_pitch_units = (bx - 1) * kBlockCols / V + register_tile_window_vectors<acc_t>(kernel);
   const int weight_units = register_tile_weight_slots<acc_t>(kernel) / V;
   for (; planes >= 1; planes /= 2) {
     const dim3 block(planes, bx, by);
-    int best_pitch = 0, best_plane = 0, best_conflicts = std::numeric_limits<int>::max();
-    for (int pitch_pad = 0; pitch_pad < 8; ++pitch_pad) {
-      for (int plane_pad = 0; plane_pad < (planes > 1 ? 8 : 1); ++plane_pad) {
-        const int pitch_units = min_pitch_units + pitch_pad;
-        const int plane_units = weight_units + tile_in_h * pitch_units + plane_pad;
-        const int conflicts = quarter_warp_conflicts(block, kBlockCols / V, pitch_units, plane_units);
-        if (conflicts < best_conflicts) {
-          best_conflicts = conflicts;
-          best_pitch = pitch_units;
-          best_plane = plane_units;
-        }
-      }
-    }
-    const size_t bytes = size_t(planes) * best_plane * sizeof(Vector16<acc_t>);
+    const auto layout = register_tile_layout<acc_t>(block, kernel, tile_in_h, weight_units);
+    const size_t bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
     if (bytes > kMaxSharedBytes) continue;
     const int64_t plane_groups = (plane_count + planes - 1) / planes;
     if (plane_groups > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
     return RegisterTiledLaunch{
         dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
-        block, RegisterTile{best_pitch * V, best_plane * V, tile_in_h, tile_in_w, false}, bytes};
+        block, RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false}, bytes};
   }
   return std::nullopt;
 }
@@ -927,6 +1105,69 @@ inline GradWeightPlan plan_grad_weight(const PassGeometry& g, bool both_nchw_con
   const int64_t useful = std::max<int64_t>(1, rows * g.dst_w / min_positions_per_slice);
   const int64_t slices = std::min<int64_t>({wanted, useful, std::max<int64_t>(rows, 1), 65535});
   return {channels_last, channel_blocks, slices, (rows + slices - 1) / slices};
+}
+
+// The register-blocked weight-gradient kernel compiled for a filter size, or null where there is none.
+template <typename scalar_t, typename index_t>
+using RegisterGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
+                                          PassGeometry, RegisterTile, RegisterGradWeightWork);
+
+template <typename scalar_t, typename index_t>
+RegisterGradWeightKernel<scalar_t, index_t> grad_weight_register_tiled_kernel_for(int kernel) {
+  switch (kernel) {
+    case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3>;
+    case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5>;
+    case 7: return grad_weight_register_tiled_kernel<scalar_t, index_t, 7>;
+    default: return nullptr;
+  }
+}
+
+struct RegisterGradWeightLaunch {
+  dim3 grid, block;  // grid: (channels, slices)
+  RegisterTile tile;
+  RegisterGradWeightWork work;
+  size_t shared_bytes;
+};
+
+// A register-tiled weight-gradient launch (g the forward geometry), or nothing where the
+// filter is not a register-tiled one or no tile fits. Tiles are the forward kernel's; a
+// block holds as many batch entries of its channel as fill 256 threads (no more than the
+// batch has), and each channel's items are cut into enough slices for about eight blocks
+// per SM. Shared memory holds the tiles, then as many taps of the block's sums as fit.
+// The caller sets tile.row_access (register_tile_row_access of grad_output).
+template <typename acc_t>
+std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, int sm_count) {
+  constexpr int V = kVector16<acc_t>;
+  if (!has_register_tiled_filter(g) || g.batch < 1) return std::nullopt;
+  const int kernel = g.kernel_h;
+  const int taps = kernel * kernel;
+  const RegisterTileShape shape = register_tile_shape(g);
+  const int tile_in_h = input_extent(shape.by * kBlockRows, 1, kernel, 1);
+  const int tile_in_w = input_extent(shape.bx * kBlockCols, 1, kernel, 1);
+  int planes = 1;
+  while (2 * planes * shape.bx * shape.by <= kThreads && planes < g.batch) planes *= 2;
+  for (; planes >= 1; planes /= 2) {
+    const dim3 block(planes, shape.bx, shape.by);
+    const auto layout = register_tile_layout<acc_t>(block, kernel, tile_in_h, 0);
+    const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
+    if (tile_bytes > kMaxSharedBytes) continue;
+    const int threads = planes * shape.bx * shape.by;
+    const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
+    const size_t bytes = std::max(tile_bytes, size_t(reduce_taps) * threads * sizeof(acc_t));
+    const int64_t items = (g.batch + planes - 1) / planes * shape.tiles_h * shape.tiles_w;
+    const int64_t wanted = (8 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+    const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
+    const int64_t items_per_slice = (items + most_slices - 1) / most_slices;
+    const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+    if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
+    return RegisterGradWeightLaunch{
+        dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), block,
+        RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false},
+        RegisterGradWeightWork{static_cast<int>(shape.tiles_h), static_cast<int>(shape.tiles_w), items,
+                               items_per_slice, reduce_taps},
+        bytes};
+  }
+  return std::nullopt;
 }
 
 }  // namespace at::native::dwconv
