@@ -43,7 +43,7 @@ KERNELS_CHECKED = [
     for kernel in ("tiled NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "direct NCHW", "direct NHWC")
 ] + ["grad-weight NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
-      "grad-weight strided NHWC"]
+      "grad-weight register NHWC", "grad-weight strided NHWC"]
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
@@ -82,6 +82,14 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
      "26:28"),
     (("if (lane + half < threads) values[lane] += values[lane + half];", "values[lane] += values[lane + half];"),
      "26:28"),  # lanes past a block of 152 threads
+    # The channels_last register-blocked weight gradient:
+    (("sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];",
+      "sums[kh * kKernel + kw][k] += go[j][k] * in[j + kw][k];"), "13:14"),  # stride 2
+    (("for (int lane = 0; lane < static_cast<int>(blockDim.y); ++lane) {",
+      "for (int lane = 0; lane + 1 < static_cast<int>(blockDim.y); ++lane) {"), "12:13"),
+    (("__syncthreads();  // no thread still reads the previous chunk", "// barrier removed"), "26:27"),
+    (("const index_t x0 = static_cast<index_t>(strip % work.strips_w) * kBlockCols;",
+      "const index_t x0 = static_cast<index_t>(strip % work.strips_w);"), "12:13"),
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -98,6 +98,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     assert len(register_tiled) == 2 * 4 * 2 * 3  # archs x dtypes x passes x kernel sizes
     register_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_register_tiled_kernel<")]
     assert len(register_grad_weight) == 2 * 4 * 3  # archs x dtypes x kernel sizes
+    channels_last_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_register_channels_last_kernel<")]
+    assert len(channels_last_grad_weight) == 2 * 4 * 3 * 2  # archs x dtypes x kernel sizes x strides
     for row in register_tiled + register_grad_weight:
         kernel_size = int(row["kernel"].rstrip(">").rsplit(",", 1)[1])
         loads, _ = map(int, row["wide_shared"].split("/"))

@@ -329,6 +329,30 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The channels_last register-blocked weight gradient, where it takes the pass (32-bit
+// indexing only, as on the GPU), planned for a one-SM GPU and a large one.
+template <typename T, typename index_t>
+void check_channels_last_register_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    if (!has_channels_last_register_grad_weight(g, go.data(), in.data(), sizeof(T))) return;
+    for (const int sm_count : {1, 512}) {
+      const auto plan = plan_channels_last_register_grad_weight<T>(g, sm_count);
+      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
+                         grad_weight_register_channels_last_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
+                         in.data(), partial.data(), g, plan.work);
+      check_finished_grad_weight<T>("grad-weight register NHWC",
+                                    tag + " lanes=" + std::to_string(plan.block.x) +
+                                        " strips/slice=" + std::to_string(plan.work.strips_per_slice),
+                                    p, partial, plan.grid.y);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -336,6 +360,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
   check_register_grad_weight<T, index_t>(p, tag);
+  check_channels_last_register_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
     const auto go = p.grad_output.store<T>(channels_last);

@@ -19,8 +19,10 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # direct paths, multiplier 2, stride 2
     (1, 16, 1, 1, 300, (1, 4), (1, 1), (0, 3), (1, 1)),    # conv1d shape: NCHW tiled, 256-wide tile rows
     (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation (NCHW tiled), channels over one lane group
-    (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last: 16-byte tiles, the last block part idle
-    (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input
+    (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last: 16-byte tiles, the last block part idle;
+                                                           # register weight gradient, 8 channel lanes for bf16
+    (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,
+                                                           # register weight gradient at stride 2, chunked sums
 ]
 
 with torch.backends.cudnn.flags(enabled=False):

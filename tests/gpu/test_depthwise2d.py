@@ -102,6 +102,7 @@ def channels_last_misaligned(x):
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
+CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 
 
 class TestDepthwise2d(TestCase):
@@ -226,6 +227,44 @@ class TestDepthwise2d(TestCase):
                 self.assertTrue(grad_input.is_contiguous(memory_format=torch.channels_last))
                 self.assertEqual(grad_input.double().cpu(), x64.grad,
                                  atol=atol * kernel[0] * kernel[1] * m, rtol=rtol)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_channels_last_register_grad_weight(self, device, dtype):
+        """Which channels_last weight gradients the register-blocked kernel takes (square 3, 5 or 7,
+        stride 1 or 2, dilation 1, multiplier 1; for the half types an even channel count and data
+        aligned to a channel pair), and that it matches float64."""
+        atol, rtol = TOLERANCES[dtype]
+        pairs = torch.empty((), dtype=dtype).element_size() == 2
+        cases = [  # (channels, size, kernel, stride, padding, dilation, multiplier, aligned, expect register)
+            (64, (20, 33), 3, 1, 1, 1, 1, True, True),     # 32 channel lanes
+            (144, (15, 15), 3, 2, 1, 1, 1, True, True),    # 144 bf16 channels: 9 blocks of 8 lanes
+            (18, (9, 9), 5, 2, 2, 1, 1, True, True),
+            (12, (14, 14), 7, 1, 3, 1, 1, True, True),     # sums reduced in chunks
+            (7, (12, 12), 3, 1, 1, 1, 1, True, not pairs),  # odd channels: no pairs
+            (8, (12, 12), 3, 1, 1, 1, 1, False, not pairs),  # one element off: pairs misaligned
+            (8, (12, 12), 3, 1, 1, 1, 2, True, False),     # multiplier 2
+            (8, (12, 12), 3, 3, 1, 1, 1, True, False),     # stride 3
+            (8, (12, 12), 3, 1, 2, 2, 1, True, False),     # dilation 2
+            (8, (12, 12), 9, 1, 4, 1, 1, True, False),     # no compiled size
+        ]
+        for c, size, kernel, stride, padding, dilation, m, aligned, expected in cases:
+            with self.subTest(c=c, size=size, kernel=kernel, stride=stride, multiplier=m, aligned=aligned):
+                x = torch.randn(3, c, *size, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+                x = x if aligned else channels_last_misaligned(x)
+                w = torch.randn(c * m, 1, kernel, kernel, device=device, dtype=dtype)
+                args = ((stride, stride), (padding, padding), (dilation, dilation))
+                ref, x64, w64, _ = reference(x, w, None, *args)
+                grad_out = torch.randn(ref.shape, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+                grad_out = grad_out if aligned else channels_last_misaligned(grad_out)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, (kernel, kernel), *args, [False, True])
+                names = op_names(backward)
+                self.assertEqual(any(CHANNELS_LAST_GRAD_WEIGHT in n for n in names), expected)
+                grad_weight = backward()[1]
+                ref.backward(grad_out.double().cpu())
+                reduction = 3 * ref.shape[2] * ref.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
     @onlyCUDA
     def test_empty_batch(self, device):

@@ -35,7 +35,10 @@
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters
-//   (its input tiles and 4x4 blocks of grad_output are the forward kernel's).
+//   (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
+//   grad_weight_register_channels_last_kernel serves channels_last square 3x3, 5x5
+//   and 7x7 filters at stride 1 or 2 (multiplier 1): a thread's channels, 4-column
+//   strips of grad_output and all the tap sums in registers.
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -232,6 +235,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
                       const PassGeometry& g) {
   const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
   const bool both_nchw_contiguous = grad_output.is_contiguous() && input.is_contiguous();
+  const bool both_channels_last_contiguous = grad_output.is_contiguous(MemoryFormat::ChannelsLast) &&
+                                             input.is_contiguous(MemoryFormat::ChannelsLast);
   const bool index64 = needs_64bit_indexing({&grad_output, &input});
   const auto stream = at::cuda::getCurrentCUDAStream();
 
@@ -240,11 +245,23 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     // The register-tiled kernels are compiled for 32-bit indexing only.
     auto register_plan = both_nchw_contiguous && !index64 ? plan_register_grad_weight<acc_t>(g, sm_count())
                                                           : std::nullopt;
+    const bool channels_last_registers =
+        !register_plan && !index64 && both_channels_last_contiguous &&
+        has_channels_last_register_grad_weight(g, grad_output.const_data_ptr(), input.const_data_ptr(), sizeof(scalar_t));
+    const auto channels_last_plan = plan_channels_last_register_grad_weight<scalar_t>(g, sm_count());
     const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());
-    const int64_t slices = register_plan ? int64_t(register_plan->grid.y) : plan.slices;
+    const int64_t slices = register_plan ? int64_t(register_plan->grid.y)
+                           : channels_last_registers ? int64_t(channels_last_plan.grid.y)
+                                                     : plan.slices;
     auto partial = at::empty({slices, g.dst_channels, taps},
                              grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    if (register_plan) {
+    if (channels_last_registers) {
+      const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
+      kernel<<<channels_last_plan.grid, channels_last_plan.block, channels_last_plan.shared_bytes, stream>>>(
+          grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
+          g, channels_last_plan.work);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    } else if (register_plan) {
       register_plan->tile.row_access = register_tile_row_access(g, grad_output.const_data_ptr(), sizeof(scalar_t));
       const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h);
       kernel<<<register_plan->grid, register_plan->block, register_plan->shared_bytes, stream>>>(

@@ -811,6 +811,127 @@ grad_weight_register_tiled_kernel(
   }
 }
 
+// Register-blocked weight gradient (channels_last, multiplier 1) for square 3x3, 5x5 and 7x7
+// filters at stride 1 or 2 and dilation 1, both tensors channels_last-contiguous. A thread
+// owns kGradWeightChannels<scalar_t> adjacent channels (two for the half types: one 4-byte
+// load, so a warp's 32 lanes read 128 contiguous bytes) and all their tap sums; it walks strips
+// of kBlockCols output columns of one row: the strip's grad_output in registers, then for each
+// kernel row the input columns its window needs, each loaded once and used by every output
+// column and kernel column that pairs with it. Block: (channel lanes, position lanes);
+// blockIdx.x picks the block's channels, blockIdx.y a slice of the strips, taken by the
+// position lanes in turn. The lanes' sums then meet in shared memory, added in lane order.
+
+template <typename scalar_t>
+constexpr int kGradWeightChannels = sizeof(scalar_t) == 2 ? 2 : 1;
+
+template <typename scalar_t>
+struct alignas(kGradWeightChannels<scalar_t> * sizeof(scalar_t)) ChannelGroup {
+  scalar_t v[kGradWeightChannels<scalar_t>];
+};
+
+struct ChannelsLastGradWeightWork {
+  int64_t strips_w;  // strips across an output row
+  int64_t strips, strips_per_slice;
+  int reduce_taps;   // taps summed across the block at a time (shared memory holds that many per thread)
+};
+
+template <typename scalar_t, typename index_t, int kKernel, int kStride>
+__global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_register_channels_last_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    const PassGeometry g,
+    const ChannelsLastGradWeightWork work) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  using Group = ChannelGroup<scalar_t>;
+  constexpr int kChannels = kGradWeightChannels<scalar_t>;
+  constexpr int kTaps = kKernel * kKernel;
+  constexpr int kWindow = (kBlockCols - 1) * kStride + kKernel;  // input columns of a strip
+  DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* const shared = reinterpret_cast<acc_t*>(shared_bytes);
+
+  const index_t channels = g.dst_channels;
+  const index_t c0 = (static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x) * kChannels;
+  const bool active = c0 < channels;
+  const index_t src_h = g.src_h, src_w = g.src_w, dst_h = g.dst_h, dst_w = g.dst_w;
+  const int64_t strip_begin = blockIdx.y * work.strips_per_slice;
+  const int64_t strip_end = smaller(work.strips, strip_begin + work.strips_per_slice);
+
+  acc_t sums[kTaps][kChannels];
+#pragma unroll
+  for (int tap = 0; tap < kTaps; ++tap) {
+#pragma unroll
+    for (int k = 0; k < kChannels; ++k) sums[tap][k] = acc_t(0);
+  }
+
+  for (int64_t strip = strip_begin + threadIdx.y; active && strip < strip_end; strip += blockDim.y) {
+    const index_t x0 = static_cast<index_t>(strip % work.strips_w) * kBlockCols;
+    const index_t row = static_cast<index_t>(strip / work.strips_w);  // n * dst_h + y
+    const index_t y = row % dst_h;
+    const index_t n = row / dst_h;
+    acc_t go[kBlockCols][kChannels];
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) {
+      const bool inside = x0 + j < dst_w;
+      const Group v = inside ? *reinterpret_cast<const Group*>(grad_output + (row * dst_w + x0 + j) * channels + c0)
+                             : Group{};
+#pragma unroll
+      for (int k = 0; k < kChannels; ++k) go[j][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
+    }
+    const index_t sx0 = x0 * kStride - g.pad_w;
+#pragma unroll
+    for (int kh = 0; kh < kKernel; ++kh) {
+      const index_t sy = y * kStride - g.pad_h + kh;
+      if (sy < 0 || sy >= src_h) continue;
+      const scalar_t* src_row = input + ((n * src_h + sy) * src_w) * channels + c0;
+      acc_t in[kWindow][kChannels];
+#pragma unroll
+      for (int q = 0; q < kWindow; ++q) {
+        const index_t sx = sx0 + q;
+        const bool inside = sx >= 0 && sx < src_w;
+        const Group v = inside ? *reinterpret_cast<const Group*>(src_row + sx * channels) : Group{};
+#pragma unroll
+        for (int k = 0; k < kChannels; ++k) in[q][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
+      }
+#pragma unroll
+      for (int kw = 0; kw < kKernel; ++kw) {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) {
+#pragma unroll
+          for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
+        }
+      }
+    }
+  }
+
+  // Lane (x, y)'s sum of a tap's channel k at shared[((tap - tap0) * blockDim.y + y) * row + x * kChannels + k].
+  const int row_values = blockDim.x * kChannels;
+  for (int tap0 = 0; tap0 < kTaps; tap0 += work.reduce_taps) {
+    const int chunk = smaller(work.reduce_taps, kTaps - tap0);
+    __syncthreads();  // no thread still reads the previous chunk
+#pragma unroll
+    for (int tap = 0; tap < kTaps; ++tap) {
+      if (tap >= tap0 && tap < tap0 + chunk) {
+#pragma unroll
+        for (int k = 0; k < kChannels; ++k) {
+          shared[((tap - tap0) * blockDim.y + threadIdx.y) * row_values + threadIdx.x * kChannels + k] = sums[tap][k];
+        }
+      }
+    }
+    __syncthreads();
+    for (int t = threadIdx.y; active && t < chunk; t += blockDim.y) {
+#pragma unroll
+      for (int k = 0; k < kChannels; ++k) {  // channels are a whole number of groups
+        acc_t total = acc_t(0);
+        for (int lane = 0; lane < static_cast<int>(blockDim.y); ++lane) {
+          total += shared[(t * blockDim.y + lane) * row_values + threadIdx.x * kChannels + k];
+        }
+        partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + k) * kTaps + tap0 + t] = total;
+      }
+    }
+  }
+}
+
 template <typename scalar_t>
 __global__ void grad_weight_finish_kernel(
     const at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -1168,6 +1289,76 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
         bytes};
   }
   return std::nullopt;
+}
+
+// The channels_last register-blocked weight-gradient kernel for a filter size and stride, or null.
+template <typename scalar_t, typename index_t>
+using ChannelsLastGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
+                                              PassGeometry, ChannelsLastGradWeightWork);
+
+template <typename scalar_t, typename index_t, int kStride>
+ChannelsLastGradWeightKernel<scalar_t, index_t> grad_weight_register_channels_last_kernel_for(int kernel) {
+  switch (kernel) {
+    case 3: return grad_weight_register_channels_last_kernel<scalar_t, index_t, 3, kStride>;
+    case 5: return grad_weight_register_channels_last_kernel<scalar_t, index_t, 5, kStride>;
+    case 7: return grad_weight_register_channels_last_kernel<scalar_t, index_t, 7, kStride>;
+    default: return nullptr;
+  }
+}
+
+template <typename scalar_t, typename index_t>
+ChannelsLastGradWeightKernel<scalar_t, index_t> grad_weight_register_channels_last_kernel_for(int kernel, int stride) {
+  return stride == 1 ? grad_weight_register_channels_last_kernel_for<scalar_t, index_t, 1>(kernel)
+                     : grad_weight_register_channels_last_kernel_for<scalar_t, index_t, 2>(kernel);
+}
+
+struct ChannelsLastGradWeightLaunch {
+  dim3 grid, block;  // grid: (channel blocks, slices); block: (channel lanes, position lanes)
+  ChannelsLastGradWeightWork work;
+  size_t shared_bytes;
+};
+
+// Whether the channels_last register-blocked weight gradient can take this pass (g the forward
+// geometry): a square 3, 5 or 7 filter at stride 1 or 2 and dilation 1, multiplier 1, channels a
+// whole number of a thread's group, and both tensors (channels_last-contiguous, which the caller
+// checks) aligned to a group.
+inline bool has_channels_last_register_grad_weight(const PassGeometry& g, const void* grad_output, const void* input,
+                                                   size_t element_size) {
+  const int group = element_size == 2 ? 2 : 1;  // kGradWeightChannels
+  const size_t group_bytes = group * element_size;
+  return g.kernel_w == g.kernel_h && is_register_tiled_kernel_size(g.kernel_h) && g.stride_h == g.stride_w &&
+         (g.stride_h == 1 || g.stride_h == 2) && g.dilation_h == 1 && g.dilation_w == 1 && g.multiplier == 1 &&
+         g.dst_channels % group == 0 && reinterpret_cast<uintptr_t>(grad_output) % group_bytes == 0 &&
+         reinterpret_cast<uintptr_t>(input) % group_bytes == 0;
+}
+
+// Channel lanes: 32, or 16 or 8 where 32 would leave over an eighth of the lanes idle (so 144
+// bf16 channels, 72 pairs, take 9 blocks of 8 lanes rather than 3 of 32 with 24 idle). The
+// strips are cut into enough slices for about eight blocks per SM, each slice at least a few
+// strips per position lane; shared memory holds as many taps of the block's sums as 48 KB allows.
+template <typename scalar_t>
+ChannelsLastGradWeightLaunch plan_channels_last_register_grad_weight(const PassGeometry& g, int sm_count) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int kChannels = kGradWeightChannels<scalar_t>;
+  const int64_t groups = (g.dst_channels + kChannels - 1) / kChannels;
+  int lanes = 32;
+  while (lanes > 8 && 8 * ((groups + lanes - 1) / lanes * lanes - groups) > groups) lanes /= 2;
+  const int position_lanes = kThreads / lanes;
+  const int64_t channel_blocks = (groups + lanes - 1) / lanes;
+  const int64_t strips_w = (g.dst_w + kBlockCols - 1) / kBlockCols;
+  const int64_t strips = g.batch * g.dst_h * strips_w;
+  const int64_t wanted = (8 * int64_t(sm_count) + channel_blocks - 1) / channel_blocks;
+  const int64_t useful = strips / (4 * position_lanes);
+  const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 65535}));
+  const int64_t strips_per_slice = (strips + most_slices - 1) / most_slices;
+  const int64_t slices = std::max<int64_t>(1, (strips + strips_per_slice - 1) / strips_per_slice);
+  const int taps = g.kernel_h * g.kernel_w;
+  const int reduce_taps =
+      static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (size_t(kThreads) * kChannels * sizeof(acc_t))));
+  return ChannelsLastGradWeightLaunch{
+      dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(slices)), dim3(lanes, position_lanes),
+      ChannelsLastGradWeightWork{strips_w, strips, strips_per_slice, reduce_taps},
+      size_t(reduce_taps) * kThreads * kChannels * sizeof(acc_t)};
 }
 
 }  // namespace at::native::dwconv
