@@ -193,6 +193,35 @@ inline bool register_tile_row_access(const PassGeometry& g, const void* dst, siz
   return g.dst_w % kBlockCols == 0 && reinterpret_cast<uintptr_t>(dst) % (kBlockCols * element_size) == 0;
 }
 
+// A plane's input tile in shared memory (rows of t.pitch acc_t values), zero outside the
+// plane, loaded by the plane's threads together.
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>* tile, const scalar_t* src_plane,
+                                                    const PassGeometry& g, const RegisterTile& t, int src_y0,
+                                                    int src_x0, int plane_tid, int plane_threads) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
+    const int row = i / t.tile_in_w;
+    const int col = i % t.tile_in_w;
+    const int sy = src_y0 + row;
+    const int sx = src_x0 + col;
+    const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
+    tile[row * t.pitch + col] =
+        inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
+  }
+}
+
+// kVectors 16-byte vectors from shared memory into registers (a window row, a plane's weights).
+template <typename acc_t, int kVectors>
+__device__ __forceinline__ void load_shared_vectors(const acc_t* from, acc_t (&values)[kVectors * kVector16<acc_t>]) {
+#pragma unroll
+  for (int q = 0; q < kVectors; ++q) {
+    const Vector16<acc_t> v = reinterpret_cast<const Vector16<acc_t>*>(from)[q];
+#pragma unroll
+    for (int k = 0; k < kVector16<acc_t>; ++k) values[q * kVector16<acc_t> + k] = v.v[k];
+  }
+}
+
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel>
@@ -204,7 +233,6 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     const PassGeometry g,
     const RegisterTile t) {
   using acc_t = at::acc_type<scalar_t, true>;
-  using Vec = Vector16<acc_t>;
   constexpr int V = kVector16<acc_t>;
   constexpr int kTaps = kKernel * kKernel;
   constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
@@ -242,15 +270,7 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     __syncthreads();  // no thread still reads the previous member's tile or weights
     if (live) {
       const scalar_t* src_plane = src + (n * src_channels + src_c) * src_plane_size;
-      for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
-        const int row = i / t.tile_in_w;
-        const int col = i % t.tile_in_w;
-        const int sy = src_y0 + row;
-        const int sx = src_x0 + col;
-        const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
-        tile[row * t.pitch + col] =
-            inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
-      }
+      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, src_y0, src_x0, plane_tid, plane_threads);
       for (int i = plane_tid; i < kTaps; i += plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? kTaps - 1 - i : i;
@@ -260,23 +280,13 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     __syncthreads();
 
     acc_t w[kTapVectors * V];
-#pragma unroll
-    for (int q = 0; q < kTapVectors; ++q) {
-      const Vec v = reinterpret_cast<const Vec*>(taps)[q];
-#pragma unroll
-      for (int k = 0; k < V; ++k) w[q * V + k] = v.v[k];
-    }
+    load_shared_vectors<acc_t, kTapVectors>(taps, w);
     const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
     // Input row r of the thread's window feeds output row i through kernel row r - i.
 #pragma unroll
     for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
       acc_t x[kWindowVectors * V];
-#pragma unroll
-      for (int q = 0; q < kWindowVectors; ++q) {
-        const Vec v = reinterpret_cast<const Vec*>(window + r * t.pitch)[q];
-#pragma unroll
-        for (int k = 0; k < V; ++k) x[q * V + k] = v.v[k];
-      }
+      load_shared_vectors<acc_t, kWindowVectors>(window + r * t.pitch, x);
 #pragma unroll
       for (int i = 0; i < kBlockRows; ++i) {
         const int kh = r - i;
@@ -691,7 +701,6 @@ grad_weight_register_tiled_kernel(
     const RegisterTile t,
     const RegisterGradWeightWork work) {
   using acc_t = at::acc_type<scalar_t, true>;
-  using Vec = Vector16<acc_t>;
   constexpr int V = kVector16<acc_t>;
   constexpr int kTaps = kKernel * kKernel;
   constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
@@ -726,15 +735,7 @@ grad_weight_register_tiled_kernel(
     __syncthreads();  // no thread still reads the previous item's tile
     if (live) {
       const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
-      for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
-        const int row = i / t.tile_in_w;
-        const int col = i % t.tile_in_w;
-        const int sy = src_y0 + row;
-        const int sx = src_x0 + col;
-        const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
-        tile[row * t.pitch + col] =
-            inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
-      }
+      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, src_y0, src_x0, plane_tid, plane_threads);
     }
     __syncthreads();
 
@@ -763,12 +764,7 @@ grad_weight_register_tiled_kernel(
 #pragma unroll
     for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
       acc_t in[kWindowVectors * V];
-#pragma unroll
-      for (int q = 0; q < kWindowVectors; ++q) {
-        const Vec v = reinterpret_cast<const Vec*>(window + r * t.pitch)[q];
-#pragma unroll
-        for (int k = 0; k < V; ++k) in[q * V + k] = v.v[k];
-      }
+      load_shared_vectors<acc_t, kWindowVectors>(window + r * t.pitch, in);
 #pragma unroll
       for (int kh = 0; kh < kKernel; ++kh) {
         const int i = r - kh;
