@@ -242,57 +242,65 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
 
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
-    // The register-tiled kernels are compiled for 32-bit indexing only.
-    auto register_plan = both_nchw_contiguous && !index64 ? plan_register_grad_weight<acc_t>(g, sm_count())
-                                                          : std::nullopt;
-    const bool channels_last_registers =
-        !register_plan && !index64 && both_channels_last_contiguous &&
-        has_channels_last_register_grad_weight(g, grad_output.const_data_ptr(), input.const_data_ptr(), sizeof(scalar_t));
-    const auto channels_last_plan = plan_channels_last_register_grad_weight<scalar_t>(g, sm_count());
-    const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());
-    const int64_t slices = register_plan ? int64_t(register_plan->grid.y)
-                           : channels_last_registers ? int64_t(channels_last_plan.grid.y)
-                                                     : plan.slices;
-    auto partial = at::empty({slices, g.dst_channels, taps},
-                             grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    if (channels_last_registers) {
-      const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      kernel<<<channels_last_plan.grid, channels_last_plan.block, channels_last_plan.shared_bytes, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
-          g, channels_last_plan.work);
+    const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
+    const scalar_t* in = input.const_data_ptr<scalar_t>();
+    // Each path sums its slices into `partial` [slices][channels][taps]; the finish kernel adds them in order.
+    auto new_partial = [&](int64_t slices) {
+      return at::empty({slices, g.dst_channels, taps}, grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    };
+    auto finish = [&](const Tensor& partial) {
+      const int64_t values = g.dst_channels * taps;
+      grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(
+          partial.const_data_ptr<acc_t>(), grad_weight.mutable_data_ptr<scalar_t>(), partial.size(0), values);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    } else if (register_plan) {
-      register_plan->tile.row_access = register_tile_row_access(g, grad_output.const_data_ptr(), sizeof(scalar_t));
-      const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h);
-      kernel<<<register_plan->grid, register_plan->block, register_plan->shared_bytes, stream>>>(
-          grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
-          g, register_plan->tile, register_plan->work);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    } else {
-      const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
-      auto run = [&](auto index_tag) {
-        using index_t = decltype(index_tag);
-        if (plan.channels_last) {
-          grad_weight_channels_last_kernel<scalar_t, index_t><<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
-              grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-              partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input), plan.rows_per_slice);
-        } else {
-          grad_weight_nchw_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(
-              grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(),
-              partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
-        }
+    };
+
+    // The register-blocked kernels are compiled for 32-bit indexing only.
+    if (both_nchw_contiguous && !index64) {
+      if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
+        plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
+        auto partial = new_partial(plan->grid.y);
+        const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h);
+        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan->tile, plan->work);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      if (index64) {
-        run(int64_t{});
-      } else {
-        run(int32_t{});
+        finish(partial);
+        return;
       }
     }
-    const int64_t values = g.dst_channels * taps;
-    grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(
-        partial.const_data_ptr<acc_t>(), grad_weight.mutable_data_ptr<scalar_t>(), slices, values);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (both_channels_last_contiguous && !index64 &&
+        has_channels_last_register_grad_weight(g, go, in, sizeof(scalar_t))) {
+      const auto plan = plan_channels_last_register_grad_weight<scalar_t>(g, sm_count());
+      auto partial = new_partial(plan.grid.y);
+      const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
+      kernel<<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
+                                                                    plan.work);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      finish(partial);
+      return;
+    }
+
+    const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());
+    auto partial = new_partial(plan.slices);
+    const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
+    auto run = [&](auto index_tag) {
+      using index_t = decltype(index_tag);
+      if (plan.channels_last) {
+        grad_weight_channels_last_kernel<scalar_t, index_t><<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input),
+            plan.rows_per_slice);
+      } else {
+        grad_weight_nchw_kernel<scalar_t, index_t><<<grid, kThreads, 0, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
+      }
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (index64) {
+      run(int64_t{});
+    } else {
+      run(int32_t{});
+    }
+    finish(partial);
   });
 }
 
