@@ -41,7 +41,8 @@ def run(binary: Path, *args: str):
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
-                   "direct NCHW", "direct NHWC")
+                   "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
+                   "direct NHWC")
 ] + ["grad-weight NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
       "grad-weight register NHWC", "grad-weight strided NHWC"]
 
@@ -90,6 +91,19 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("__syncthreads();  // no thread still reads the previous chunk", "// barrier removed"), "26:27"),
     (("const index_t x0 = static_cast<index_t>(strip % work.strips_w) * kBlockCols;",
       "const index_t x0 = static_cast<index_t>(strip % work.strips_w);"), "12:13"),
+    # The large-filter kernel:
+    (("const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h + 1;",
+      "const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h;"), "32:33"),  # a tile with no zero rows on top
+    (("if (kWholeStep || k < step_taps) {", "if (kWholeStep || k <= step_taps) {"), "28:29"),  # a 3-tap rest
+    (("const int tap = kBackward ? filter_taps - 1 - i : i;", "const int tap = i;"), "29:30"),
+    (("__syncthreads();  // no thread still reads the previous member's tiles or weights", "// barrier removed"),
+     "29:30"),
+    (("const int pos = channels_fastest ? e / planes : e % plane_values;", "const int pos = e % plane_values;"),
+     "28:29"),  # channels_last tiles
+    (("load_shared_vectors<acc_t, kStepVectors>(input + (step + 1) * kBlockCols, next);",
+      "load_shared_vectors<acc_t, kStepVectors>(input + step * kBlockCols, next);"), "32:33"),
+    (("auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };",
+      "auto fits = [&](int planes, int by) { return true; };"), "33:34"),  # over 48 KB: refused as a GPU would
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -36,7 +36,11 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   if (shared_bytes > kSharedBytes) {
     throw std::runtime_error("emulated launch asks for more shared memory than the emulator has");
   }
-  // The limits of a real launch (compute capability 7.0 and later).
+  // The limits of a real launch (compute capability 7.0 and later; the kernels do not opt in
+  // to more than 48 KB of dynamic shared memory).
+  if (shared_bytes > 48 * 1024) {
+    throw std::runtime_error("emulated launch asks for more than 48 KB of dynamic shared memory");
+  }
   if (block.x > 1024 || block.y > 1024 || block.z > 64 || block.x * block.y * block.z > 1024 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
     throw std::runtime_error("emulated launch has a block or grid shape no GPU accepts");

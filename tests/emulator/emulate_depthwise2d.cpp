@@ -208,6 +208,32 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
   }
 }
 
+// The large-filter kernel, where the pass has one (32-bit indexing only, as on the GPU), in
+// both layouts: `src` and `ref` are the pass's source and float64 destination.
+template <typename T, typename index_t, bool kBackward>
+void check_large_filter(const std::string& pass, const std::string& tag, const Problem& p, const PassGeometry& g,
+                        const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto weight = p.weight.store<T>(false);
+    for (const bool channels_last : {false, true}) {
+      const auto src_values = src.store<T>(channels_last);
+      for (const int64_t min_blocks : kMinBlocks) {
+        auto plan = plan_large_filter<acc_t>(g, min_blocks);
+        if (!plan) continue;
+        auto out = poisoned<T>(ref.v.size());
+        plan->tile.row_access = !channels_last && register_tile_row_access(g, out.data(), sizeof(T));
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, large_filter_kernel<T, index_t, kBackward>,
+                           src_values.data(), weight.data(), bias, out.data(), g, plan->tile,
+                           src.strides(channels_last), ref.strides(channels_last));
+        expect_close(pass + " large-filter " + (channels_last ? "NHWC" : "NCHW") +
+                         (plan->tile.row_access ? " row stores" : ""),
+                     tag + register_tag(*plan), p.k, out, ref, channels_last, terms);
+      }
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_forward(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -227,6 +253,7 @@ void check_forward(const Problem& p, const char* dtype) {
   }
   check_register_tiled<T, index_t, false>("forward register-tiled NCHW", tag, p, g, p.input.store<T>(false), bias_ptr,
                                           p.output, terms);
+  check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
       const auto in = p.input.store<T>(true);
@@ -266,6 +293,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
     }
     check_register_tiled<T, index_t, true>("backward-input register-tiled NCHW", tag, p, *correlation,
                                            p.grad_output.store<T>(false), nullptr, p.grad_input, terms);
+    check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                         p.grad_input, terms);
     for (const int64_t min_blocks : kMinBlocks) {
       if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
         const auto go = p.grad_output.store<T>(true);
@@ -422,6 +451,14 @@ std::vector<Case> sweep() {
       // the block's sums reduced in chunks (48 + 1 taps in float, 24 + 24 + 1 in double):
       {5, 2, 1, 32, 32, 7, 7, 1, 1, 3, 3, 1, 1, false},
       {3, 2, 1, 150, 20, 3, 3, 1, 1, 1, 1, 1, 1, true},    // two tiles down the plane, items across slices
+      // The large-filter kernel (cases 8 and 17 above reach it too):
+      {2, 3, 1, 16, 16, 27, 27, 1, 1, 13, 13, 1, 1, true},  // RepLKNet-like: whole steps and a 3-tap rest, two planes a block
+      {1, 8, 2, 7, 7, 13, 13, 1, 1, 6, 6, 1, 1, false},     // 7x7 planes, 8 a block; multiplier 2: backward sums two planes
+      {1, 8, 1, 30, 45, 9, 31, 1, 1, 4, 15, 1, 1, true},    // 9x31: 12 threads across, rows of 9 thread blocks
+      {1, 2, 1, 60, 13, 51, 5, 1, 1, 25, 2, 1, 1, false},   // 51x5 (SLaK): a one-tap rest, a tall tile
+      {3, 4, 1, 6, 139, 4, 8, 1, 1, 0, 4, 1, 1, true},      // 4x8: no rest; two tiles across, 3 output rows
+      {1, 1, 1, 41, 41, 41, 41, 1, 1, 20, 20, 1, 1, false}, // double's tile fits only 2 rows of threads
+      {2, 8, 1, 24, 24, 17, 17, 1, 1, 8, 8, 1, 1, true},    // rows of whole 4-column stores, both ways
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {

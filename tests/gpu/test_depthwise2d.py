@@ -103,6 +103,7 @@ CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
+LARGE_FILTER = "large_filter_kernel"
 
 
 class TestDepthwise2d(TestCase):
@@ -264,6 +265,61 @@ class TestDepthwise2d(TestCase):
                 grad_weight = backward()[1]
                 ref.backward(grad_out.double().cpu())
                 reduction = 3 * ref.shape[2] * ref.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_large_filter_kernel(self, device, dtype):
+        """Which calls the large-filter kernel takes (stride 1, dilation 1, 16 taps or more, not a
+        compiled 3/5/7 size, 2 output rows or more; NCHW or channels_last, any alignment), over the
+        RepLKNet-31B planes and filters and odd shapes, and that forward, backward-input and the
+        weight gradient match float64."""
+        atol, rtol = TOLERANCES[dtype]
+        cases = [  # (batch, channels, size, kernel, padding, multiplier, layout, expect large-filter)
+            (2, 4, (56, 56), (31, 31), (15, 15), 1, "nchw", True),   # RepLKNet-31B stage 1: a plane a block
+            (2, 6, (28, 28), (29, 29), (14, 14), 1, "cl", True),
+            (3, 10, (14, 14), (27, 27), (13, 13), 1, "nchw", True),  # two planes a block
+            (2, 20, (7, 7), (13, 13), (6, 6), 2, "cl", True),        # 8 planes a block; backward sums two planes
+            (2, 3, (40, 61), (9, 31), (4, 15), 1, "nchw", True),     # not square, a 3-tap rest
+            (1, 2, (100, 13), (51, 5), (25, 2), 1, "cl", True),      # SLaK's 51x5
+            (2, 8, (20, 20), (13, 13), (6, 6), 1, "cl-misaligned", True),
+            (2, 4, (30, 30), (4, 4), (1, 2), 1, "nchw", True),       # 16 taps, uneven output size
+            (2, 4, (30, 30), (3, 5), (1, 2), 1, "nchw", False),      # 15 taps
+            (2, 4, (30, 30), (7, 7), (3, 3), 1, "nchw", False),      # a compiled size: register-tiled
+            (1, 3, (1, 300), (1, 31), (0, 15), 1, "nchw", False),    # conv1d: one row keeps the tiled kernel
+        ]
+        for n, c, size, kernel, padding, m, layout, expected in cases:
+            with self.subTest(n=n, c=c, size=size, kernel=kernel, multiplier=m, layout=layout):
+                x = torch.randn(n, c, *size, device=device, dtype=dtype)
+                if layout != "nchw":
+                    x = x.to(memory_format=torch.channels_last)
+                if layout == "cl-misaligned":
+                    x = channels_last_misaligned(x)
+                w = torch.randn(c * m, 1, *kernel, device=device, dtype=dtype)
+                b = torch.randn(c * m, device=device, dtype=dtype)
+                args = ((1, 1), padding, (1, 1))
+
+                names = op_names(lambda: depthwise(x, w, b, *args))
+                self.assertEqual(any(LARGE_FILTER in n for n in names), expected)
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
+                if layout != "nchw":
+                    grad_out = grad_out.to(memory_format=torch.channels_last)
+                if layout == "cl-misaligned":
+                    grad_out = channels_last_misaligned(grad_out)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, kernel, *args, [True, True])
+                names = op_names(backward)
+                self.assertEqual(any(LARGE_FILTER in n for n in names), expected)
+                grad_input, grad_weight = backward()
+                ref.backward(grad_out.double().cpu())
+                taps = kernel[0] * kernel[1] * m
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * x64.grad.abs().max().item() + atol * taps ** 0.5, rtol=rtol)
+                reduction = n * out.shape[2] * out.shape[3]
                 self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
     @onlyCUDA

@@ -22,6 +22,9 @@
 //   stride 1 and dilation 1, with the kernel size a template argument: each thread
 //   computes a 4x4 block of outputs from 16-byte shared loads of its input rows, weights
 //   in registers; blocks on small planes hold several planes.
+// - large_filter_kernel: the same register tile for other filters of 16 taps or more at
+//   stride 1 and dilation 1 (13x13 to 31x31), NCHW or channels_last: weights in shared
+//   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory.
 // - tiled_channels_last_kernel: the same for channels_last, with a tile of pixels
 //   for a group of channels; every global load and store is a 16-byte channel
 //   vector, staged through shared memory. Needs multiplier 1, channels a multiple
@@ -104,15 +107,21 @@ bool is_16_byte_aligned(const Tensor& t) {
   return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
 }
 
-// Which tiled kernel a pass from src into dst may use: both NCHW-contiguous, or both
-// channels_last-contiguous and 16-byte aligned (the kernel moves whole channel vectors).
-Tiling tiling_of(const Tensor& src, const Tensor& dst) {
+// The layout src and dst share, if they are both NCHW- or both channels_last-contiguous.
+Tiling shared_layout_of(const Tensor& src, const Tensor& dst) {
   if (src.is_contiguous() && dst.is_contiguous()) return Tiling::kNchw;
-  if (src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast) &&
-      is_16_byte_aligned(src) && is_16_byte_aligned(dst)) {
+  if (src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast)) {
     return Tiling::kChannelsLast;
   }
   return Tiling::kNone;
+}
+
+// Which tiled kernel a pass from src into dst may use: both NCHW-contiguous, or both
+// channels_last-contiguous and 16-byte aligned (the kernel moves whole channel vectors).
+Tiling tiling_of(const Tensor& src, const Tensor& dst) {
+  const Tiling layout = shared_layout_of(src, dst);
+  if (layout == Tiling::kChannelsLast && !(is_16_byte_aligned(src) && is_16_byte_aligned(dst))) return Tiling::kNone;
+  return layout;
 }
 
 // Runs one pass (forward, or backward-input when kBackward) from src into dst.
@@ -124,6 +133,21 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   using acc_t = at::acc_type<scalar_t, true>;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+  // The large-filter kernel (32-bit indexing only) takes either layout and any alignment.
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const Tiling layout = tiled_geometry != nullptr ? shared_layout_of(src, dst) : Tiling::kNone;
+    if (layout != Tiling::kNone) {
+      if (auto plan = plan_large_filter<acc_t>(*tiled_geometry, sm_count())) {
+        plan->tile.row_access = layout == Tiling::kNchw &&
+                                register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
+        large_filter_kernel<scalar_t, index_t, kBackward><<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile, strides_of(src), strides_of(dst));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+    }
+  }
   const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
   if (tiling == Tiling::kChannelsLast) {
     if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())) {

@@ -211,6 +211,25 @@ __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>
   }
 }
 
+// A thread's kBlockCols results of one dst row, the first at `out`, `cols_left` columns before
+// the plane's edge, consecutive values `col_stride` apart. With row_access (then col_stride is
+// 1 and cols_left >= kBlockCols) they go as one access.
+template <typename scalar_t, typename index_t, typename acc_t>
+__device__ __forceinline__ void store_block_row(scalar_t* out, const acc_t (&values)[kBlockCols], int cols_left,
+                                                index_t col_stride, bool row_access) {
+  if (row_access) {
+    BlockRow<scalar_t> row;
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) row.v[j] = static_cast<scalar_t>(values[j]);
+    *reinterpret_cast<BlockRow<scalar_t>*>(out) = row;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) {
+      if (j < cols_left) out[j * col_stride] = static_cast<scalar_t>(values[j]);
+    }
+  }
+}
+
 // kVectors 16-byte vectors from shared memory into registers (a window row, a plane's weights).
 template <typename acc_t, int kVectors>
 __device__ __forceinline__ void load_shared_vectors(const acc_t* from, acc_t (&values)[kVectors * kVector16<acc_t>]) {
@@ -308,18 +327,205 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
   for (int i = 0; i < kBlockRows; ++i) {
     const int y = y0 + threadIdx.z * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
-    scalar_t* out = dst + (plane * dst_h + y) * dst_w + x;
-    if (t.row_access) {  // then x + kBlockCols <= dst_w
-      BlockRow<scalar_t> row;
+    store_block_row<scalar_t, index_t>(dst + (plane * dst_h + y) * dst_w + x, acc[i], g.dst_w - x, 1, t.row_access);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Large-filter kernel (NCHW or channels_last) for filters of any size at stride 1 and
+// dilation 1 that the compiled sizes do not cover (RepLKNet's 13x13 to 31x31, 9x9, 5x51...).
+// These are bound by their multiply-adds, not by memory: a 31x31 filter makes 961 per output.
+// It keeps the register tile of the kernel above (a thread computes kBlockRows x kBlockCols
+// outputs from its window in shared memory, each input row of the window read once and applied
+// to every output row it feeds), but the filter size is a runtime value: the plane's weights
+// stay in shared memory, kernel_h rows of large_filter_weight_pitch values, and a window row is
+// walked kBlockCols taps at a time. Each step loads the next kBlockCols input columns (one
+// 16-byte load in float) and, for each output row the input row feeds, kBlockCols weights (one
+// load, the same address across a plane's threads), then makes 16 multiply-adds per output row.
+// Source and destination are addressed through their strides; a block's planes are
+// consecutive channels of one image with planes fastest, so channels_last tiles are loaded and
+// results stored across channels.
+
+constexpr int kLargeFilterMinTaps = 16;
+
+__host__ __device__ inline int large_filter_weight_pitch(int kernel_w) {
+  return (kernel_w + kBlockCols - 1) / kBlockCols * kBlockCols;
+}
+
+// A thread's window row in 16-byte vectors: kBlockCols columns past the weight pitch, since
+// each step loads the kBlockCols columns after the step's first tap.
+template <typename acc_t>
+int large_filter_window_vectors(int kernel_w) {
+  return (large_filter_weight_pitch(kernel_w) + kBlockCols) / kVector16<acc_t>;
+}
+
+// The tiles of a block's planes, each at its plane's offset (t.plane_stride values apart, after
+// the plane's weights), zero outside the plane. Consecutive threads load consecutive columns of
+// a plane (NCHW) or consecutive planes, that is channels, of a pixel (channels_last).
+template <typename scalar_t, typename index_t, bool kBackward>
+__device__ __forceinline__ void stage_large_filter_tiles(at::acc_type<scalar_t, true>* tiles, const scalar_t* src,
+                                                         const Strides4& s, const PassGeometry& g,
+                                                         const RegisterTile& t, index_t first_plane,
+                                                         int member, int src_y0, int src_x0) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  const int planes = blockDim.x;
+  const int threads = blockDim.x * blockDim.y * blockDim.z;
+  const int tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const int plane_values = t.tile_in_h * t.tile_in_w;
+  const bool channels_fastest = s.c == 1;
+  const index_t plane_count = static_cast<index_t>(g.batch) * static_cast<index_t>(g.dst_channels);
+  for (int e = tid; e < planes * plane_values; e += threads) {
+    const int p = channels_fastest ? e % planes : e / plane_values;
+    const int pos = channels_fastest ? e / planes : e % plane_values;
+    const index_t plane = first_plane + p;
+    if (plane >= plane_count) continue;  // the last block's spare planes
+    const index_t n = plane / g.dst_channels;
+    const index_t c = plane % g.dst_channels;
+    const index_t src_c = kBackward ? c * g.multiplier + member : c / g.multiplier;
+    const int row = pos / t.tile_in_w;
+    const int col = pos % t.tile_in_w;
+    const int sy = src_y0 + row;
+    const int sx = src_x0 + col;
+    const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
+    tiles[p * t.plane_stride + row * t.pitch + col] =
+        inside ? static_cast<acc_t>(src[n * static_cast<index_t>(s.n) + src_c * static_cast<index_t>(s.c) +
+                                        sy * static_cast<index_t>(s.h) + sx * static_cast<index_t>(s.w)])
+               : acc_t(0);
+  }
+}
+
+// One step along a window row: the taps step * kBlockCols + [0, taps) of the output rows
+// first_row to last_row (every row when kEveryRow), from input columns step * kBlockCols +
+// [0, 2 * kBlockCols) in `head` and `next`. Output row i takes its weights at `taps - i * weight_pitch`.
+template <typename acc_t, bool kEveryRow, bool kWholeStep>
+__device__ __forceinline__ void accumulate_large_filter_step(acc_t (&acc)[kBlockRows][kBlockCols],
+                                                             const acc_t (&head)[kBlockCols],
+                                                             const acc_t (&next)[kBlockCols], const acc_t* taps,
+                                                             int weight_pitch, int step_taps, int first_row,
+                                                             int last_row) {
 #pragma unroll
-      for (int j = 0; j < kBlockCols; ++j) row.v[j] = static_cast<scalar_t>(acc[i][j]);
-      *reinterpret_cast<BlockRow<scalar_t>*>(out) = row;
-    } else {
+  for (int i = 0; i < kBlockRows; ++i) {
+    if (kEveryRow || (i >= first_row && i <= last_row)) {
+      acc_t w[kBlockCols];
+      load_shared_vectors<acc_t, kBlockCols / kVector16<acc_t>>(taps - i * weight_pitch, w);
 #pragma unroll
-      for (int j = 0; j < kBlockCols; ++j) {
-        if (x + j < g.dst_w) out[j] = static_cast<scalar_t>(acc[i][j]);
+      for (int k = 0; k < kBlockCols; ++k) {
+        if (kWholeStep || k < step_taps) {
+#pragma unroll
+          for (int j = 0; j < kBlockCols; ++j) {
+            acc[i][j] += (j + k < kBlockCols ? head[j + k] : next[j + k - kBlockCols]) * w[k];
+          }
+        }
       }
     }
+  }
+}
+
+// Adds one input row of a thread's window (`input`: its first column) into the output rows it
+// feeds, first_row to last_row (every row when kEveryRow): output row i through kernel row
+// (input row - i), whose weights start at `taps - i * weight_pitch`.
+template <typename acc_t, bool kEveryRow>
+__device__ __forceinline__ void accumulate_large_filter_row(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* input,
+                                                            const acc_t* taps, int weight_pitch, int kernel_w,
+                                                            int first_row, int last_row) {
+  constexpr int kStepVectors = kBlockCols / kVector16<acc_t>;
+  const int whole_steps = kernel_w / kBlockCols;
+  acc_t head[kBlockCols], next[kBlockCols];
+  load_shared_vectors<acc_t, kStepVectors>(input, head);
+  for (int step = 0; step < whole_steps; ++step) {
+    load_shared_vectors<acc_t, kStepVectors>(input + (step + 1) * kBlockCols, next);
+    accumulate_large_filter_step<acc_t, kEveryRow, true>(acc, head, next, taps + step * kBlockCols, weight_pitch,
+                                                         kBlockCols, first_row, last_row);
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) head[j] = next[j];
+  }
+  const int rest = kernel_w - whole_steps * kBlockCols;
+  if (rest > 0) {
+    load_shared_vectors<acc_t, kStepVectors>(input + (whole_steps + 1) * kBlockCols, next);
+    accumulate_large_filter_step<acc_t, kEveryRow, false>(acc, head, next, taps + whole_steps * kBlockCols,
+                                                          weight_pitch, rest, first_row, last_row);
+  }
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+__global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const RegisterTile t,
+    const Strides4 src_strides,
+    const Strides4 dst_strides) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* const tiles = reinterpret_cast<acc_t*>(shared_bytes);
+  const int weight_pitch = large_filter_weight_pitch(g.kernel_w);
+  const int weight_values = g.kernel_h * weight_pitch;
+  acc_t* const taps = tiles + threadIdx.x * t.plane_stride;
+  const acc_t* const tile = taps + weight_values;
+
+  const int plane_threads = blockDim.y * blockDim.z;
+  const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  const index_t dst_channels = g.dst_channels;
+  const index_t first_plane = static_cast<index_t>(blockIdx.x) * blockDim.x;
+  const index_t plane = first_plane + threadIdx.x;
+  const bool live = plane < static_cast<index_t>(g.batch) * dst_channels;  // the last block's spare planes
+  const index_t n = plane / dst_channels;
+  const index_t c = plane % dst_channels;
+  const int y0 = blockIdx.y * blockDim.z * kBlockRows;
+  const int x0 = blockIdx.z * blockDim.y * kBlockCols;
+  const int filter_taps = g.kernel_h * g.kernel_w;
+
+  acc_t acc[kBlockRows][kBlockCols];
+  const acc_t start = (!kBackward && bias != nullptr && live) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
+  }
+
+  const int group = kBackward ? g.multiplier : 1;
+  for (int member = 0; member < group; ++member) {
+    __syncthreads();  // no thread still reads the previous member's tiles or weights
+    stage_large_filter_tiles<scalar_t, index_t, kBackward>(tiles + weight_values, src, src_strides, g, t,
+                                                           first_plane, member, y0 - g.pad_h, x0 - g.pad_w);
+    if (live) {
+      const index_t weight_row = kBackward ? c * g.multiplier + member : c;
+      for (int i = plane_tid; i < filter_taps; i += plane_threads) {
+        // Backward-input correlates with the kernel flipped in both directions.
+        const int tap = kBackward ? filter_taps - 1 - i : i;
+        taps[i / g.kernel_w * weight_pitch + i % g.kernel_w] =
+            static_cast<acc_t>(weight[weight_row * filter_taps + tap]);
+      }
+    }
+    __syncthreads();
+
+    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
+    for (int r = 0; r < kBlockRows + g.kernel_h - 1; ++r) {
+      const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h + 1;  // the output rows input row r feeds
+      const int last_row = smaller(kBlockRows - 1, r);
+      const acc_t* row_taps = taps + r * weight_pitch;
+      if (first_row == 0 && last_row == kBlockRows - 1) {
+        accumulate_large_filter_row<acc_t, true>(acc, window + r * t.pitch, row_taps, weight_pitch, g.kernel_w, 0,
+                                                 kBlockRows - 1);
+      } else {
+        accumulate_large_filter_row<acc_t, false>(acc, window + r * t.pitch, row_taps, weight_pitch, g.kernel_w,
+                                                  first_row, last_row);
+      }
+    }
+  }
+
+  if (!live) return;
+  const int x = x0 + threadIdx.y * kBlockCols;
+  const index_t dst_col_stride = dst_strides.w;
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+    const int y = y0 + threadIdx.z * kBlockRows + i;
+    if (y >= g.dst_h || x >= g.dst_w) continue;
+    scalar_t* out = dst + n * static_cast<index_t>(dst_strides.n) + c * static_cast<index_t>(dst_strides.c) +
+                    y * static_cast<index_t>(dst_strides.h) + x * dst_col_stride;
+    store_block_row<scalar_t, index_t>(out, acc[i], g.dst_w - x, dst_col_stride, t.row_access);
   }
 }
 
@@ -1001,18 +1207,19 @@ struct RegisterTiledLaunch {
   size_t shared_bytes;
 };
 
-// Extra shared-memory wavefronts of a window load: the 8 threads of a quarter warp read 16
-// bytes each, conflict-free when their addresses (in 16-byte units) fall in 8 different bank
-// groups. With planes and bx powers of two, each quarter warp's threads are the first one's
-// shifted by a constant address, so the first quarter warp speaks for all.
+// Extra shared-memory wavefronts of a window load, in the worst quarter warp of the block: the
+// 8 threads of a quarter warp read 16 bytes each, conflict-free when their addresses (in
+// 16-byte units) fall in 8 different bank groups.
 inline int quarter_warp_conflicts(dim3 block, int thread_units, int pitch_units, int plane_units) {
-  const int threads = std::min(8, static_cast<int>(block.x * block.y * block.z));
-  int uses[8] = {};
+  const int threads = static_cast<int>(block.x * block.y * block.z);
   int worst = 0;
-  for (int t = 0; t < threads; ++t) {
-    const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
-    const int address = plane * plane_units + ty * kBlockRows * pitch_units + tx * thread_units;
-    worst = std::max(worst, ++uses[address % 8]);
+  for (int first = 0; first < threads; first += 8) {
+    int uses[8] = {};
+    for (int t = first; t < std::min(first + 8, threads); ++t) {
+      const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
+      const int address = plane * plane_units + ty * kBlockRows * pitch_units + tx * thread_units;
+      worst = std::max(worst, ++uses[address % 8]);
+    }
   }
   return worst - 1;
 }
@@ -1050,11 +1257,12 @@ struct RegisterTileLayout {
   size_t bytes(int planes, size_t unit) const { return size_t(planes) * plane_units * unit; }
 };
 
+// `window_units`: the 16-byte vectors a thread reads of each window row.
 template <typename acc_t>
-RegisterTileLayout register_tile_layout(dim3 block, int kernel, int tile_in_h, int lead_units) {
+RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_in_h, int lead_units) {
   constexpr int V = kVector16<acc_t>;
   // Up to the end of the last thread's window.
-  const int min_pitch_units = (static_cast<int>(block.y) - 1) * kBlockCols / V + register_tile_window_vectors<acc_t>(kernel);
+  const int min_pitch_units = (static_cast<int>(block.y) - 1) * kBlockCols / V + window_units;
   RegisterTileLayout best{0, 0};
   int best_conflicts = std::numeric_limits<int>::max();
   for (int pitch_pad = 0; pitch_pad < 8; ++pitch_pad) {
@@ -1100,7 +1308,8 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
   const int weight_units = register_tile_weight_slots<acc_t>(kernel) / V;
   for (; planes >= 1; planes /= 2) {
     const dim3 block(planes, bx, by);
-    const auto layout = register_tile_layout<acc_t>(block, kernel, tile_in_h, weight_units);
+    const auto layout =
+        register_tile_layout<acc_t>(block, register_tile_window_vectors<acc_t>(kernel), tile_in_h, weight_units);
     const size_t bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
     if (bytes > kMaxSharedBytes) continue;
     const int64_t plane_groups = (plane_count + planes - 1) / planes;
@@ -1110,6 +1319,77 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
         block, RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false}, bytes};
   }
   return std::nullopt;
+}
+
+// The filters the large-filter kernel takes: stride 1 and dilation 1, at least
+// kLargeFilterMinTaps taps, not a register-tiled size, on planes of 2 rows or more (a thread's
+// kBlockRows rows waste at most half their work; conv1d, H = 1, keeps the tiled kernel's long rows).
+inline bool has_large_filter(const PassGeometry& g) {
+  return g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1 &&
+         g.kernel_h * g.kernel_w >= kLargeFilterMinTaps && !has_register_tiled_filter(g) && g.dst_h >= 2;
+}
+
+// A large-filter launch for this pass, or nothing when the kernel does not take the filter or
+// even one row of threads' tile does not fit in shared memory. A tile is as wide as the plane
+// (up to 32 threads, 128 columns, in the fewest tiles), as tall as the threads and shared memory
+// allow; planes share a block where that fills whole warps. While the grid has fewer than
+// `min_blocks` blocks (batch 1), blocks hold fewer planes, then fewer rows. The caller sets
+// tile.row_access (NCHW destinations only; register_tile_row_access).
+template <typename acc_t>
+std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int64_t min_blocks) {
+  constexpr int V = kVector16<acc_t>;
+  constexpr size_t kUnit = sizeof(Vector16<acc_t>);
+  if (!has_large_filter(g)) return std::nullopt;
+  const int64_t plane_count = g.batch * g.dst_channels;
+  const int64_t block_cols = (g.dst_w + kBlockCols - 1) / kBlockCols;
+  const int64_t tiles_w = (block_cols + 31) / 32;
+  const int bx = static_cast<int>((block_cols + tiles_w - 1) / tiles_w);
+  const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
+  const int weight_units = g.kernel_h * large_filter_weight_pitch(g.kernel_w) / V;
+  const int window_units = large_filter_window_vectors<acc_t>(g.kernel_w);
+  auto layout_of = [&](int planes, int by) {
+    return register_tile_layout<acc_t>(dim3(planes, bx, by), window_units, input_extent(by * kBlockRows, 1, g.kernel_h, 1),
+                                       weight_units);
+  };
+  auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };
+
+  // Rows of threads: the fewest tiles down the plane whose rows fit the threads and shared memory.
+  int64_t tiles_h = (block_rows + std::min(kThreads / bx, 64) - 1) / std::min(kThreads / bx, 64);
+  int by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  while (!fits(1, by)) {
+    if (by == 1) return std::nullopt;
+    tiles_h = (block_rows + by - 2) / (by - 1);
+    by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  }
+  // Planes: the fewest that fill the largest share of their warps' lanes.
+  const int plane_threads = bx * by;
+  int planes = 1;
+  double best_share = 0.0;
+  for (int p = 1; p * plane_threads <= kThreads && fits(p, by); ++p) {
+    const int threads = p * plane_threads;
+    const double share = double(threads) / double((threads + 31) / 32 * 32);
+    if (share > best_share) {
+      best_share = share;
+      planes = p;
+    }
+  }
+  auto blocks = [&] { return (plane_count + planes - 1) / planes * tiles_h * tiles_w; };
+  while (blocks() < min_blocks && planes > 1) --planes;
+  while (blocks() < min_blocks && by > 1) {
+    tiles_h = (block_rows + by - 2) / (by - 1);
+    by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+  }
+
+  const int64_t plane_groups = (plane_count + planes - 1) / planes;
+  if (plane_groups > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
+  const dim3 block(planes, bx, by);
+  const auto layout = layout_of(planes, by);
+  const int tile_in_h = input_extent(by * kBlockRows, 1, g.kernel_h, 1);
+  const int tile_in_w = input_extent(bx * kBlockCols, 1, g.kernel_w, 1);
+  return RegisterTiledLaunch{
+      dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)), block,
+      RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false},
+      layout.bytes(planes, kUnit)};
 }
 
 struct ChannelsLastLaunch {
@@ -1265,7 +1545,7 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
   while (2 * planes * shape.bx * shape.by <= kThreads && planes < g.batch) planes *= 2;
   for (; planes >= 1; planes /= 2) {
     const dim3 block(planes, shape.bx, shape.by);
-    const auto layout = register_tile_layout<acc_t>(block, kernel, tile_in_h, 0);
+    const auto layout = register_tile_layout<acc_t>(block, register_tile_window_vectors<acc_t>(kernel), tile_in_h, 0);
     const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
     if (tile_bytes > kMaxSharedBytes) continue;
     const int threads = planes * shape.bx * shape.by;
