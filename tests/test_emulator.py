@@ -23,7 +23,7 @@ def build(tmp_path: Path, include_root: Path) -> Path:
     torch = ensure_pinned_torch(load_pin(), cache_dir())
     binary = tmp_path / "emulate_depthwise2d"
     subprocess.run(
-        ["g++", "-std=c++20", "-O2", "-pthread", f"-I{include_root}", f"-I{EMULATOR}",
+        ["g++", "-std=c++20", "-O1", "-pthread", f"-I{include_root}", f"-I{EMULATOR}",
          *[f"-I{d}" for d in torch.include_dirs], str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
          f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
         check=True, capture_output=True, text=True,
@@ -44,7 +44,8 @@ KERNELS_CHECKED = [
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
 ] + ["grad-weight NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
-      "grad-weight register NHWC", "grad-weight strided NHWC"]
+      "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
+      "grad-weight strided NHWC"]
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
@@ -92,8 +93,8 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("const index_t x0 = static_cast<index_t>(strip % work.strips_w) * kBlockCols;",
       "const index_t x0 = static_cast<index_t>(strip % work.strips_w);"), "12:13"),
     # The large-filter kernel:
-    (("const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h + 1;",
-      "const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h;"), "32:33"),  # a tile with no zero rows on top
+    (("const int first_row = r < kernel_h ? 0 : r - kernel_h + 1;",
+      "const int first_row = r < kernel_h ? 0 : r - kernel_h;"), "32:33"),  # a tile with no zero rows on top
     (("if (kWholeStep || k < step_taps) {", "if (kWholeStep || k <= step_taps) {"), "28:29"),  # a 3-tap rest
     (("const int tap = kBackward ? filter_taps - 1 - i : i;", "const int tap = i;"), "29:30"),
     (("__syncthreads();  // no thread still reads the previous member's tiles or weights", "// barrier removed"),
@@ -104,6 +105,14 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
       "load_shared_vectors<acc_t, kStepVectors>(input + step * kBlockCols, next);"), "32:33"),
     (("auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };",
       "auto fits = [&](int planes, int by) { return true; };"), "33:34"),  # over 48 KB: refused as a GPU would
+    # The large-filter weight gradient:
+    (("__syncthreads();  // no thread still reads the previous item's planes", "// barrier removed"), "35:36"),
+    (("const index_t plane_c = input_channel ? slot_c / g.multiplier : slot_c;", "const index_t plane_c = slot_c;"),
+     "29:30"),  # multiplier 2
+    (("if (a < g.kernel_h && b < g.kernel_w) out[a * g.kernel_w + b] = acc[i][j];",
+      "if (a < g.kernel_h && b < g.kernel_w) out[b * g.kernel_h + a] = acc[i][j];"), "30:31"),  # 9x31
+    (("const int y0 = static_cast<int>(item % work.bands) * work.band_rows;",
+      "const int y0 = static_cast<int>(item % work.bands);"), "33:34"),  # double's plane in 5 bands
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -81,8 +81,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     """`make resource-report` as a user runs it; the channels_last tiled kernel must move every
     channel vector as one 16-byte access (nvcc 13 once split its 64-bit-index stores in four),
     the register-tiled kernels (forward and backward-input, weight gradient) must read each input
-    row of a thread's window with 16-byte shared loads, the large-filter kernel its window steps and
-    weights, and no 32-bit-index kernel may spill."""
+    row of a thread's window with 16-byte shared loads, the large-filter kernels their window steps
+    and weights, and no 32-bit-index kernel may spill."""
     proc = subprocess.run([sys.executable, "-m", "build_scripts", "resource-report"], cwd=REPO_ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -103,7 +103,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     assert len(channels_last_grad_weight) == 2 * 4 * 3 * 2  # archs x dtypes x kernel sizes x strides
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes
-    for row in large_filter:
+    large_filter_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_large_filter_kernel<")]
+    assert len(large_filter_grad_weight) == 2 * 4  # archs x dtypes
+    for row in large_filter + large_filter_grad_weight:
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads >= 2 * (1 + 4), row  # each step's next input columns and a weight vector per output row,
         #                                   in the ramp and the steady row loops

@@ -382,6 +382,33 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
   }
 }
 
+// The large-filter weight gradient, where it takes the pass (32-bit indexing only, as on the
+// GPU), in both layouts, planned for a one-SM GPU (several items a slice) and a large one.
+template <typename T, typename index_t>
+void check_large_filter_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    for (const bool channels_last : {false, true}) {
+      const auto go = p.grad_output.store<T>(channels_last);
+      const auto in = p.input.store<T>(channels_last);
+      for (const int sm_count : {1, 512}) {
+        const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count);
+        if (!plan) continue;
+        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, grad_weight_large_filter_kernel<T, index_t>,
+                           go.data(), in.data(), partial.data(), g, plan->tile, plan->work,
+                           p.grad_output.strides(channels_last), p.input.strides(channels_last));
+        check_finished_grad_weight<T>(std::string("grad-weight large-filter ") + (channels_last ? "NHWC" : "NCHW"),
+                                      tag + " slots=" + std::to_string(plan->block.x) +
+                                          " band=" + std::to_string(plan->work.band_rows) +
+                                          " items/slice=" + std::to_string(plan->work.items_per_slice),
+                                      p, partial, plan->grid.y);
+      }
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -390,6 +417,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
   check_register_grad_weight<T, index_t>(p, tag);
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
+  check_large_filter_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
     const auto go = p.grad_output.store<T>(channels_last);
@@ -459,6 +487,7 @@ std::vector<Case> sweep() {
       {3, 4, 1, 6, 139, 4, 8, 1, 1, 0, 4, 1, 1, true},      // 4x8: no rest; two tiles across, 3 output rows
       {1, 1, 1, 41, 41, 41, 41, 1, 1, 20, 20, 1, 1, false}, // double's tile fits only 2 rows of threads
       {2, 8, 1, 24, 24, 17, 17, 1, 1, 8, 8, 1, 1, true},    // rows of whole 4-column stores, both ways
+      {20, 1, 1, 10, 10, 4, 6, 1, 1, 1, 2, 1, 1, false},    // 4x6; the weight gradient's slices hold two items
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {

@@ -23,9 +23,9 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
                                                            # register weight gradient, 8 channel lanes for bf16
     (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,
                                                            # register weight gradient at stride 2, chunked sums
-    (2, 3, 1, 28, 30, (13, 13), (1, 1), (6, 6), (1, 1)),   # large-filter kernel, both layouts: a 1-tap rest,
+    (2, 3, 1, 28, 30, (13, 13), (1, 1), (6, 6), (1, 1)),   # large-filter kernels, both layouts: a 1-tap rest,
                                                            # output rows not a whole number of stores
-    (1, 10, 2, 7, 7, (9, 9), (1, 1), (4, 4), (1, 1)),      # large-filter kernel, 8 planes a block, the last part-
+    (1, 10, 2, 7, 7, (9, 9), (1, 1), (4, 4), (1, 1)),      # large-filter kernels, 8 planes a block, the last part-
                                                            # filled; backward sums two planes
 ]
 

@@ -10,6 +10,7 @@ The stock kernels are reached in the same process with dwconv_overlay.disable().
 import itertools
 import os
 import random
+import re
 from contextlib import nullcontext
 import shutil
 import subprocess
@@ -104,6 +105,13 @@ REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 LARGE_FILTER = "large_filter_kernel"
+LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
+
+
+def launched(names, kernel):
+    """Whether the kernel of that exact name is among the profiler's names (not one whose name
+    merely contains it: grad_weight_large_filter_kernel is not large_filter_kernel)."""
+    return any(re.search(rf"(?<![A-Za-z0-9_]){kernel}\b", n) for n in names)
 
 
 class TestDepthwise2d(TestCase):
@@ -270,10 +278,10 @@ class TestDepthwise2d(TestCase):
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_large_filter_kernel(self, device, dtype):
-        """Which calls the large-filter kernel takes (stride 1, dilation 1, 16 taps or more, not a
-        compiled 3/5/7 size, 2 output rows or more; NCHW or channels_last, any alignment), over the
-        RepLKNet-31B planes and filters and odd shapes, and that forward, backward-input and the
-        weight gradient match float64."""
+        """Which calls the large-filter kernels take (stride 1, dilation 1, 16 taps or more, not a
+        compiled 3/5/7 size, 2 output rows or more, and for the weight gradient 2 kernel rows or
+        more; NCHW or channels_last, any alignment), over the RepLKNet-31B planes and filters and
+        odd shapes, and that forward, backward-input and the weight gradient match float64."""
         atol, rtol = TOLERANCES[dtype]
         cases = [  # (batch, channels, size, kernel, padding, multiplier, layout, expect large-filter)
             (2, 4, (56, 56), (31, 31), (15, 15), 1, "nchw", True),   # RepLKNet-31B stage 1: a plane a block
@@ -300,7 +308,7 @@ class TestDepthwise2d(TestCase):
                 args = ((1, 1), padding, (1, 1))
 
                 names = op_names(lambda: depthwise(x, w, b, *args))
-                self.assertEqual(any(LARGE_FILTER in n for n in names), expected)
+                self.assertEqual(launched(names, LARGE_FILTER), expected)
                 out = depthwise(x, w, b, *args)
                 ref, x64, w64, _ = reference(x, w, b, *args)
                 self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
@@ -313,7 +321,8 @@ class TestDepthwise2d(TestCase):
                 backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
                     grad_out, x, w, kernel, *args, [True, True])
                 names = op_names(backward)
-                self.assertEqual(any(LARGE_FILTER in n for n in names), expected)
+                self.assertEqual(launched(names, LARGE_FILTER), expected)
+                self.assertEqual(launched(names, LARGE_FILTER_GRAD_WEIGHT), expected)
                 grad_input, grad_weight = backward()
                 ref.backward(grad_out.double().cpu())
                 taps = kernel[0] * kernel[1] * m
@@ -363,16 +372,18 @@ class TestDepthwise2d(TestCase):
     @dtypes(torch.float32, torch.float16, torch.bfloat16)
     def test_weight_gradient_is_bitwise_deterministic(self, device, dtype):
         x = torch.randn(32, 64, 56, 56, device=device, dtype=dtype)
-        w = torch.randn(64, 1, 3, 3, device=device, dtype=dtype)
-        grads = []
-        for channels_last in (False, True, False, True):
-            xi = x.to(memory_format=torch.channels_last) if channels_last else x
-            wg = w.clone().requires_grad_()
-            with torch.backends.cudnn.flags(enabled=False):
-                F.conv2d(xi, wg, None, 1, 1, 1, groups=64).backward(torch.ones(32, 64, 56, 56, device=device, dtype=dtype))
-            grads.append(wg.grad)
-        self.assertTrue(torch.equal(grads[0], grads[2]))
-        self.assertTrue(torch.equal(grads[1], grads[3]))
+        for kernel in (3, 7, 13):  # the register-tiled (NCHW and channels_last) and large-filter kernels
+            w = torch.randn(64, 1, kernel, kernel, device=device, dtype=dtype)
+            grads = []
+            for channels_last in (False, True, False, True):
+                xi = x.to(memory_format=torch.channels_last) if channels_last else x
+                wg = w.clone().requires_grad_()
+                with torch.backends.cudnn.flags(enabled=False):
+                    F.conv2d(xi, wg, None, 1, kernel // 2, 1, groups=64).backward(
+                        torch.ones(32, 64, 56, 56, device=device, dtype=dtype))
+                grads.append(wg.grad)
+            self.assertTrue(torch.equal(grads[0], grads[2]), f"{kernel}x{kernel} NCHW")
+            self.assertTrue(torch.equal(grads[1], grads[3]), f"{kernel}x{kernel} channels_last")
 
     @onlyCUDA
     @largeTensorTest("24GB", device="cuda")

@@ -41,7 +41,9 @@
 //   (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
 //   grad_weight_register_channels_last_kernel serves channels_last square 3x3, 5x5
 //   and 7x7 filters at stride 1 or 2 (multiplier 1): a thread's channels, 4-column
-//   strips of grad_output and all the tap sums in registers.
+//   strips of grad_output and all the tap sums in registers. grad_weight_large_filter_kernel
+//   serves the large-filter kernel's filters in either layout: its tile with the roles
+//   exchanged (grad_output as the filter, a 4x4 block of taps a thread).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -302,6 +304,17 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       finish(partial);
       return;
+    }
+    if ((both_nchw_contiguous || both_channels_last_contiguous) && !index64) {
+      if (const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count())) {
+        auto partial = new_partial(plan->grid.y);
+        grad_weight_large_filter_kernel<scalar_t, int32_t><<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan->tile, plan->work, strides_of(grad_output),
+            strides_of(input));
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        finish(partial);
+        return;
+      }
     }
 
     const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());

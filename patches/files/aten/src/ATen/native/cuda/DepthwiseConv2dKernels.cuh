@@ -359,38 +359,33 @@ int large_filter_window_vectors(int kernel_w) {
   return (large_filter_weight_pitch(kernel_w) + kBlockCols) / kVector16<acc_t>;
 }
 
-// The tiles of a block's planes, each at its plane's offset (t.plane_stride values apart, after
-// the plane's weights), zero outside the plane. Consecutive threads load consecutive columns of
-// a plane (NCHW) or consecutive planes, that is channels, of a pixel (channels_last).
-template <typename scalar_t, typename index_t, bool kBackward>
-__device__ __forceinline__ void stage_large_filter_tiles(at::acc_type<scalar_t, true>* tiles, const scalar_t* src,
-                                                         const Strides4& s, const PassGeometry& g,
-                                                         const RegisterTile& t, index_t first_plane,
-                                                         int member, int src_y0, int src_x0) {
+// Stages a region of `rows` x `cols` values of each of a block's planes into shared memory
+// (rows `pitch` values apart, planes `plane_stride` apart), zero outside the plane: value
+// (row, col) of plane slot p comes from (row0 + row, col0 + col) of the plane that
+// plane_base(p) points to (null for a slot with no plane), of height x width and strides s.
+// Consecutive threads load consecutive columns of a plane, or consecutive slots (channels) of
+// a pixel when `channels_fastest`.
+template <typename scalar_t, typename index_t, typename PlaneBase>
+__device__ __forceinline__ void stage_planes(at::acc_type<scalar_t, true>* dst, int plane_stride, int pitch, int rows,
+                                             int cols, int row0, int col0, index_t height, index_t width,
+                                             const Strides4& s, bool channels_fastest, PlaneBase plane_base) {
   using acc_t = at::acc_type<scalar_t, true>;
   const int planes = blockDim.x;
   const int threads = blockDim.x * blockDim.y * blockDim.z;
   const int tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-  const int plane_values = t.tile_in_h * t.tile_in_w;
-  const bool channels_fastest = s.c == 1;
-  const index_t plane_count = static_cast<index_t>(g.batch) * static_cast<index_t>(g.dst_channels);
+  const int plane_values = rows * cols;
   for (int e = tid; e < planes * plane_values; e += threads) {
     const int p = channels_fastest ? e % planes : e / plane_values;
     const int pos = channels_fastest ? e / planes : e % plane_values;
-    const index_t plane = first_plane + p;
-    if (plane >= plane_count) continue;  // the last block's spare planes
-    const index_t n = plane / g.dst_channels;
-    const index_t c = plane % g.dst_channels;
-    const index_t src_c = kBackward ? c * g.multiplier + member : c / g.multiplier;
-    const int row = pos / t.tile_in_w;
-    const int col = pos % t.tile_in_w;
-    const int sy = src_y0 + row;
-    const int sx = src_x0 + col;
-    const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
-    tiles[p * t.plane_stride + row * t.pitch + col] =
-        inside ? static_cast<acc_t>(src[n * static_cast<index_t>(s.n) + src_c * static_cast<index_t>(s.c) +
-                                        sy * static_cast<index_t>(s.h) + sx * static_cast<index_t>(s.w)])
-               : acc_t(0);
+    const scalar_t* base = plane_base(p);
+    if (base == nullptr) continue;
+    const int row = pos / cols;
+    const int col = pos % cols;
+    const index_t sy = row0 + row;
+    const index_t sx = col0 + col;
+    const bool inside = sy >= 0 && sy < height && sx >= 0 && sx < width;
+    dst[p * plane_stride + row * pitch + col] =
+        inside ? static_cast<acc_t>(base[sy * static_cast<index_t>(s.h) + sx * static_cast<index_t>(s.w)]) : acc_t(0);
   }
 }
 
@@ -447,6 +442,26 @@ __device__ __forceinline__ void accumulate_large_filter_row(acc_t (&acc)[kBlockR
   }
 }
 
+// A thread's whole window: input row r (`window + r * pitch`) feeds output row i through
+// kernel row r - i, for the kernel_h x kernel_w filter at `taps` (rows weight_pitch apart).
+template <typename acc_t>
+__device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* window,
+                                                               int pitch, const acc_t* taps, int weight_pitch,
+                                                               int kernel_h, int kernel_w) {
+  for (int r = 0; r < kBlockRows + kernel_h - 1; ++r) {
+    const int first_row = r < kernel_h ? 0 : r - kernel_h + 1;  // the output rows input row r feeds
+    const int last_row = smaller(kBlockRows - 1, r);
+    const acc_t* row_taps = taps + r * weight_pitch;
+    if (first_row == 0 && last_row == kBlockRows - 1) {
+      accumulate_large_filter_row<acc_t, true>(acc, window + r * pitch, row_taps, weight_pitch, kernel_w, 0,
+                                               kBlockRows - 1);
+    } else {
+      accumulate_large_filter_row<acc_t, false>(acc, window + r * pitch, row_taps, weight_pitch, kernel_w, first_row,
+                                                last_row);
+    }
+  }
+}
+
 template <typename scalar_t, typename index_t, bool kBackward>
 __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
     const scalar_t* __restrict__ src,
@@ -488,8 +503,17 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
     __syncthreads();  // no thread still reads the previous member's tiles or weights
-    stage_large_filter_tiles<scalar_t, index_t, kBackward>(tiles + weight_values, src, src_strides, g, t,
-                                                           first_plane, member, y0 - g.pad_h, x0 - g.pad_w);
+    const index_t plane_count = static_cast<index_t>(g.batch) * dst_channels;
+    stage_planes<scalar_t, index_t>(
+        tiles + weight_values, t.plane_stride, t.pitch, t.tile_in_h, t.tile_in_w, y0 - g.pad_h, x0 - g.pad_w, g.src_h,
+        g.src_w, src_strides, src_strides.c == 1, [&](int p) -> const scalar_t* {
+          const index_t slot_plane = first_plane + p;
+          if (slot_plane >= plane_count) return nullptr;  // the last block's spare planes
+          const index_t slot_c = slot_plane % dst_channels;
+          const index_t src_c = kBackward ? slot_c * g.multiplier + member : slot_c / g.multiplier;
+          return src + slot_plane / dst_channels * static_cast<index_t>(src_strides.n) +
+                 src_c * static_cast<index_t>(src_strides.c);
+        });
     if (live) {
       const index_t weight_row = kBackward ? c * g.multiplier + member : c;
       for (int i = plane_tid; i < filter_taps; i += plane_threads) {
@@ -501,19 +525,8 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
     }
     __syncthreads();
 
-    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
-    for (int r = 0; r < kBlockRows + g.kernel_h - 1; ++r) {
-      const int first_row = r < g.kernel_h ? 0 : r - g.kernel_h + 1;  // the output rows input row r feeds
-      const int last_row = smaller(kBlockRows - 1, r);
-      const acc_t* row_taps = taps + r * weight_pitch;
-      if (first_row == 0 && last_row == kBlockRows - 1) {
-        accumulate_large_filter_row<acc_t, true>(acc, window + r * t.pitch, row_taps, weight_pitch, g.kernel_w, 0,
-                                                 kBlockRows - 1);
-      } else {
-        accumulate_large_filter_row<acc_t, false>(acc, window + r * t.pitch, row_taps, weight_pitch, g.kernel_w,
-                                                  first_row, last_row);
-      }
-    }
+    accumulate_large_filter_window(acc, tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols, t.pitch,
+                                   taps, weight_pitch, g.kernel_h, g.kernel_w);
   }
 
   if (!live) return;
@@ -526,6 +539,83 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
     scalar_t* out = dst + n * static_cast<index_t>(dst_strides.n) + c * static_cast<index_t>(dst_strides.c) +
                     y * static_cast<index_t>(dst_strides.h) + x * dst_col_stride;
     store_block_row<scalar_t, index_t>(out, acc[i], g.dst_w - x, dst_col_stride, t.row_access);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Large-filter weight gradient (NCHW or channels_last): the large-filter kernel with the roles
+// exchanged. For one image and channel, grad_weight[a][b] = sum over (y, x) of
+// grad_output[y][x] * padded input[y + a][x + b]: a correlation whose output is the filter's
+// taps, whose filter is the grad_output plane and whose window is the input. A thread computes
+// a kBlockRows x kBlockCols block of taps; a block's plane slots are consecutive channels, each
+// summing its own channel's taps over the items of its slice (an item: a band of grad_output
+// rows of one batch entry, the whole plane where it fits), so no sums cross slots. Each slice
+// writes its sums to `partial`; grad_weight_finish_kernel adds the slices in order.
+
+struct LargeFilterGradWeightWork {
+  int band_rows;            // grad_output rows an item covers (the last band of a plane may have fewer)
+  int64_t bands;            // items of one batch entry
+  int64_t items_per_slice;  // items are (batch entry, band), batch entry major
+};
+
+template <typename scalar_t, typename index_t>
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    const PassGeometry g,
+    const RegisterTile t,
+    const LargeFilterGradWeightWork work,
+    const Strides4 go_strides,
+    const Strides4 in_strides) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* const regions = reinterpret_cast<acc_t*>(shared_bytes);
+  const int go_pitch = large_filter_weight_pitch(static_cast<int>(g.dst_w));
+  const int go_values = work.band_rows * go_pitch;
+  const index_t dst_channels = g.dst_channels;
+  const index_t first_c = static_cast<index_t>(blockIdx.x) * blockDim.x;
+  const index_t c = first_c + threadIdx.x;
+  const index_t items = static_cast<index_t>(g.batch) * work.bands;
+  const index_t item_begin = static_cast<index_t>(blockIdx.y) * work.items_per_slice;
+  const index_t item_end = smaller(items, item_begin + static_cast<index_t>(work.items_per_slice));
+  auto channel_plane = [&](const scalar_t* data, const Strides4& s, index_t n, int p, bool input_channel) -> const scalar_t* {
+    const index_t slot_c = first_c + p;
+    if (slot_c >= dst_channels) return nullptr;  // the last block's spare slots
+    const index_t plane_c = input_channel ? slot_c / g.multiplier : slot_c;
+    return data + n * static_cast<index_t>(s.n) + plane_c * static_cast<index_t>(s.c);
+  };
+
+  acc_t acc[kBlockRows][kBlockCols] = {};
+  for (index_t item = item_begin; item < item_end; ++item) {
+    const index_t n = item / work.bands;
+    const int y0 = static_cast<int>(item % work.bands) * work.band_rows;
+    const int rows = static_cast<int>(smaller(static_cast<index_t>(work.band_rows), static_cast<index_t>(g.dst_h) - y0));
+    __syncthreads();  // no thread still reads the previous item's planes
+    stage_planes<scalar_t, index_t>(regions, t.plane_stride, go_pitch, rows, static_cast<int>(g.dst_w), y0, 0, g.dst_h,
+                                    g.dst_w, go_strides, go_strides.c == 1,
+                                    [&](int p) { return channel_plane(grad_output, go_strides, n, p, false); });
+    stage_planes<scalar_t, index_t>(regions + go_values, t.plane_stride, t.pitch, rows + t.tile_in_h - work.band_rows,
+                                    t.tile_in_w, y0 - g.pad_h, -g.pad_w, g.src_h, g.src_w, in_strides,
+                                    in_strides.c == 1,
+                                    [&](int p) { return channel_plane(input, in_strides, n, p, true); });
+    __syncthreads();
+    const acc_t* plane = regions + threadIdx.x * t.plane_stride;
+    accumulate_large_filter_window(acc, plane + go_values + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols,
+                                   t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w));
+  }
+
+  if (c >= dst_channels) return;
+  const int taps = g.kernel_h * g.kernel_w;
+  acc_t* out = partial + (static_cast<index_t>(blockIdx.y) * dst_channels + c) * taps;
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+    const int a = threadIdx.z * kBlockRows + i;
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) {
+      const int b = threadIdx.y * kBlockCols + j;
+      if (a < g.kernel_h && b < g.kernel_w) out[a * g.kernel_w + b] = acc[i][j];
+    }
   }
 }
 
@@ -1390,6 +1480,81 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
       dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)), block,
       RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false},
       layout.bytes(planes, kUnit)};
+}
+
+struct LargeFilterGradWeightLaunch {
+  dim3 grid, block;
+  RegisterTile tile;  // the input tile of a whole band; row_access unused
+  LargeFilterGradWeightWork work;
+  size_t shared_bytes;
+};
+
+// A large-filter weight-gradient launch, or nothing when the kernel does not take the filter
+// (as the large-filter kernel, and at least 2 kernel rows), the taps need more than 256 threads,
+// or even a one-row band does not fit. Threads cover the taps (bx x by blocks of 4x4); a band
+// is as many grad_output rows as fit in 48 KB with the input rows it needs; slots take as many
+// channels as fill the largest share of their warps' lanes; then small batches get fewer slots
+// and narrower bands; slices give about 16 blocks an SM.
+template <typename acc_t>
+std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const PassGeometry& g, int sm_count) {
+  constexpr int V = kVector16<acc_t>;
+  constexpr size_t kUnit = sizeof(Vector16<acc_t>);
+  if (!has_large_filter(g) || g.kernel_h < kBlockRows / 2) return std::nullopt;
+  const int bx = (g.kernel_w + kBlockCols - 1) / kBlockCols;
+  const int by = (g.kernel_h + kBlockRows - 1) / kBlockRows;
+  if (bx * by > kThreads || by > 64) return std::nullopt;
+  const int dst_w = static_cast<int>(g.dst_w);
+  const int go_units = large_filter_weight_pitch(dst_w) / V;  // a band row of grad_output
+  const int window_units = large_filter_window_vectors<acc_t>(dst_w);
+  auto layout_of = [&](int planes, int band_rows) {
+    return register_tile_layout<acc_t>(dim3(planes, bx, by), window_units,
+                                       input_extent(band_rows, 1, by * kBlockRows, 1), band_rows * go_units);
+  };
+  auto fits = [&](int planes, int band_rows) {
+    return layout_of(planes, band_rows).bytes(planes, kUnit) <= kMaxSharedBytes;
+  };
+  int64_t bands = 1;
+  int band_rows = static_cast<int>(g.dst_h);
+  auto split = [&](int64_t into) {  // grad_output rows in `into` bands, shared evenly
+    bands = into;
+    band_rows = static_cast<int>((g.dst_h + bands - 1) / bands);
+    bands = (g.dst_h + band_rows - 1) / band_rows;
+  };
+  while (!fits(1, band_rows)) {
+    if (band_rows == 1) return std::nullopt;
+    split(bands * 2);
+  }
+
+  const int slot_threads = bx * by;
+  int planes = 1;
+  double best_share = 0.0;
+  for (int p = 1; p * slot_threads <= kThreads && p <= g.dst_channels && fits(p, band_rows); ++p) {
+    const int threads = p * slot_threads;
+    const double share = double(threads) / double((threads + 31) / 32 * 32);
+    if (share > best_share) {
+      best_share = share;
+      planes = p;
+    }
+  }
+  // Small batches: fewer slots a block, then bands of down to 4 rows, until every SM has 4 blocks.
+  const int64_t min_blocks = 4 * int64_t(sm_count);
+  auto blocks = [&] { return (g.dst_channels + planes - 1) / planes * g.batch * bands; };
+  while (blocks() < min_blocks && planes > 1) --planes;
+  while (blocks() < min_blocks && band_rows > 4) split(bands * 2);
+
+  const int64_t channel_groups = (g.dst_channels + planes - 1) / planes;
+  const int64_t items = g.batch * bands;
+  const int64_t wanted = (16 * int64_t(sm_count) + channel_groups - 1) / channel_groups;
+  const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({items, wanted, 65535}));
+  const int64_t items_per_slice = (items + slices - 1) / slices;
+  const int64_t used_slices = (items + items_per_slice - 1) / items_per_slice;
+  if (channel_groups > std::numeric_limits<int32_t>::max()) return std::nullopt;
+  const auto layout = layout_of(planes, band_rows);
+  return LargeFilterGradWeightLaunch{
+      dim3(static_cast<unsigned>(channel_groups), static_cast<unsigned>(used_slices)), dim3(planes, bx, by),
+      RegisterTile{layout.pitch_units * V, layout.plane_units * V, input_extent(band_rows, 1, by * kBlockRows, 1),
+                   input_extent(dst_w, 1, bx * kBlockCols, 1), false},
+      LargeFilterGradWeightWork{band_rows, bands, items_per_slice}, layout.bytes(planes, kUnit)};
 }
 
 struct ChannelsLastLaunch {
