@@ -241,6 +241,24 @@ __device__ __forceinline__ void load_shared_vectors(const acc_t* from, acc_t (&v
   }
 }
 
+// A thread's window for a kKernel x kKernel filter: each of its kBlockRows + kKernel - 1 input
+// rows is loaded once (16-byte shared loads) and handed to visit(i, kh, row) for every output
+// row i it feeds, through kernel row kh = r - i. Each (i, kh) pair comes once, in row order.
+template <typename acc_t, int kKernel, typename Visit>
+__device__ __forceinline__ void walk_register_window(const acc_t* window, int pitch, Visit&& visit) {
+  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
+#pragma unroll
+  for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
+    acc_t x[kWindowVectors * kVector16<acc_t>];
+    load_shared_vectors<acc_t, kWindowVectors>(window + r * pitch, x);
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) {
+      const int kh = r - i;
+      if (kh >= 0 && kh < kKernel) visit(i, kh, x);
+    }
+  }
+}
+
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel>
@@ -254,7 +272,6 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<acc_t>;
   constexpr int kTaps = kKernel * kKernel;
-  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
   constexpr int kTapVectors = register_tile_weight_slots<acc_t>(kKernel) / V;
   static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
   DWCONV_SHARED_BYTES(shared_bytes);
@@ -301,23 +318,13 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     acc_t w[kTapVectors * V];
     load_shared_vectors<acc_t, kTapVectors>(taps, w);
     const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
-    // Input row r of the thread's window feeds output row i through kernel row r - i.
+    walk_register_window<acc_t, kKernel>(window, t.pitch, [&](int i, int kh, const auto& x) {
 #pragma unroll
-    for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
-      acc_t x[kWindowVectors * V];
-      load_shared_vectors<acc_t, kWindowVectors>(window + r * t.pitch, x);
+      for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-      for (int i = 0; i < kBlockRows; ++i) {
-        const int kh = r - i;
-        if (kh >= 0 && kh < kKernel) {
-#pragma unroll
-          for (int kw = 0; kw < kKernel; ++kw) {
-#pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j + kw] * w[kh * kKernel + kw];
-          }
-        }
+        for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j + kw] * w[kh * kKernel + kw];
       }
-    }
+    });
   }
 
   if (!live) return;
@@ -999,7 +1006,6 @@ grad_weight_register_tiled_kernel(
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<acc_t>;
   constexpr int kTaps = kKernel * kKernel;
-  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
   static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* const shared = reinterpret_cast<acc_t*>(shared_bytes);
@@ -1056,23 +1062,14 @@ grad_weight_register_tiled_kernel(
       }
     }
     const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
-    // Input row r of the window adds to kernel row kh through output row r - kh.
+    // Input row r of the window adds to kernel row kh through output row i = r - kh.
+    walk_register_window<acc_t, kKernel>(window, t.pitch, [&](int i, int kh, const auto& in) {
 #pragma unroll
-    for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
-      acc_t in[kWindowVectors * V];
-      load_shared_vectors<acc_t, kWindowVectors>(window + r * t.pitch, in);
+      for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-      for (int kh = 0; kh < kKernel; ++kh) {
-        const int i = r - kh;
-        if (i >= 0 && i < kBlockRows) {
-#pragma unroll
-          for (int kw = 0; kw < kKernel; ++kw) {
-#pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j + kw];
-          }
-        }
+        for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j + kw];
       }
-    }
+    });
   }
 
   // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
