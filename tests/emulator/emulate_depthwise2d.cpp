@@ -425,11 +425,12 @@ void check_grad_weight(const Problem& p, const char* dtype) {
     auto partial = poisoned<acc_t>(size_t(plan.slices) * g.dst_channels * taps);
     const dim3 grid(unsigned(plan.channel_blocks), unsigned(plan.slices));
     if (plan.channels_last) {
-      dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0, grad_weight_channels_last_kernel<T, index_t>,
+      dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0,
+                         grad_weight_channels_last_kernel_for<T, index_t>(int(taps)),
                          go.data(), in.data(), partial.data(), g, p.grad_output.strides(channels_last),
                          p.input.strides(channels_last), plan.rows_per_slice);
     } else {
-      dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel<T, index_t>, go.data(), in.data(),
+      dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel_for<T, index_t>(int(taps)), go.data(), in.data(),
                          partial.data(), g, plan.rows_per_slice);
     }
     check_finished_grad_weight<T>(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag, p,

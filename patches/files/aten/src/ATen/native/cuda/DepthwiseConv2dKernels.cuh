@@ -43,6 +43,41 @@ __host__ __device__ inline T smaller(T a, T b) {
   return b < a ? b : a;
 }
 
+// The coordinates of one position of a row-major grid, outermost first (the outermost extent
+// is unbounded), moved on by a fixed number of positions with carries: the divisions are paid
+// once, when the walk is made, not at every step of a loop.
+template <typename index_t, int kDims>
+struct GridWalk {
+  index_t at[kDims];
+  index_t step[kDims];
+  index_t extent[kDims];
+
+  __host__ __device__ GridWalk(index_t first, index_t stride, const index_t (&extents)[kDims]) {
+#pragma unroll
+    for (int d = kDims - 1; d > 0; --d) {
+      extent[d] = extents[d];
+      at[d] = first % extents[d];
+      first /= extents[d];
+      step[d] = stride % extents[d];
+      stride /= extents[d];
+    }
+    extent[0] = extents[0];
+    at[0] = first;
+    step[0] = stride;
+  }
+
+  __host__ __device__ void advance() {
+    index_t carry = 0;
+#pragma unroll
+    for (int d = kDims - 1; d > 0; --d) {
+      at[d] += step[d] + carry;  // below 2 * extent[d]: at most one carry out
+      carry = at[d] >= extent[d] ? 1 : 0;
+      if (carry) at[d] -= extent[d];
+    }
+    at[0] += step[0] + carry;
+  }
+};
+
 constexpr int kThreads = 256;
 constexpr int kMaxColsPerThread = 4;
 constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
@@ -764,7 +799,23 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
 }
 
 // ---------------------------------------------------------------------------
-// Direct kernel: one dst element per thread, any strides.
+// Direct kernel: one dst element per thread, any strides. Threads walk dst in memory order by
+// the grid's stride with carries, and backward-input finds the taps that land on a stride
+// point by stepping a quotient and remainder, so no loop divides.
+
+// t = q * stride + r with 0 <= r < stride, stepped down by `step` = step_q * stride + step_r.
+template <typename index_t>
+struct StrideDivision {
+  index_t q, r;
+  __device__ __forceinline__ void step_down(index_t step_q, index_t step_r, index_t stride) {
+    q -= step_q;
+    r -= step_r;
+    if (r < 0) {
+      r += stride;
+      --q;
+    }
+  }
+};
 
 template <typename scalar_t, typename index_t, bool kBackward>
 __global__ void __launch_bounds__(kThreads) direct_kernel(
@@ -784,19 +835,22 @@ __global__ void __launch_bounds__(kThreads) direct_kernel(
   const index_t src_h = g.src_h, src_w = g.src_w;
   const index_t sn = src_strides.n, sc = src_strides.c, sh = src_strides.h, sw = src_strides.w;
   const index_t dn = dst_strides.n, dc = dst_strides.c, dh = dst_strides.h, dw = dst_strides.w;
-  for (index_t i = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-    index_t rest = i;
-    index_t n, c, y, x;
-    if (channels_fastest) {
-      c = rest % dst_c; rest /= dst_c;
-      x = rest % dst_w; rest /= dst_w;
-      y = rest % dst_h; n = rest / dst_h;
-    } else {
-      x = rest % dst_w; rest /= dst_w;
-      y = rest % dst_h; rest /= dst_h;
-      c = rest % dst_c; n = rest / dst_c;
-    }
+  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  // (n, y, x, c) when channels are fastest in memory, else (n, c, y, x).
+  const index_t channels_fastest_extents[4] = {0, dst_h, dst_w, dst_c};
+  const index_t planes_fastest_extents[4] = {0, dst_c, dst_h, dst_w};
+  GridWalk<index_t, 4> at = channels_fastest ? GridWalk<index_t, 4>(first, grid_stride, channels_fastest_extents)
+                                             : GridWalk<index_t, 4>(first, grid_stride, planes_fastest_extents);
+  // Backward-input: a dilation step as a multiple of the stride and a remainder.
+  const index_t stride_h = g.stride_h, stride_w = g.stride_w;
+  const index_t dil_q_h = g.dilation_h / g.stride_h, dil_r_h = g.dilation_h % g.stride_h;
+  const index_t dil_q_w = g.dilation_w / g.stride_w, dil_r_w = g.dilation_w % g.stride_w;
+  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
+    const index_t n = at.at[0];
+    const index_t c = channels_fastest ? at.at[3] : at.at[1];
+    const index_t y = channels_fastest ? at.at[1] : at.at[2];
+    const index_t x = channels_fastest ? at.at[2] : at.at[3];
     acc_t acc = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
     if (!kBackward) {
       const index_t src_c = c / g.multiplier;
@@ -813,19 +867,21 @@ __global__ void __launch_bounds__(kThreads) direct_kernel(
         }
       }
     } else {
-      // grad_input[y, x] gathers grad_output[sy, sx] where y = sy * stride - pad + kh * dilation.
+      // grad_input[y, x] gathers grad_output[sy, sx] where y = sy * stride - pad + kh * dilation:
+      // tap kh takes row (y + pad - kh * dilation) / stride where that divides exactly.
+      const StrideDivision<index_t> row0{(y + g.pad_h) / stride_h, (y + g.pad_h) % stride_h};
+      const StrideDivision<index_t> col0{(x + g.pad_w) / stride_w, (x + g.pad_w) % stride_w};
       for (int member = 0; member < g.multiplier; ++member) {
         const index_t src_c = c * g.multiplier + member;
         const scalar_t* src_plane = src + n * sn + src_c * sc;
         const scalar_t* w = weight + src_c * taps_count;
-        for (int kh = 0; kh < g.kernel_h; ++kh) {
-          const index_t ty = y + g.pad_h - kh * g.dilation_h;
-          if (ty < 0 || ty % g.stride_h != 0 || ty / g.stride_h >= src_h) continue;
-          const index_t sy = ty / g.stride_h;
-          for (int kw = 0; kw < g.kernel_w; ++kw) {
-            const index_t tx = x + g.pad_w - kw * g.dilation_w;
-            if (tx < 0 || tx % g.stride_w != 0 || tx / g.stride_w >= src_w) continue;
-            acc += static_cast<acc_t>(src_plane[sy * sh + (tx / g.stride_w) * sw]) *
+        StrideDivision<index_t> row = row0;
+        for (int kh = 0; kh < g.kernel_h; ++kh, row.step_down(dil_q_h, dil_r_h, stride_h)) {
+          if (row.r != 0 || row.q < 0 || row.q >= src_h) continue;
+          StrideDivision<index_t> col = col0;
+          for (int kw = 0; kw < g.kernel_w; ++kw, col.step_down(dil_q_w, dil_r_w, stride_w)) {
+            if (col.r != 0 || col.q < 0 || col.q >= src_w) continue;
+            acc += static_cast<acc_t>(src_plane[row.q * sh + col.q * sw]) *
                    static_cast<acc_t>(w[kh * g.kernel_w + kw]);
           }
         }
@@ -840,16 +896,68 @@ __global__ void __launch_bounds__(kThreads) direct_kernel(
 //   grad_output[n, c, y, x] * input[n, c / multiplier, y*s - p + kh*d, x*s - p + kw*d].
 // g here is the forward geometry (src = input, dst = grad_output). Each block
 // writes its slice's sums to `partial` [slices][channels][taps].
+// A pass holds kSlots taps' sums in registers (kSlots: 4, 9 or 16, the fewest that hold the
+// filter, or 16 a pass; 9 at most with 64-bit indices, whose 16-slot loop would spill). Its taps' input offsets are worked out once, and positions are walked
+// with carries, so the loop over positions divides nothing; a tap's input is loaded whether or
+// not it falls in the plane (from the plane's first element when not), which lets the loads of
+// all slots be in flight together, and only the multiply-add is skipped for taps outside it.
 
-template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
+template <int kSlots>
+struct PassTaps {
+  int count;  // taps in this pass; the slots past it repeat its last tap
+  int dy[kSlots], dx[kSlots];  // input row and column offsets from an output position's (y*s, x*s)
+};
+
+inline int grad_weight_tap_slots(int taps_count, bool index64) {
+  return taps_count <= 4 ? 4 : taps_count <= 9 || index64 ? 9 : kTapsPerPass;
+}
+
+template <int kSlots>
+__host__ __device__ inline PassTaps<kSlots> pass_taps(const PassGeometry& g, int tap0) {
+  const int taps_count = g.kernel_h * g.kernel_w;
+  PassTaps<kSlots> taps;
+  taps.count = smaller(kSlots, taps_count - tap0);
+#pragma unroll
+  for (int t = 0; t < kSlots; ++t) {
+    const int tap = smaller(tap0 + t, taps_count - 1);
+    taps.dy[t] = tap / g.kernel_w * g.dilation_h - g.pad_h;
+    taps.dx[t] = tap % g.kernel_w * g.dilation_w - g.pad_w;
+  }
+  return taps;
+}
+
+// Adds grad_output value `go` times each pass tap's input for output position (y, x) into acc;
+// `pixel` is the input plane's element (0, 0) and (row_stride, col_stride) its strides.
+template <typename scalar_t, typename index_t, typename acc_t, int kSlots>
+__device__ __forceinline__ void accumulate_pass_taps(acc_t (&acc)[kSlots], const PassTaps<kSlots>& taps,
+                                                     const PassGeometry& g, acc_t go, const scalar_t* pixel,
+                                                     index_t row_stride, index_t col_stride, index_t y, index_t x) {
+  const index_t src_h = g.src_h, src_w = g.src_w;  // compared in index_t: 32-bit math on the 32-bit path
+  const index_t sy0 = y * g.stride_h, sx0 = x * g.stride_w;
+  scalar_t value[kSlots];
+  bool inside[kSlots];
+#pragma unroll
+  for (int t = 0; t < kSlots; ++t) {
+    const index_t sy = sy0 + taps.dy[t];
+    const index_t sx = sx0 + taps.dx[t];
+    inside[t] = t < taps.count && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
+    value[t] = pixel[inside[t] ? sy * row_stride + sx * col_stride : index_t(0)];
+  }
+#pragma unroll
+  for (int t = 0; t < kSlots; ++t) {
+    if (inside[t]) acc[t] += go * static_cast<acc_t>(value[t]);
+  }
+}
+
+template <typename scalar_t, typename index_t, int kSlots>
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
     const PassGeometry g,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kTapsPerPass][kThreads];
+  __shared__ acc_t sums[kSlots][kThreads];
   const int tid = threadIdx.x;
   const index_t c = blockIdx.x;
   const index_t slice = blockIdx.y;
@@ -864,40 +972,29 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
   const index_t src_plane_size = src_h * src_w;
   const index_t dst_plane_size = dst_h * dst_w;
 
-  for (int tap0 = 0; tap0 < taps_count; tap0 += kTapsPerPass) {
-    acc_t acc[kTapsPerPass];
+  for (int tap0 = 0; tap0 < taps_count; tap0 += kSlots) {
+    const auto taps = pass_taps<kSlots>(g, tap0);
+    acc_t acc[kSlots];
 #pragma unroll
-    for (int t = 0; t < kTapsPerPass; ++t) acc[t] = acc_t(0);
-    for (index_t p = tid; p < positions; p += kThreads) {
-      const index_t row = row_begin + p / dst_w;
-      const index_t x = p % dst_w;
-      const index_t n = row / dst_h;
-      const index_t y = row % dst_h;
+    for (int t = 0; t < kSlots; ++t) acc[t] = acc_t(0);
+    GridWalk<index_t, 3> at(row_begin * dst_w + tid, kThreads, {0, dst_h, dst_w});  // (n, y, x)
+    for (index_t p = tid; p < positions; p += kThreads, at.advance()) {
+      const index_t n = at.at[0], y = at.at[1], x = at.at[2];
       const acc_t go = static_cast<acc_t>(grad_output[(n * dst_channels + c) * dst_plane_size + y * dst_w + x]);
-      const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
-#pragma unroll
-      for (int t = 0; t < kTapsPerPass; ++t) {
-        const int tap = tap0 + t;
-        if (tap < taps_count) {
-          const index_t sy = y * g.stride_h - g.pad_h + (tap / g.kernel_w) * g.dilation_h;
-          const index_t sx = x * g.stride_w - g.pad_w + (tap % g.kernel_w) * g.dilation_w;
-          if (sy >= 0 && sy < src_h && sx >= 0 && sx < src_w) {
-            acc[t] += go * static_cast<acc_t>(src_plane[sy * src_w + sx]);
-          }
-        }
-      }
+      accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + (n * src_channels + src_c) * src_plane_size,
+                                              src_w, index_t(1), y, x);
     }
 #pragma unroll
-    for (int t = 0; t < kTapsPerPass; ++t) sums[t][tid] = acc[t];
+    for (int t = 0; t < kSlots; ++t) sums[t][tid] = acc[t];
     __syncthreads();
     for (int half = kThreads / 2; half > 0; half /= 2) {
       if (tid < half) {
 #pragma unroll
-        for (int t = 0; t < kTapsPerPass; ++t) sums[t][tid] += sums[t][tid + half];
+        for (int t = 0; t < kSlots; ++t) sums[t][tid] += sums[t][tid + half];
       }
       __syncthreads();
     }
-    if (tid < kTapsPerPass && tap0 + tid < taps_count) {
+    if (tid < taps.count) {
       partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = sums[tid][0];
     }
     __syncthreads();
@@ -908,8 +1005,8 @@ __global__ void __launch_bounds__(kThreads) grad_weight_nchw_kernel(
 constexpr int kChannelLanes = 32;
 constexpr int kPositionLanes = kThreads / kChannelLanes;
 
-template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
+template <typename scalar_t, typename index_t, int kSlots>
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -918,9 +1015,8 @@ __global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
     const Strides4 in_strides,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kTapsPerPass][kPositionLanes][kChannelLanes];
+  __shared__ acc_t sums[kSlots][kPositionLanes][kChannelLanes];
   const index_t dst_channels = g.dst_channels, dst_h = g.dst_h, dst_w = g.dst_w;
-  const index_t src_h = g.src_h, src_w = g.src_w;
   const index_t gn = go_strides.n, gc = go_strides.c, gh = go_strides.h, gw = go_strides.w;
   const index_t in_n = in_strides.n, in_c = in_strides.c, in_h = in_strides.h, in_w = in_strides.w;
   const index_t c = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
@@ -933,37 +1029,25 @@ __global__ void __launch_bounds__(kThreads) grad_weight_channels_last_kernel(
   const index_t row_end = smaller(rows, row_begin + static_cast<index_t>(rows_per_slice));
   const index_t positions = row_begin < row_end ? (row_end - row_begin) * g.dst_w : 0;
 
-  for (int tap0 = 0; tap0 < taps_count; tap0 += kTapsPerPass) {
-    acc_t acc[kTapsPerPass];
+  for (int tap0 = 0; tap0 < taps_count; tap0 += kSlots) {
+    const auto taps = pass_taps<kSlots>(g, tap0);
+    acc_t acc[kSlots];
 #pragma unroll
-    for (int t = 0; t < kTapsPerPass; ++t) acc[t] = acc_t(0);
+    for (int t = 0; t < kSlots; ++t) acc[t] = acc_t(0);
     if (active) {
-      for (index_t p = threadIdx.y; p < positions; p += kPositionLanes) {
-        const index_t row = row_begin + p / dst_w;
-        const index_t x = p % dst_w;
-        const index_t n = row / dst_h;
-        const index_t y = row % dst_h;
+      GridWalk<index_t, 3> at(row_begin * dst_w + threadIdx.y, kPositionLanes, {0, dst_h, dst_w});  // (n, y, x)
+      for (index_t p = threadIdx.y; p < positions; p += kPositionLanes, at.advance()) {
+        const index_t n = at.at[0], y = at.at[1], x = at.at[2];
         const acc_t go = static_cast<acc_t>(grad_output[n * gn + c * gc + y * gh + x * gw]);
-        const scalar_t* src_pixel_base = input + n * in_n + src_c * in_c;
-#pragma unroll
-        for (int t = 0; t < kTapsPerPass; ++t) {
-          const int tap = tap0 + t;
-          if (tap < taps_count) {
-            const index_t sy = y * g.stride_h - g.pad_h + (tap / g.kernel_w) * g.dilation_h;
-            const index_t sx = x * g.stride_w - g.pad_w + (tap % g.kernel_w) * g.dilation_w;
-            if (sy >= 0 && sy < src_h && sx >= 0 && sx < src_w) {
-              acc[t] += go * static_cast<acc_t>(src_pixel_base[sy * in_h + sx * in_w]);
-            }
-          }
-        }
+        accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + n * in_n + src_c * in_c, in_h, in_w, y, x);
       }
     }
 #pragma unroll
-    for (int t = 0; t < kTapsPerPass; ++t) sums[t][threadIdx.y][threadIdx.x] = acc[t];
+    for (int t = 0; t < kSlots; ++t) sums[t][threadIdx.y][threadIdx.x] = acc[t];
     __syncthreads();
     // Each position lane finishes every kPositionLanes-th tap, summing the lanes in order.
-    for (int t = threadIdx.y; t < kTapsPerPass; t += kPositionLanes) {
-      if (active && tap0 + t < taps_count) {
+    for (int t = threadIdx.y; t < kSlots; t += kPositionLanes) {
+      if (active && t < taps.count) {
         acc_t total = acc_t(0);
         for (int lane = 0; lane < kPositionLanes; ++lane) total += sums[t][lane][threadIdx.x];
         partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
@@ -1664,6 +1748,39 @@ inline GradWeightPlan plan_grad_weight(const PassGeometry& g, bool both_nchw_con
   const int64_t useful = std::max<int64_t>(1, rows * g.dst_w / min_positions_per_slice);
   const int64_t slices = std::min<int64_t>({wanted, useful, std::max<int64_t>(rows, 1), 65535});
   return {channels_last, channel_blocks, slices, (rows + slices - 1) / slices};
+}
+
+// The general weight-gradient kernels, compiled for the tap slots a filter needs (grad_weight_tap_slots).
+template <typename scalar_t, typename index_t>
+using GradWeightNchwKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*, PassGeometry,
+                                      int64_t);
+
+template <typename scalar_t, typename index_t>
+GradWeightNchwKernel<scalar_t, index_t> grad_weight_nchw_kernel_for(int taps_count) {
+  constexpr bool index64 = sizeof(index_t) == 8;
+  switch (grad_weight_tap_slots(taps_count, index64)) {
+    case 4: return grad_weight_nchw_kernel<scalar_t, index_t, 4>;
+    case 9: return grad_weight_nchw_kernel<scalar_t, index_t, 9>;
+    default:
+      if constexpr (index64) return nullptr;  // never chosen: see grad_weight_tap_slots
+      else return grad_weight_nchw_kernel<scalar_t, index_t, kTapsPerPass>;
+  }
+}
+
+template <typename scalar_t, typename index_t>
+using GradWeightStridedKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
+                                         PassGeometry, Strides4, Strides4, int64_t);
+
+template <typename scalar_t, typename index_t>
+GradWeightStridedKernel<scalar_t, index_t> grad_weight_channels_last_kernel_for(int taps_count) {
+  constexpr bool index64 = sizeof(index_t) == 8;
+  switch (grad_weight_tap_slots(taps_count, index64)) {
+    case 4: return grad_weight_channels_last_kernel<scalar_t, index_t, 4>;
+    case 9: return grad_weight_channels_last_kernel<scalar_t, index_t, 9>;
+    default:
+      if constexpr (index64) return nullptr;  // never chosen: see grad_weight_tap_slots
+      else return grad_weight_channels_last_kernel<scalar_t, index_t, kTapsPerPass>;
+  }
 }
 
 // The register-blocked weight-gradient kernel compiled for a filter size, or null where there is none.
