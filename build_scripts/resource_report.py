@@ -3,8 +3,9 @@
 L0 compiles each CUDA source with `-Xptxas=-v --keep`; `keep_compiler_report` keeps what
 ptxas said and the PTX per arch beside the object (`<object>.report/`). From those,
 `kernel_resources` reads, per kernel and arch: registers, stack frame, spill stores and
-loads, static shared memory (ptxas), and the 16-byte global and shared loads and stores
-in the kernel's PTX (what the vectorised paths must keep).
+loads, static shared memory (ptxas), the 16-byte global and shared loads and stores
+in the kernel's PTX (what the vectorised paths must keep), and the integer divisions and
+remainders inside the PTX's innermost loops (each costs some twenty instructions on the GPU).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ _USAGE = re.compile(r"Used (?P<registers>\d+) registers(?:, used \d+ barriers)?(
 _PTX_ENTRY = re.compile(r"^\.(?:visible|weak) \.entry (?P<name>[\w$]+)\(", re.M)
 # A 16-byte access: four 32-bit or two 64-bit lanes (ld.global.nc.v4.u32, st.shared.v2.f64, ...).
 _WIDE_ACCESS = re.compile(r"\b(?P<op>ld|st)\.(?P<space>global|shared)(?:\.[\w:]+)*?\.(?:v4\.[bfsu]32|v2\.[bfsu]64)\b")
+_LABEL = re.compile(r"^(?P<label>\$[\w$]+):", re.M)
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(?P<label>\$[\w$]+);")
+_INT_DIVISION = re.compile(r"\b(?:div|rem)\.[su](?:32|64)\b")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class KernelResources:
     wide_global_stores: int = 0
     wide_shared_loads: int = 0
     wide_shared_stores: int = 0
+    loop_divisions: int = 0
     name: str = ""  # demangled, without namespace and parameters
 
 
@@ -88,6 +93,21 @@ def wide_accesses(ptx: str) -> dict[str, dict[tuple[str, str], int]]:
     return counts
 
 
+def innermost_loop_divisions(ptx: str) -> dict[str, int]:
+    """Per kernel of a PTX file, the integer div/rem instructions inside its innermost loops: the
+    spans from a label to a later branch back to it that hold no other such span."""
+    counts: dict[str, int] = {}
+    entries = list(_PTX_ENTRY.finditer(ptx))
+    for entry, following in zip(entries, entries[1:] + [None]):
+        body = ptx[entry.end():following.start() if following else len(ptx)]
+        labels = {m["label"]: m.start() for m in _LABEL.finditer(body)}
+        loops = [(labels[m["label"]], m.end()) for m in _BRANCH.finditer(body)
+                 if m["label"] in labels and labels[m["label"]] < m.start()]
+        innermost = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+        counts[entry["name"]] = sum(len(_INT_DIVISION.findall(body, a, b)) for a, b in innermost)
+    return counts
+
+
 def demangle(names: list[str]) -> list[str]:
     proc = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True)
     if proc.returncode != 0:
@@ -116,10 +136,13 @@ def kernel_resources(directory: Path) -> list[KernelResources]:
     kernels = parse_ptxas(log.read_text())
     demangled = demangle([k.mangled for k in kernels])
     ptx_counts: dict[str, dict[str, dict[tuple[str, str], int]]] = {}
+    ptx_divisions: dict[str, dict[str, int]] = {}
     for ptx in directory.glob("*.ptx"):
         arch = re.search(r"compute_(\d+a?)", ptx.name)
         if arch:
-            ptx_counts[f"sm_{arch.group(1)}"] = wide_accesses(ptx.read_text())
+            text = ptx.read_text()
+            ptx_counts[f"sm_{arch.group(1)}"] = wide_accesses(text)
+            ptx_divisions[f"sm_{arch.group(1)}"] = innermost_loop_divisions(text)
     rows = []
     for kernel, full_name in zip(kernels, demangled):
         if KERNEL_NAMESPACE not in full_name:
@@ -128,20 +151,22 @@ def kernel_resources(directory: Path) -> list[KernelResources]:
         rows.append(replace(
             kernel, name=short_name(full_name),
             wide_global_loads=counts.get(("ld", "global"), 0), wide_global_stores=counts.get(("st", "global"), 0),
-            wide_shared_loads=counts.get(("ld", "shared"), 0), wide_shared_stores=counts.get(("st", "shared"), 0)))
+            wide_shared_loads=counts.get(("ld", "shared"), 0), wide_shared_stores=counts.get(("st", "shared"), 0),
+            loop_divisions=ptx_divisions.get(kernel.arch, {}).get(kernel.mangled, 0)))
     return sorted(rows, key=lambda r: (r.arch, r.name))
 
 
 def markdown(rows: list[KernelResources], source: str) -> str:
     lines = [
-        f"Compiler resource report of {source} (ptxas -v, and 16-byte accesses counted in the PTX):",
+        f"Compiler resource report of {source} (ptxas -v; 16-byte accesses and integer divisions in "
+        "innermost loops counted in the PTX):",
         "",
         "| arch | kernel | registers | stack bytes | spill stores/loads bytes | static shared bytes "
-        "| 16-byte global ld/st | 16-byte shared ld/st |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| 16-byte global ld/st | 16-byte shared ld/st | loop divisions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(f"| {r.arch} | `{r.name}` | {r.registers} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} "
                      f"| {r.static_shared_bytes} | {r.wide_global_loads}/{r.wide_global_stores} "
-                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} |")
+                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} | {r.loop_divisions} |")
     return "\n".join(lines)

@@ -113,6 +113,15 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
       "if (a < g.kernel_h && b < g.kernel_w) out[b * g.kernel_h + a] = acc[i][j];"), "30:31"),  # 9x31
     (("const int y0 = static_cast<int>(item % work.bands) * work.band_rows;",
       "const int y0 = static_cast<int>(item % work.bands);"), "33:34"),  # double's plane in 5 bands
+    # The general kernels' division-free walks:
+    (("carry = at[d] >= extent[d] ? 1 : 0;", "carry = at[d] > extent[d] ? 1 : 0;"), "0:1"),  # GridWalk's carry
+    (("if (inside[t]) acc[t] += go * static_cast<acc_t>(value[t]);", "acc[t] += go * static_cast<acc_t>(value[t]);"),
+     "0:1"),  # a padded tap adds the clamped load
+    (("const int tap = smaller(tap0 + t, taps_count - 1);", "const int tap = smaller(t, taps_count - 1);"), "1:2"),
+    (("      r += stride;\n      --q;", "      r += stride;"), "1:2"),  # a borrow from the stride quotient
+    (("const index_t y = channels_fastest ? at.at[1] : at.at[2];", "const index_t y = at.at[2];"), "19:20"),
+    (("const index_t dil_q_h = g.dilation_h / g.stride_h, dil_r_h = g.dilation_h % g.stride_h;",
+      "const index_t dil_q_h = 0, dil_r_h = g.dilation_h % g.stride_h;"), "6:7"),  # dilation 2 at stride 1
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

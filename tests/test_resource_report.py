@@ -4,6 +4,7 @@ The parsing is tested on a real nvcc compile of a tiny source (nvcc is on every 
 that runs L0), then the report of our own kernels guards what their design relies on.
 """
 
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,10 @@ __global__ void copy_wide(float4* out, const float4* in) {
   out[0].y += float(staged[63 - threadIdx.x]);
 }
 template __global__ void copy_wide<double>(float4*, const float4*);
+__global__ void divide_in_loop(int* out, int divisor, int count) {
+  out[threadIdx.x] = threadIdx.x / divisor;  // once, outside any loop
+  for (int i = 0; i < count; ++i) out[i] += (i * 7 + 3) % divisor;
+}
 }  // namespace at::native::dwconv
 __global__ void not_ours(float* out) { out[threadIdx.x] = 1.0f; }
 """
@@ -54,7 +59,7 @@ def test_report_keeps_only_ptxas_output_and_ptx(tiny_report):
 
 
 def test_each_of_our_kernels_gets_its_resources_and_wide_accesses_per_arch(tiny_report):
-    rows = kernel_resources(tiny_report)
+    rows = [r for r in kernel_resources(tiny_report) if r.name != "divide_in_loop"]
     assert [(r.arch, r.name) for r in rows] == [("sm_80", "copy_wide<double>"), ("sm_90", "copy_wide<double>")]
     for row in rows:
         assert row.static_shared_bytes == 64 * 8
@@ -63,6 +68,15 @@ def test_each_of_our_kernels_gets_its_resources_and_wide_accesses_per_arch(tiny_
         assert (row.wide_shared_loads, row.wide_shared_stores) == (0, 0)  # 8-byte doubles only
     table = markdown(rows, "tiny.cu")
     assert "| sm_90 | `copy_wide<double>` |" in table and "not_ours" not in table
+
+
+def test_integer_divisions_are_counted_inside_innermost_loops_only(tiny_report):
+    rows = {(r.arch, r.name): r for r in kernel_resources(tiny_report)}
+    ptx = (tiny_report / "tiny.compute_90.ptx").read_text()
+    all_divisions = len(re.findall(r"\b(?:div|rem)\.[su]32\b", ptx))
+    # The loop's remainders (however nvcc unrolls the loop), not the division before it.
+    assert rows["sm_90", "divide_in_loop"].loop_divisions == all_divisions - 1 >= 1
+    assert rows["sm_90", "copy_wide<double>"].loop_divisions == 0
 
 
 def test_short_names_drop_namespaces_return_type_and_parameters():
@@ -87,8 +101,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| sm_")]
-    rows = [dict(arch=a.strip(), kernel=k.strip(" `"), spills=s.strip(), wide_global=g.strip(), wide_shared=sh.strip())
-            for a, k, _, _, s, _, g, sh in rows]
+    rows = [dict(arch=a.strip(), kernel=k.strip(" `"), spills=s.strip(), wide_global=g.strip(), wide_shared=sh.strip(),
+                 loop_divisions=int(d))
+            for a, k, _, _, s, _, g, sh, d in rows]
     assert {r["arch"] for r in rows} == {"sm_80", "sm_90"}
     tiled = [r for r in rows if r["kernel"].startswith("tiled_channels_last_kernel<")]
     assert len(tiled) == 2 * 4 * 2 * 2  # archs x dtypes x index types x passes
@@ -113,6 +128,13 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         kernel_size = int(row["kernel"].rstrip(">").rsplit(",", 1)[1])
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads >= 4 + kernel_size - 1, row  # at least one per input row of a thread's window
+    # The general kernels serve what no special kernel takes (conv1d's weight gradient, stride 2's
+    # backward-input and NCHW weight gradient): their loops over positions and taps divide nothing.
+    general = [r for r in rows if r["kernel"].startswith(("direct_kernel<", "grad_weight_nchw_kernel<",
+                                                          "grad_weight_channels_last_kernel<"))]
+    assert len(general) == 2 * 4 * 2 * 2 + 2 * 4 * (3 + 2) * 2  # direct; weight gradient in 3 (int) or 2 (long) slot sizes
+    for row in general:
+        assert row["loop_divisions"] == 0, row
     for row in rows:
         if ", int" in row["kernel"] or "finish" in row["kernel"]:
             assert row["spills"] == "0/0", row
