@@ -322,14 +322,13 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
     auto run = [&](auto index_tag) {
       using index_t = decltype(index_tag);
-      const int taps_count = g.kernel_h * g.kernel_w;
       if (plan.channels_last) {
-        const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(taps_count);
+        const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(static_cast<int>(taps));
         kernel<<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
             go, in, partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input),
             plan.rows_per_slice);
       } else {
-        const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(taps_count);
+        const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(static_cast<int>(taps));
         kernel<<<grid, kThreads, 0, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
       }
       C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 // The dynamic shared memory of a launch (a macro so that the CPU emulator can supply its own),
 // aligned for 16-byte vectors.
@@ -294,6 +295,47 @@ __device__ __forceinline__ void walk_register_window(const acc_t* window, int pi
   }
 }
 
+// Where a thread of a register-tile block (planes, bx, by) sits: its plane slot's plane (planes
+// are consecutive (n, c) pairs, the block's slots fastest), whether that plane exists (the last
+// block's spare slots do not), its place among its plane's threads, and the block's first output
+// row and column.
+template <typename index_t>
+struct RegisterTileThread {
+  int plane_tid, plane_threads;
+  index_t plane_count, first_plane, plane, n, c;
+  bool live;
+  int y0, x0;
+};
+
+template <typename index_t>
+__device__ __forceinline__ RegisterTileThread<index_t> register_tile_thread(const PassGeometry& g) {
+  RegisterTileThread<index_t> place;
+  place.plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  place.plane_threads = blockDim.y * blockDim.z;
+  const index_t dst_channels = g.dst_channels;
+  place.plane_count = static_cast<index_t>(g.batch) * dst_channels;
+  place.first_plane = static_cast<index_t>(blockIdx.x) * blockDim.x;
+  place.plane = place.first_plane + threadIdx.x;
+  place.n = place.plane / dst_channels;
+  place.c = place.plane % dst_channels;
+  place.live = place.plane < place.plane_count;
+  place.y0 = blockIdx.y * blockDim.z * kBlockRows;
+  place.x0 = blockIdx.z * blockDim.y * kBlockCols;
+  return place;
+}
+
+// A thread's block of outputs before the first tap: the channel's bias (forward, when given) or zero.
+template <bool kBackward, typename acc_t, typename scalar_t, typename index_t>
+__device__ __forceinline__ void start_block(acc_t (&acc)[kBlockRows][kBlockCols], const scalar_t* bias,
+                                            const RegisterTileThread<index_t>& place) {
+  const acc_t start = (!kBackward && bias != nullptr && place.live) ? static_cast<acc_t>(bias[place.c]) : acc_t(0);
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+    for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
+  }
+}
+
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel>
@@ -313,36 +355,23 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
   acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes) + threadIdx.x * t.plane_stride;
   acc_t* tile = taps + kTapVectors * V;
 
-  const int plane_threads = blockDim.y * blockDim.z;
-  const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
-  const index_t dst_channels = g.dst_channels, src_channels = g.src_channels;
-  const index_t plane = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const bool live = plane < static_cast<index_t>(g.batch) * dst_channels;  // the last block's spare planes
-  const index_t n = plane / dst_channels;
-  const index_t c = plane % dst_channels;
-  const int y0 = blockIdx.y * blockDim.z * kBlockRows;
-  const int x0 = blockIdx.z * blockDim.y * kBlockCols;
-  const int src_y0 = y0 - g.pad_h;
-  const int src_x0 = x0 - g.pad_w;
+  const auto place = register_tile_thread<index_t>(g);
+  const index_t src_channels = g.src_channels;
   const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
 
   acc_t acc[kBlockRows][kBlockCols];
-  const acc_t start = (!kBackward && bias != nullptr && live) ? static_cast<acc_t>(bias[c]) : acc_t(0);
-#pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-#pragma unroll
-    for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
-  }
+  start_block<kBackward>(acc, bias, place);
 
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
-    const index_t src_c = kBackward ? c * g.multiplier + member : c / g.multiplier;
-    const index_t weight_row = kBackward ? src_c : c;
+    const index_t src_c = kBackward ? place.c * g.multiplier + member : place.c / g.multiplier;
+    const index_t weight_row = kBackward ? src_c : place.c;
     __syncthreads();  // no thread still reads the previous member's tile or weights
-    if (live) {
-      const scalar_t* src_plane = src + (n * src_channels + src_c) * src_plane_size;
-      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, src_y0, src_x0, plane_tid, plane_threads);
-      for (int i = plane_tid; i < kTaps; i += plane_threads) {
+    if (place.live) {
+      const scalar_t* src_plane = src + (place.n * src_channels + src_c) * src_plane_size;
+      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, place.y0 - g.pad_h, place.x0 - g.pad_w,
+                                             place.plane_tid, place.plane_threads);
+      for (int i = place.plane_tid; i < kTaps; i += place.plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? kTaps - 1 - i : i;
         taps[i] = static_cast<acc_t>(weight[weight_row * kTaps + tap]);
@@ -362,14 +391,14 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     });
   }
 
-  if (!live) return;
+  if (!place.live) return;
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
-  const int x = x0 + threadIdx.y * kBlockCols;
+  const int x = place.x0 + threadIdx.y * kBlockCols;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
-    const int y = y0 + threadIdx.z * kBlockRows + i;
+    const int y = place.y0 + threadIdx.z * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
-    store_block_row<scalar_t, index_t>(dst + (plane * dst_h + y) * dst_w + x, acc[i], g.dst_w - x, 1, t.row_access);
+    store_block_row<scalar_t, index_t>(dst + (place.plane * dst_h + y) * dst_w + x, acc[i], g.dst_w - x, 1, t.row_access);
   }
 }
 
@@ -522,43 +551,29 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
   acc_t* const taps = tiles + threadIdx.x * t.plane_stride;
   const acc_t* const tile = taps + weight_values;
 
-  const int plane_threads = blockDim.y * blockDim.z;
-  const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  const auto place = register_tile_thread<index_t>(g);
   const index_t dst_channels = g.dst_channels;
-  const index_t first_plane = static_cast<index_t>(blockIdx.x) * blockDim.x;
-  const index_t plane = first_plane + threadIdx.x;
-  const bool live = plane < static_cast<index_t>(g.batch) * dst_channels;  // the last block's spare planes
-  const index_t n = plane / dst_channels;
-  const index_t c = plane % dst_channels;
-  const int y0 = blockIdx.y * blockDim.z * kBlockRows;
-  const int x0 = blockIdx.z * blockDim.y * kBlockCols;
   const int filter_taps = g.kernel_h * g.kernel_w;
 
   acc_t acc[kBlockRows][kBlockCols];
-  const acc_t start = (!kBackward && bias != nullptr && live) ? static_cast<acc_t>(bias[c]) : acc_t(0);
-#pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-#pragma unroll
-    for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
-  }
+  start_block<kBackward>(acc, bias, place);
 
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
     __syncthreads();  // no thread still reads the previous member's tiles or weights
-    const index_t plane_count = static_cast<index_t>(g.batch) * dst_channels;
     stage_planes<scalar_t, index_t>(
-        tiles + weight_values, t.plane_stride, t.pitch, t.tile_in_h, t.tile_in_w, y0 - g.pad_h, x0 - g.pad_w, g.src_h,
+        tiles + weight_values, t.plane_stride, t.pitch, t.tile_in_h, t.tile_in_w, place.y0 - g.pad_h, place.x0 - g.pad_w, g.src_h,
         g.src_w, src_strides, src_strides.c == 1, [&](int p) -> const scalar_t* {
-          const index_t slot_plane = first_plane + p;
-          if (slot_plane >= plane_count) return nullptr;  // the last block's spare planes
+          const index_t slot_plane = place.first_plane + p;
+          if (slot_plane >= place.plane_count) return nullptr;  // the last block's spare planes
           const index_t slot_c = slot_plane % dst_channels;
           const index_t src_c = kBackward ? slot_c * g.multiplier + member : slot_c / g.multiplier;
           return src + slot_plane / dst_channels * static_cast<index_t>(src_strides.n) +
                  src_c * static_cast<index_t>(src_strides.c);
         });
-    if (live) {
-      const index_t weight_row = kBackward ? c * g.multiplier + member : c;
-      for (int i = plane_tid; i < filter_taps; i += plane_threads) {
+    if (place.live) {
+      const index_t weight_row = kBackward ? place.c * g.multiplier + member : place.c;
+      for (int i = place.plane_tid; i < filter_taps; i += place.plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? filter_taps - 1 - i : i;
         taps[i / g.kernel_w * weight_pitch + i % g.kernel_w] =
@@ -571,14 +586,14 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
                                    taps, weight_pitch, g.kernel_h, g.kernel_w);
   }
 
-  if (!live) return;
-  const int x = x0 + threadIdx.y * kBlockCols;
+  if (!place.live) return;
+  const int x = place.x0 + threadIdx.y * kBlockCols;
   const index_t dst_col_stride = dst_strides.w;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
-    const int y = y0 + threadIdx.z * kBlockRows + i;
+    const int y = place.y0 + threadIdx.z * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
-    scalar_t* out = dst + n * static_cast<index_t>(dst_strides.n) + c * static_cast<index_t>(dst_strides.c) +
+    scalar_t* out = dst + place.n * static_cast<index_t>(dst_strides.n) + place.c * static_cast<index_t>(dst_strides.c) +
                     y * static_cast<index_t>(dst_strides.h) + x * dst_col_stride;
     store_block_row<scalar_t, index_t>(out, acc[i], g.dst_w - x, dst_col_stride, t.row_access);
   }
@@ -1492,6 +1507,23 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
   return std::nullopt;
 }
 
+// How many planes of plane_threads threads a block holds (at most max_planes, as many as fit 256
+// threads and fits(planes)): the fewest that fill the largest share of their warps' lanes.
+template <typename Fits>
+int planes_filling_warps(int plane_threads, int64_t max_planes, Fits fits) {
+  int planes = 1;
+  double best_share = 0.0;
+  for (int p = 1; p * plane_threads <= kThreads && p <= max_planes && fits(p); ++p) {
+    const int threads = p * plane_threads;
+    const double share = double(threads) / double((threads + 31) / 32 * 32);
+    if (share > best_share) {
+      best_share = share;
+      planes = p;
+    }
+  }
+  return planes;
+}
+
 // The filters the large-filter kernel takes: stride 1 and dilation 1, at least
 // kLargeFilterMinTaps taps, not a register-tiled size, on planes of 2 rows or more (a thread's
 // kBlockRows rows waste at most half their work; conv1d, H = 1, keeps the tiled kernel's long rows).
@@ -1532,18 +1564,7 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
     tiles_h = (block_rows + by - 2) / (by - 1);
     by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
   }
-  // Planes: the fewest that fill the largest share of their warps' lanes.
-  const int plane_threads = bx * by;
-  int planes = 1;
-  double best_share = 0.0;
-  for (int p = 1; p * plane_threads <= kThreads && fits(p, by); ++p) {
-    const int threads = p * plane_threads;
-    const double share = double(threads) / double((threads + 31) / 32 * 32);
-    if (share > best_share) {
-      best_share = share;
-      planes = p;
-    }
-  }
+  int planes = planes_filling_warps(bx * by, kThreads, [&](int p) { return fits(p, by); });
   auto blocks = [&] { return (plane_count + planes - 1) / planes * tiles_h * tiles_w; };
   while (blocks() < min_blocks && planes > 1) --planes;
   while (blocks() < min_blocks && by > 1) {
@@ -1606,17 +1627,7 @@ std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const P
     split(bands * 2);
   }
 
-  const int slot_threads = bx * by;
-  int planes = 1;
-  double best_share = 0.0;
-  for (int p = 1; p * slot_threads <= kThreads && p <= g.dst_channels && fits(p, band_rows); ++p) {
-    const int threads = p * slot_threads;
-    const double share = double(threads) / double((threads + 31) / 32 * 32);
-    if (share > best_share) {
-      best_share = share;
-      planes = p;
-    }
-  }
+  int planes = planes_filling_warps(bx * by, g.dst_channels, [&](int p) { return fits(p, band_rows); });
   // Small batches: fewer slots a block, then bands of down to 4 rows, until every SM has 4 blocks.
   const int64_t min_blocks = 4 * int64_t(sm_count);
   auto blocks = [&] { return (g.dst_channels + planes - 1) / planes * g.batch * bands; };
@@ -1750,37 +1761,28 @@ inline GradWeightPlan plan_grad_weight(const PassGeometry& g, bool both_nchw_con
   return {channels_last, channel_blocks, slices, (rows + slices - 1) / slices};
 }
 
-// The general weight-gradient kernels, compiled for the tap slots a filter needs (grad_weight_tap_slots).
-template <typename scalar_t, typename index_t>
-using GradWeightNchwKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*, PassGeometry,
-                                      int64_t);
-
-template <typename scalar_t, typename index_t>
-GradWeightNchwKernel<scalar_t, index_t> grad_weight_nchw_kernel_for(int taps_count) {
+// The general weight-gradient kernel for a filter: kernel_of(std::integral_constant<int, kSlots>)
+// with the tap slots grad_weight_tap_slots picks (so no 16-slot kernel exists for 64-bit indices).
+template <typename index_t, typename KernelOf>
+auto grad_weight_kernel_for_slots(int taps_count, KernelOf kernel_of) {
   constexpr bool index64 = sizeof(index_t) == 8;
-  switch (grad_weight_tap_slots(taps_count, index64)) {
-    case 4: return grad_weight_nchw_kernel<scalar_t, index_t, 4>;
-    case 9: return grad_weight_nchw_kernel<scalar_t, index_t, 9>;
-    default:
-      if constexpr (index64) return nullptr;  // never chosen: see grad_weight_tap_slots
-      else return grad_weight_nchw_kernel<scalar_t, index_t, kTapsPerPass>;
+  const int slots = grad_weight_tap_slots(taps_count, index64);
+  if constexpr (!index64) {
+    if (slots == kTapsPerPass) return kernel_of(std::integral_constant<int, kTapsPerPass>{});
   }
+  return slots == 4 ? kernel_of(std::integral_constant<int, 4>{}) : kernel_of(std::integral_constant<int, 9>{});
 }
 
 template <typename scalar_t, typename index_t>
-using GradWeightStridedKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
-                                         PassGeometry, Strides4, Strides4, int64_t);
+auto grad_weight_nchw_kernel_for(int taps_count) {
+  return grad_weight_kernel_for_slots<index_t>(
+      taps_count, [](auto slots) { return &grad_weight_nchw_kernel<scalar_t, index_t, decltype(slots)::value>; });
+}
 
 template <typename scalar_t, typename index_t>
-GradWeightStridedKernel<scalar_t, index_t> grad_weight_channels_last_kernel_for(int taps_count) {
-  constexpr bool index64 = sizeof(index_t) == 8;
-  switch (grad_weight_tap_slots(taps_count, index64)) {
-    case 4: return grad_weight_channels_last_kernel<scalar_t, index_t, 4>;
-    case 9: return grad_weight_channels_last_kernel<scalar_t, index_t, 9>;
-    default:
-      if constexpr (index64) return nullptr;  // never chosen: see grad_weight_tap_slots
-      else return grad_weight_channels_last_kernel<scalar_t, index_t, kTapsPerPass>;
-  }
+auto grad_weight_channels_last_kernel_for(int taps_count) {
+  return grad_weight_kernel_for_slots<index_t>(
+      taps_count, [](auto slots) { return &grad_weight_channels_last_kernel<scalar_t, index_t, decltype(slots)::value>; });
 }
 
 // The register-blocked weight-gradient kernel compiled for a filter size, or null where there is none.
