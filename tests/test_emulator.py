@@ -40,10 +40,10 @@ def run(binary: Path, *args: str):
 
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
-    for kernel in ("tiled NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
+    for kernel in ("tiled NCHW", "row NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
-] + ["grad-weight NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
+] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
       "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
       "grad-weight strided NHWC"]
 
@@ -122,6 +122,23 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("const index_t y = channels_fastest ? at.at[1] : at.at[2];", "const index_t y = at.at[2];"), "19:20"),
     (("const index_t dil_q_h = g.dilation_h / g.stride_h, dil_r_h = g.dilation_h % g.stride_h;",
       "const index_t dil_q_h = 0, dil_r_h = g.dilation_h % g.stride_h;"), "6:7"),  # dilation 2 at stride 1
+    # The row kernels (conv1d), over the cases written for them:
+    (("take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});",
+      "take_window_at(0, raw, window, std::make_integer_sequence<int, V>{});"), "36:37"),  # the window's offset
+    (("if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;",
+      "if (vector_first < 0 || vector_first + kVectors * V > row_length + V) return false;"),
+     "36:41"),  # a vector past the row's end read as data
+    (("const index_t y0 = at.at[3] * kRowChunk - (dst_start & (kRowChunk - 1));",
+      "const index_t y0 = at.at[3] * kRowChunk;"), "36:37"),  # chunks off dst's 16-byte boundaries
+    (("for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);",
+      "for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[j]);"), "36:37"),
+    (("const index_t members = kBackward ? multiplier : 1;", "const index_t members = 1;"), "37:38"),
+    (("const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];",
+      "const index_t c = kBackward ? at.at[1] : at.at[1] + at.at[2];"), "37:38"),  # multiplier 2
+    (("const index_t x = y0 + k - pad + j;", "const index_t x = y0 + k - pad + j + 1;"), "36:37"),  # a row's ends
+    (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",
+      "for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k];"), "36:37"),
+    (("const index_t x = y - pad + j;", "const index_t x = y - pad + j + 1;"), "36:37"),  # weight gradient's ends
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -5,11 +5,14 @@
 // - __syncthreads() is a std::barrier over the block's threads;
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block;
-// - threadIdx and blockIdx are thread_local, blockDim and gridDim per launch.
+// - threadIdx and blockIdx are thread_local, blockDim and gridDim per launch;
+// - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch.
 // Include it after every other header and before the kernels.
 
+#include <atomic>
 #include <barrier>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -28,6 +31,7 @@ inline dim3 grid_dim;
 inline std::barrier<>* block_barrier = nullptr;
 constexpr std::size_t kSharedBytes = 1 << 20;
 alignas(64) inline unsigned char shared_memory[kSharedBytes];
+inline std::atomic<long> misaligned_vector_accesses{0};
 
 // Runs kernel(args...) over the grid. The block's threads are created once per launch and
 // driven through the blocks in turn by a gate (a barrier with the launching thread).
@@ -82,6 +86,9 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   for (auto& thread : threads) {
     thread.join();
   }
+  if (misaligned_vector_accesses.exchange(0) != 0) {
+    throw std::runtime_error("emulated launch made 16-byte accesses off a 16-byte boundary");
+  }
 }
 }  // namespace dwconv_emu
 
@@ -98,4 +105,6 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define __restrict__ __restrict
 #define __align__(n) alignas(n)
 #define __shared__ static
+#define DWCONV_EXPECT_ALIGNED(address) \
+  (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : void(++dwconv_emu::misaligned_vector_accesses))
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory

@@ -234,6 +234,26 @@ void check_large_filter(const std::string& pass, const std::string& tag, const P
   }
 }
 
+// The row kernel, where the pass has one (32-bit indexing only, as on the GPU), planned for a
+// one-SM GPU (threads walking several chunks) and a large one.
+template <typename T, typename index_t, bool kBackward>
+void check_row(const std::string& kernel, const std::string& tag, const Problem& p, const PassGeometry& g,
+               const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    if (!has_row_kernel(g)) return;
+    const auto weight = p.weight.store<T>(false);
+    const auto src_values = src.store<T>(false);
+    const Buffer<T> aligned_src(src_values.begin(), src_values.end());  // 16-byte aligned, as the kernel needs
+    for (const int sm_count : {1, 512}) {
+      const auto plan = plan_row(g, sm_count);
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(plan.grid, dim3(kThreads), 0, row_kernel_for<T, index_t, kBackward>(g.kernel_w),
+                         aligned_src.data(), weight.data(), bias, out.data(), g, plan.chunks_per_row);
+      expect_close(kernel, tag + " blocks=" + std::to_string(plan.grid.x), p.k, out, ref, false, terms);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_forward(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -253,6 +273,7 @@ void check_forward(const Problem& p, const char* dtype) {
   }
   check_register_tiled<T, index_t, false>("forward register-tiled NCHW", tag, p, g, p.input.store<T>(false), bias_ptr,
                                           p.output, terms);
+  check_row<T, index_t, false>("forward row NCHW", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
@@ -293,6 +314,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
     }
     check_register_tiled<T, index_t, true>("backward-input register-tiled NCHW", tag, p, *correlation,
                                            p.grad_output.store<T>(false), nullptr, p.grad_input, terms);
+    check_row<T, index_t, true>("backward-input row NCHW", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
+                                terms);
     check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
                                          p.grad_input, terms);
     for (const int64_t min_blocks : kMinBlocks) {
@@ -409,12 +432,35 @@ void check_large_filter_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The row weight gradient, where it takes the pass (32-bit indexing only, as on the GPU),
+// planned for a one-SM GPU (one slice a channel) and a large one.
+template <typename T, typename index_t>
+void check_row_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_row_kernel(g)) return;
+    const auto go_values = p.grad_output.store<T>(false);
+    const auto in_values = p.input.store<T>(false);
+    const Buffer<T> go(go_values.begin(), go_values.end()), in(in_values.begin(), in_values.end());
+    for (const int sm_count : {1, 512}) {
+      const auto plan = plan_row_grad_weight(g, sm_count);
+      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      dwconv_emu::launch(plan.grid, dim3(kThreads), 0, grad_weight_row_kernel_for<T, index_t>(g.kernel_w), go.data(),
+                         in.data(), partial.data(), g, plan.chunks_per_row, plan.chunks_per_slice);
+      check_finished_grad_weight<T>("grad-weight row NCHW", tag + " chunks/slice=" + std::to_string(plan.chunks_per_slice),
+                                    p, partial, plan.grid.y);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
   const auto g = p.geometry();
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
+  check_row_grad_weight<T, index_t>(p, tag);
   check_register_grad_weight<T, index_t>(p, tag);
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
@@ -489,12 +535,19 @@ std::vector<Case> sweep() {
       {1, 1, 1, 41, 41, 41, 41, 1, 1, 20, 20, 1, 1, false}, // double's tile fits only 2 rows of threads
       {2, 8, 1, 24, 24, 17, 17, 1, 1, 8, 8, 1, 1, true},    // rows of whole 4-column stores, both ways
       {20, 1, 1, 10, 10, 4, 6, 1, 1, 1, 2, 1, 1, false},    // 4x6; the weight gradient's slices hold two items
+      // The row kernels (conv1d, 1 x 2..4 at stride 1; cases 2 and 14 above reach them too):
+      {3, 5, 1, 1, 203, 1, 3, 1, 1, 0, 1, 1, 1, true},      // rows of 203: each row's window at another offset
+      {2, 3, 2, 1, 150, 1, 2, 1, 1, 0, 1, 1, 1, false},     // multiplier 2: backward sums two rows
+      {1, 3, 1, 1, 64, 1, 4, 1, 1, 0, 0, 1, 1, true},       // no padding: 61 outputs, forward too narrow
+      {1, 2, 1, 1, 63, 1, 4, 1, 1, 0, 3, 1, 1, false},      // 66 outputs; backward's 63 too narrow
+      {2, 8, 1, 1, 1000, 1, 4, 1, 1, 0, 2, 1, 1, true},     // many chunks a thread
+      {1, 4, 1, 1, 90, 1, 4, 1, 1, 0, 5, 1, 1, false},      // padding past k - 1: forward only
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 50) {
+  while (cases.size() < 56) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

@@ -17,7 +17,9 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled, 16 planes a block, the last part-filled
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # direct paths, multiplier 2, stride 2
-    (1, 16, 1, 1, 300, (1, 4), (1, 1), (0, 3), (1, 1)),    # conv1d shape: NCHW tiled, 256-wide tile rows
+    (1, 16, 1, 1, 300, (1, 4), (1, 1), (0, 3), (1, 1)),    # conv1d (Mamba): NCHW row kernels, rows at 8 offsets
+    (3, 5, 2, 1, 203, (1, 3), (1, 1), (0, 1), (1, 1)),     # row kernels, multiplier 2, odd rows
+    (1, 16, 1, 1, 40, (1, 4), (1, 1), (0, 3), (1, 1)),     # a short conv1d row: NCHW tiled, 256-wide tile rows
     (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation (NCHW tiled), channels over one lane group
     (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last: 16-byte tiles, the last block part idle;
                                                            # register weight gradient, 8 channel lanes for bf16

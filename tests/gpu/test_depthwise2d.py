@@ -106,6 +106,8 @@ REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
+ROW = "row_kernel"
+ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
 
 
 def launched(names, kernel):
@@ -329,6 +331,61 @@ class TestDepthwise2d(TestCase):
                 self.assertEqual(grad_input.double().cpu(), x64.grad,
                                  atol=atol * x64.grad.abs().max().item() + atol * taps ** 0.5, rtol=rtol)
                 reduction = n * out.shape[2] * out.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_row_kernel(self, device, dtype):
+        """Which conv1d calls the row kernels take (rows of one input row, NCHW-contiguous, a 1 x 2,
+        3 or 4 filter at stride 1 and dilation 1, 64 outputs or more, 16-byte aligned data; backward-
+        input where it is a correlation, padding at most k - 1), over Mamba's shape and odd ones,
+        and that forward, backward-input and the weight gradient match float64."""
+        atol, rtol = TOLERANCES[dtype]
+        cases = [  # (batch, channels, width, kernel, stride, padding, dilation, multiplier, layout,
+            #         expect row: forward, backward-input, weight gradient)
+            (2, 8, 2048, 4, 1, 3, 1, 1, "nchw", (True, True, True)),      # Mamba's causal conv1d
+            (3, 5, 203, 3, 1, 1, 1, 1, "nchw", (True, True, True)),       # each row's window at another offset
+            (2, 3, 150, 2, 1, 1, 1, 2, "nchw", (True, True, True)),       # multiplier 2
+            (2, 4, 100, 4, 1, 5, 1, 1, "nchw", (True, False, True)),      # padding past k - 1: no correlation
+            (1, 4, 300, 4, 1, 3, 1, 1, "misaligned", (False, True, False)),  # input off a 16-byte boundary
+            (2, 4, 300, 5, 1, 2, 1, 1, "nchw", (False, False, False)),    # no compiled width
+            (2, 4, 40, 4, 1, 3, 1, 1, "nchw", (False, False, False)),     # 43 outputs: too narrow
+            (2, 4, 300, 4, 2, 3, 1, 1, "nchw", (False, False, False)),    # stride 2
+            (2, 4, 300, 4, 1, 3, 2, 1, "nchw", (False, False, False)),    # dilation 2
+            (2, 16, 300, 4, 1, 3, 1, 1, "cl", (False, False, False)),     # a transposed (N, L, C) projection
+        ]
+        for n, c, width, k, stride, padding, dilation, m, layout, expected in cases:
+            with self.subTest(n=n, c=c, width=width, kernel=k, stride=stride, padding=padding, dilation=dilation,
+                              multiplier=m, layout=layout):
+                x = torch.randn(n, c, 1, width, device=device, dtype=dtype)
+                if layout == "cl":
+                    x = x.to(memory_format=torch.channels_last)
+                if layout == "misaligned":
+                    storage = torch.empty(x.numel() + 1, device=device, dtype=dtype)
+                    x = storage[1:].view_as(x).copy_(x)
+                w = torch.randn(c * m, 1, 1, k, device=device, dtype=dtype)
+                b = torch.randn(c * m, device=device, dtype=dtype)
+                args = ((1, stride), (0, padding), (1, dilation))
+
+                names = op_names(lambda: depthwise(x, w, b, *args))
+                self.assertEqual(launched(names, ROW), expected[0])
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
+                if layout == "cl":
+                    grad_out = grad_out.to(memory_format=torch.channels_last)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, (1, k), *args, [True, True])
+                names = op_names(backward)
+                self.assertEqual(launched(names, ROW), expected[1])
+                self.assertEqual(launched(names, ROW_GRAD_WEIGHT), expected[2])
+                grad_input, grad_weight = backward()
+                ref.backward(grad_out.double().cpu())
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * x64.grad.abs().max().item() + atol * (k * m) ** 0.5, rtol=rtol)
+                reduction = n * out.shape[3]
                 self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
     @onlyCUDA

@@ -29,6 +29,9 @@
 //   for a group of channels; every global load and store is a 16-byte channel
 //   vector, staged through shared memory. Needs multiplier 1, channels a multiple
 //   of the vector and 16-byte aligned data.
+// - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
+//   thread computes chunks of 8 outputs from the 16-byte vectors that hold their inputs, in
+//   registers. grad_weight_row_kernel is its weight gradient.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
 //   coalesced across channels). Serves what the tiled kernels cannot: other
@@ -162,9 +165,17 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
     }
   }
   if (tiling == Tiling::kNchw) {
-    // The register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes keep
-    // the general tiled kernel.
+    // The row and register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes
+    // keep the general tiled kernel.
     if constexpr (std::is_same_v<index_t, int32_t>) {
+      if (has_row_kernel(*tiled_geometry) && is_16_byte_aligned(src) && is_16_byte_aligned(dst)) {
+        const auto plan = plan_row(*tiled_geometry, sm_count());
+        row_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
+            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan.chunks_per_row);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
       if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
         plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h);
@@ -281,7 +292,17 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     };
 
-    // The register-blocked kernels are compiled for 32-bit indexing only.
+    // The row and register-blocked kernels are compiled for 32-bit indexing only.
+    if (both_nchw_contiguous && !index64 && has_row_kernel(g) && is_16_byte_aligned(grad_output) &&
+        is_16_byte_aligned(input)) {
+      const auto plan = plan_row_grad_weight(g, sm_count());
+      auto partial = new_partial(plan.grid.y);
+      grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
+          go, in, partial.mutable_data_ptr<acc_t>(), g, plan.chunks_per_row, plan.chunks_per_slice);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      finish(partial);
+      return;
+    }
     if (both_nchw_contiguous && !index64) {
       if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
         plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
+#include <utility>
 
 // The dynamic shared memory of a launch (a macro so that the CPU emulator can supply its own),
 // aligned for 16-byte vectors.
@@ -92,6 +94,24 @@ template <typename T>
 struct alignas(16) Vector16 {
   T v[kVector16<T>];
 };
+
+// Where a 16-byte access must be 16-byte aligned: nothing on the GPU (a misaligned one faults
+// there); the CPU emulator defines it to count the accesses that are not.
+#ifndef DWCONV_EXPECT_ALIGNED
+#define DWCONV_EXPECT_ALIGNED(address)
+#endif
+
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<scalar_t> load_vector(const scalar_t* address) {
+  DWCONV_EXPECT_ALIGNED(address);
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Vector16<scalar_t>*>(address);
+#else  // the emulator: copied, so that a misaligned address fails its check rather than faulting
+  Vector16<scalar_t> value;
+  memcpy(&value, address, sizeof(value));
+  return value;
+#endif
+}
 
 // ---------------------------------------------------------------------------
 // Tiled kernel (NCHW). Block: (bx, kThreads / bx) threads; a thread computes
@@ -688,12 +708,13 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
 // as a plain copy, nvcc 13 splits it into four 4-byte stores on the 64-bit index path.
 template <typename scalar_t>
 __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<scalar_t>& value) {
+  DWCONV_EXPECT_ALIGNED(address);
 #ifdef __CUDA_ARCH__
   unsigned int words[4];
   memcpy(words, &value, sizeof(words));
   __stcg(reinterpret_cast<uint4*>(address), make_uint4(words[0], words[1], words[2], words[3]));
 #else
-  *reinterpret_cast<Vector16<scalar_t>*>(address) = value;
+  memcpy(address, &value, sizeof(value));
 #endif
 }
 
@@ -743,7 +764,7 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
     const int sx = src_x0 + pixel % t.tile_in_w;
     Vec value;
     if (vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w) {
-      value = *reinterpret_cast<const Vec*>(src_image + (sy * src_w + sx) * channels + vec * V);
+      value = load_vector(src_image + (sy * src_w + sx) * channels + vec * V);
     } else {
 #pragma unroll
       for (int k = 0; k < V; ++k) value.v[k] = scalar_t(0);
@@ -964,6 +985,22 @@ __device__ __forceinline__ void accumulate_pass_taps(acc_t (&acc)[kSlots], const
   }
 }
 
+// The block's kThreads per-thread values of each slot (thread tid's in acc), added in a fixed
+// tree through `sums`: the totals end in sums[t][0], read after the block's last barrier here.
+template <typename acc_t, int kSlots>
+__device__ __forceinline__ void sum_over_block(acc_t (&sums)[kSlots][kThreads], const acc_t (&acc)[kSlots], int tid) {
+#pragma unroll
+  for (int t = 0; t < kSlots; ++t) sums[t][tid] = acc[t];
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (tid < half) {
+#pragma unroll
+      for (int t = 0; t < kSlots; ++t) sums[t][tid] += sums[t][tid + half];
+    }
+    __syncthreads();
+  }
+}
+
 template <typename scalar_t, typename index_t, int kSlots>
 __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
     const scalar_t* __restrict__ grad_output,
@@ -999,16 +1036,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
       accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + (n * src_channels + src_c) * src_plane_size,
                                               src_w, index_t(1), y, x);
     }
-#pragma unroll
-    for (int t = 0; t < kSlots; ++t) sums[t][tid] = acc[t];
-    __syncthreads();
-    for (int half = kThreads / 2; half > 0; half /= 2) {
-      if (tid < half) {
-#pragma unroll
-        for (int t = 0; t < kSlots; ++t) sums[t][tid] += sums[t][tid + half];
-      }
-      __syncthreads();
-    }
+    sum_over_block(sums, acc, tid);
     if (tid < taps.count) {
       partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = sums[tid][0];
     }
@@ -1070,6 +1098,222 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
     }
     __syncthreads();
   }
+}
+
+// ---------------------------------------------------------------------------
+// Row kernels: conv1d as torch runs it (NCHW-contiguous planes of one row, a 1 x K filter with
+// K from kRowMinTaps to kRowMaxTaps, stride 1, dilation 1, 32-bit indexing, 16-byte aligned data).
+// A thread takes chunks of kRowChunk consecutive outputs of a row, each starting on a kRowChunk
+// boundary of dst in memory, and reads the chunk's window (kRowChunk + K - 1 inputs) as the
+// aligned 16-byte vectors of src that hold it: every global access is 16 bytes wide, and the
+// window stays in registers, each input loaded once for K multiply-adds. The window starts some
+// elements into its first vector; a branch per possible offset makes it a constant there, so the
+// window is never indexed at run time. Chunks at a row's ends, whose window vectors leave the
+// row, take a path that checks every element, so padding reads nothing and a neighbouring row is
+// never read as data. (At stride 1 dst_w = src_w + 2 * pad - K + 1, so a window inside its row
+// puts the chunk's outputs inside theirs.) Threads walk the chunks (a row's chunks in order, so
+// a warp reads contiguous memory) by the grid's stride, with carries.
+
+constexpr int kRowChunk = 8;
+constexpr int kRowMinTaps = 2;
+constexpr int kRowMaxTaps = 4;
+constexpr int kRowMinWidth = 64;  // narrower rows are mostly ends: the tiled kernel serves them
+
+// The aligned vectors that hold a chunk's window wherever it starts in the first of them.
+template <typename scalar_t, int kTaps>
+constexpr int kRowWindowVectors =
+    (kVector16<scalar_t> - 1 + kRowChunk + kTaps - 1 + kVector16<scalar_t> - 1) / kVector16<scalar_t>;
+
+// A row's chunks: enough for the row wherever its first element falls in a chunk.
+inline int row_chunks(int64_t width) {
+  return static_cast<int>((width + 2 * (kRowChunk - 1)) / kRowChunk);
+}
+
+template <int kOffset, typename scalar_t, typename acc_t, int kRaw, int kCount>
+__device__ __forceinline__ void take_window(const scalar_t (&raw)[kRaw], acc_t (&window)[kCount]) {
+  static_assert(kOffset + kCount <= kRaw, "the window must lie inside the loaded vectors");
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) window[i] = static_cast<acc_t>(raw[kOffset + i]);
+}
+
+template <typename scalar_t, typename acc_t, int kRaw, int kCount, int... kOffsets>
+__device__ __forceinline__ void take_window_at(int offset, const scalar_t (&raw)[kRaw], acc_t (&window)[kCount],
+                                               std::integer_sequence<int, kOffsets...>) {
+  ((offset == kOffsets ? take_window<kOffsets>(raw, window) : void()), ...);
+}
+
+// The kRowChunk + kTaps - 1 elements of src from `first` in the row that starts at element
+// `row_start` (`first` may be negative), converted to acc_t, when the aligned vectors holding
+// them all lie inside the row's `row_length` elements; false, having loaded nothing, when not.
+template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
+__device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowChunk + kTaps - 1], const scalar_t* src,
+                                                index_t row_start, index_t first, index_t row_length) {
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int kVectors = kRowWindowVectors<scalar_t, kTaps>;
+  const int offset = static_cast<int>((row_start + first) & (V - 1));
+  const index_t vector_first = first - offset;  // in the row
+  if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;
+  scalar_t raw[kVectors * V];
+#pragma unroll
+  for (int v = 0; v < kVectors; ++v) {
+    const Vector16<scalar_t> loaded = load_vector(src + row_start + vector_first + v * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) raw[v * V + k] = loaded.v[k];
+  }
+  take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});
+  return true;
+}
+
+// A whole chunk: kRowChunk elements from `address`, which is kRowChunk-aligned.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk], const scalar_t* address) {
+  constexpr int V = kVector16<scalar_t>;
+#pragma unroll
+  for (int v = 0; v < kRowChunk / V; ++v) {
+    const Vector16<scalar_t> loaded = load_vector(address + v * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) values[v * V + k] = static_cast<acc_t>(loaded.v[k]);
+  }
+}
+
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (&values)[kRowChunk]) {
+  constexpr int V = kVector16<scalar_t>;
+#pragma unroll
+  for (int v = 0; v < kRowChunk / V; ++v) {
+    Vector16<scalar_t> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(values[v * V + k]);
+    store_vector(address + v * V, out);
+  }
+}
+
+// Forward, or backward-input as the stride-1 correlation with the flipped filter (g is then
+// backward_input_as_correlation's geometry and each dst row sums `multiplier` src rows). Rows are
+// walked as (n, a, b, chunk): forward (n, src channel, member) with dst channel src * multiplier +
+// member, backward (n, dst channel, 0), so no channel is found by a division.
+template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
+__global__ void __launch_bounds__(kThreads) row_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const int chunks_per_row) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels, multiplier = g.multiplier;
+  const index_t members = kBackward ? multiplier : 1;
+  const index_t total = static_cast<index_t>(g.batch) * dst_channels * chunks_per_row;
+  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  const index_t extents[4] = {0, kBackward ? dst_channels : src_channels, kBackward ? 1 : multiplier, chunks_per_row};
+  GridWalk<index_t, 4> at(first, grid_stride, extents);
+  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
+    const index_t n = at.at[0];
+    const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];
+    const index_t dst_start = (n * dst_channels + c) * dst_w;
+    const index_t y0 = at.at[3] * kRowChunk - (dst_start & (kRowChunk - 1));
+    if (y0 >= dst_w) continue;  // a row that starts late in its first chunk needs one chunk fewer
+    acc_t acc[kRowChunk];
+    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+#pragma unroll
+    for (int k = 0; k < kRowChunk; ++k) acc[k] = start;
+    for (index_t member = 0; member < members; ++member) {
+      const index_t src_c = kBackward ? c * multiplier + member : at.at[1];
+      const scalar_t* w = weight + (kBackward ? src_c : c) * kTaps;
+      acc_t taps[kTaps];
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);
+      const index_t src_start = (n * src_channels + src_c) * src_w;
+      acc_t window[kRowChunk + kTaps - 1];
+      if (load_row_window<kTaps>(window, src, src_start, y0 - pad, src_w)) {
+#pragma unroll
+        for (int k = 0; k < kRowChunk; ++k) {
+#pragma unroll
+          for (int j = 0; j < kTaps; ++j) acc[k] += window[k + j] * taps[j];
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < kRowChunk; ++k) {
+#pragma unroll
+          for (int j = 0; j < kTaps; ++j) {
+            const index_t x = y0 + k - pad + j;
+            if (x >= 0 && x < src_w) acc[k] += static_cast<acc_t>(src[src_start + x]) * taps[j];
+          }
+        }
+      }
+    }
+    if (y0 >= 0 && y0 + kRowChunk <= dst_w) {
+      store_row_chunk(dst + dst_start + y0, acc);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowChunk; ++k) {
+        const index_t y = y0 + k;
+        if (y >= 0 && y < dst_w) dst[dst_start + y] = static_cast<scalar_t>(acc[k]);
+      }
+    }
+  }
+}
+
+// The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
+// grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
+// geometry (src = input, dst = grad_output). The block's sums go to `partial` as the other
+// weight-gradient kernels' do.
+template <typename scalar_t, typename index_t, int kTaps>
+__global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    const PassGeometry g,
+    const int chunks_per_row,
+    const int64_t chunks_per_slice) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  __shared__ acc_t sums[kTaps][kThreads];
+  const int tid = threadIdx.x;
+  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels;
+  const index_t c = blockIdx.x;
+  const index_t src_c = c / g.multiplier;
+  const index_t slice = blockIdx.y;
+  const index_t begin = slice * static_cast<index_t>(chunks_per_slice);
+  const index_t end = smaller(static_cast<index_t>(g.batch) * chunks_per_row,
+                              begin + static_cast<index_t>(chunks_per_slice));
+  acc_t acc[kTaps];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) acc[j] = acc_t(0);
+  GridWalk<index_t, 2> at(begin + tid, kThreads, {0, chunks_per_row});  // (n, chunk)
+  for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
+    const index_t n = at.at[0];
+    const index_t go_start = (n * dst_channels + c) * dst_w;
+    const index_t y0 = at.at[1] * kRowChunk - (go_start & (kRowChunk - 1));
+    if (y0 >= dst_w) continue;
+    const index_t in_start = (n * src_channels + src_c) * src_w;
+    acc_t window[kRowChunk + kTaps - 1];
+    if (load_row_window<kTaps>(window, input, in_start, y0 - pad, src_w)) {
+      acc_t go[kRowChunk];
+      load_row_chunk(go, grad_output + go_start + y0);
+#pragma unroll
+      for (int k = 0; k < kRowChunk; ++k) {
+#pragma unroll
+        for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kRowChunk; ++k) {
+        const index_t y = y0 + k;
+        if (y < 0 || y >= dst_w) continue;
+        const acc_t go = static_cast<acc_t>(grad_output[go_start + y]);
+#pragma unroll
+        for (int j = 0; j < kTaps; ++j) {
+          const index_t x = y - pad + j;
+          if (x >= 0 && x < src_w) acc[j] += go * static_cast<acc_t>(input[in_start + x]);
+        }
+      }
+    }
+  }
+  sum_over_block(sums, acc, tid);
+  if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = sums[tid][0];
 }
 
 // Register-blocked weight gradient (NCHW) for the register-tiled filters: the blocks and
@@ -1370,6 +1614,79 @@ std::optional<TiledLaunch> plan_tiled(const PassGeometry& g) {
     }
   }
   return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// Row kernels' launches.
+
+// Whether a pass has a row kernel (g: the forward geometry, or backward-input's correlation).
+// The caller checks the rest: both tensors NCHW-contiguous and 16-byte aligned, 32-bit indexing.
+inline bool has_row_kernel(const PassGeometry& g) {
+  return g.src_h == 1 && g.dst_h == 1 && g.kernel_h == 1 && g.pad_h == 0 && g.stride_w == 1 && g.dilation_w == 1 &&
+         g.kernel_w >= kRowMinTaps && g.kernel_w <= kRowMaxTaps && g.dst_w >= kRowMinWidth;
+}
+
+// The row kernel for a filter width: kernel_of(std::integral_constant<int, kTaps>), or null
+// outside [kRowMinTaps, kRowMaxTaps].
+template <typename KernelOf>
+auto row_kernel_for_taps(int taps, KernelOf kernel_of) {
+  static_assert(kRowMinTaps == 2 && kRowMaxTaps == 4, "one case per compiled filter width");
+  switch (taps) {
+    case 2: return kernel_of(std::integral_constant<int, 2>{});
+    case 3: return kernel_of(std::integral_constant<int, 3>{});
+    case 4: return kernel_of(std::integral_constant<int, 4>{});
+    default: return decltype(kernel_of(std::integral_constant<int, 2>{})){nullptr};
+  }
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+auto row_kernel_for(int taps) {
+  return row_kernel_for_taps(
+      taps, [](auto k) { return &row_kernel<scalar_t, index_t, kBackward, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t>
+auto grad_weight_row_kernel_for(int taps) {
+  return row_kernel_for_taps(taps, [](auto k) { return &grad_weight_row_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
+// A thread walks kRowChunksPerThread chunks or so (its walk's divisions paid once for them), in
+// a grid of several blocks an SM where the pass is that large.
+constexpr int kRowChunksPerThread = 4;
+
+struct RowLaunch {
+  dim3 grid;
+  int chunks_per_row;
+};
+
+inline RowLaunch plan_row(const PassGeometry& g, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w);
+  const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
+  const int64_t one_a_thread = (chunks + kThreads - 1) / kThreads;
+  const int64_t blocks = std::max<int64_t>((one_a_thread + kRowChunksPerThread - 1) / kRowChunksPerThread,
+                                           std::min<int64_t>(one_a_thread, 4 * int64_t(sm_count)));
+  return {dim3(static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max()))),
+          chunks_per_row};
+}
+
+struct RowGradWeightLaunch {
+  dim3 grid;  // (channels, slices)
+  int chunks_per_row;
+  int64_t chunks_per_slice;
+};
+
+// Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each thread
+// of a slice walking 2 chunks or more.
+inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w);
+  const int64_t chunks = g.batch * chunks_per_row;
+  const int64_t wanted = (32 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+  const int64_t useful = chunks / (2 * kThreads);
+  const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
+  const int64_t chunks_per_slice = (chunks + most - 1) / most;
+  const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
+  return {dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), chunks_per_row,
+          chunks_per_slice};
 }
 
 // The register-tiled kernel compiled for a filter size, or null where there is none.
