@@ -40,10 +40,10 @@ def run(binary: Path, *args: str):
 
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
-    for kernel in ("tiled NCHW", "row NCHW", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
+    for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
-] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
+] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
       "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
       "grad-weight strided NHWC"]
 
@@ -139,6 +139,18 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",
       "for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k];"), "36:37"),
     (("const index_t x = y - pad + j;", "const index_t x = y - pad + j + 1;"), "36:37"),  # weight gradient's ends
+    # The column kernels (conv1d in channels_last), over the cases written for them:
+    (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",
+      "for (int k = 0; k < V; ++k) values[j][k] = values[kTaps - 1][k];"), "42:43"),  # the window's step
+    (("taps[kBackward ? kTaps - 1 - tap : tap][k] = static_cast<acc_t>(loaded.v[e]);",
+      "taps[tap][k] = static_cast<acc_t>(loaded.v[e]);"), "42:43"),
+    (("const int k = (q * V + e) / kTaps, tap = (q * V + e) % kTaps;",
+      "const int k = (q * V + e) % V, tap = (q * V + e) / V;"), "42:43"),  # the weight vectors, [channel][tap]
+    (("return first_input >= 0 && first_input + kColumnSegment + kTaps - 1 <= src_w;",
+      "return first_input >= 0 && first_input + kColumnSegment + kTaps - 2 <= src_w;"), "42:45"),  # a row's end
+    (("for (int lane = 0; lane < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];",
+      "for (int lane = 0; lane + 1 < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];"),
+     "42:43"),
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -128,21 +128,26 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         kernel_size = int(row["kernel"].rstrip(">").rsplit(",", 1)[1])
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads >= 4 + kernel_size - 1, row  # at least one per input row of a thread's window
-    # conv1d's row kernels move every global value as a 16-byte vector but at a row's ends.
-    row_kernels = [r for r in rows if r["kernel"].startswith("row_kernel<")]
-    assert len(row_kernels) == 2 * 4 * 2 * 3  # archs x dtypes x passes x filter widths
-    row_grad_weight_kernels = [r for r in rows if r["kernel"].startswith("grad_weight_row_kernel<")]
-    assert len(row_grad_weight_kernels) == 2 * 4 * 3  # archs x dtypes x filter widths
-    for r in row_kernels + row_grad_weight_kernels:
+    # conv1d's row (NCHW) and column (channels_last) kernels move every global value as a 16-byte
+    # vector but at a row's ends.
+    conv1d_kernels, conv1d_grad_weight_kernels = [], []
+    for name in ("row_kernel<", "column_kernel<"):
+        kernels = [r for r in rows if r["kernel"].startswith(name)]
+        assert len(kernels) == 2 * 4 * 2 * 3, name  # archs x dtypes x passes x filter widths
+        grad_weight_kernels = [r for r in rows if r["kernel"].startswith("grad_weight_" + name)]
+        assert len(grad_weight_kernels) == 2 * 4 * 3, name  # archs x dtypes x filter widths
+        conv1d_kernels += kernels
+        conv1d_grad_weight_kernels += grad_weight_kernels
+    for r in conv1d_kernels + conv1d_grad_weight_kernels:
         loads, stores = map(int, r["wide_global"].split("/"))
-        assert loads >= 2 and stores >= (1 if r in row_kernels else 0), r  # window vectors; the output chunk
+        assert loads >= 2 and stores >= (1 if r in conv1d_kernels else 0), r  # inputs (and grad_output); outputs
     # The general kernels serve what no special kernel takes (stride 2's backward-input and NCHW
-    # weight gradient, channels_last conv1d's weight gradient), and the row kernels conv1d: their
-    # loops over positions, chunks and taps divide nothing.
+    # weight gradient, dilation, odd shapes), and the row and column kernels conv1d: their loops
+    # over positions, chunks, segments and taps divide nothing.
     general = [r for r in rows if r["kernel"].startswith(("direct_kernel<", "grad_weight_nchw_kernel<",
                                                           "grad_weight_channels_last_kernel<"))]
     assert len(general) == 2 * 4 * 2 * 2 + 2 * 4 * (3 + 2) * 2  # direct; weight gradient in 3 (int) or 2 (long) slot sizes
-    for r in general + row_kernels + row_grad_weight_kernels:
+    for r in general + conv1d_kernels + conv1d_grad_weight_kernels:
         assert r["loop_divisions"] == 0, r
     for row in rows:
         if ", int" in row["kernel"] or "finish" in row["kernel"]:

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <new>
@@ -109,17 +110,39 @@ struct Problem {
   }
 };
 
+// Writes past either end of a Buffer, found when it is freed.
+int out_of_bounds_writes = 0;
+
 // 64-byte aligned memory, as device buffers are (the CUDA caching allocator's are 512-byte
 // aligned), so that paths chosen by a buffer's address are taken the same way on every run.
+// Guard zones of NaN bytes lie on both sides: a kernel reading past an end gets NaN (a failed
+// check, not a crash), and one writing there is counted when the buffer is freed.
 template <typename T>
 struct DeviceAlignedAllocator {
   using value_type = T;
   static constexpr std::align_val_t kAlignment{64};
+  static constexpr size_t kGuardBytes = 64 * 1024;
+  static constexpr unsigned char kGuardByte = 0xff;
   DeviceAlignedAllocator() = default;
   template <typename U>
   DeviceAlignedAllocator(const DeviceAlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlignment)); }
-  void deallocate(T* p, size_t) { ::operator delete(p, kAlignment); }
+  T* allocate(size_t n) {
+    auto* block = static_cast<unsigned char*>(::operator new(n * sizeof(T) + 2 * kGuardBytes, kAlignment));
+    std::memset(block, kGuardByte, kGuardBytes);
+    std::memset(block + kGuardBytes + n * sizeof(T), kGuardByte, kGuardBytes);
+    return reinterpret_cast<T*>(block + kGuardBytes);
+  }
+  void deallocate(T* p, size_t n) {
+    auto* block = reinterpret_cast<unsigned char*>(p) - kGuardBytes;
+    const unsigned char* after = block + kGuardBytes + n * sizeof(T);
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      if (block[i] != kGuardByte || after[i] != kGuardByte) {
+        ++out_of_bounds_writes;
+        break;
+      }
+    }
+    ::operator delete(block, kAlignment);
+  }
   bool operator==(const DeviceAlignedAllocator&) const { return true; }
 };
 
@@ -254,6 +277,26 @@ void check_row(const std::string& kernel, const std::string& tag, const Problem&
   }
 }
 
+// The column kernel, where the pass has one (32-bit indexing only, as on the GPU), in a grid of
+// one block (threads walking several segments) and of as many as it needs.
+template <typename T, typename index_t, bool kBackward>
+void check_column(const std::string& kernel, const std::string& tag, const Problem& p, const PassGeometry& g,
+                  const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    if (!has_column_kernel(g, kVector16<T>)) return;
+    const auto weight_values = p.weight.store<T>(false);
+    const auto src_values = src.store<T>(true);
+    const Buffer<T> weight(weight_values.begin(), weight_values.end()), aligned_src(src_values.begin(), src_values.end());
+    for (const int64_t max_blocks : {int64_t(1), int64_t(1) << 20}) {
+      const dim3 grid = plan_column(g, kVector16<T>, max_blocks);
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(grid, dim3(kThreads), 0, column_kernel_for<T, index_t, kBackward>(g.kernel_w),
+                         aligned_src.data(), weight.data(), bias, out.data(), g);
+      expect_close(kernel, tag + " blocks=" + std::to_string(grid.x), p.k, out, ref, true, terms);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_forward(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -274,6 +317,7 @@ void check_forward(const Problem& p, const char* dtype) {
   check_register_tiled<T, index_t, false>("forward register-tiled NCHW", tag, p, g, p.input.store<T>(false), bias_ptr,
                                           p.output, terms);
   check_row<T, index_t, false>("forward row NCHW", tag, p, g, p.input, bias_ptr, p.output, terms);
+  check_column<T, index_t, false>("forward column NHWC", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
@@ -316,6 +360,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
                                            p.grad_output.store<T>(false), nullptr, p.grad_input, terms);
     check_row<T, index_t, true>("backward-input row NCHW", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
                                 terms);
+    check_column<T, index_t, true>("backward-input column NHWC", tag, p, *correlation, p.grad_output, nullptr,
+                                   p.grad_input, terms);
     check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
                                          p.grad_input, terms);
     for (const int64_t min_blocks : kMinBlocks) {
@@ -454,6 +500,29 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The column weight gradient, where it takes the pass (32-bit indexing only, as on the GPU),
+// planned for a one-SM GPU and a large one.
+template <typename T, typename index_t>
+void check_column_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_column_kernel(g, kVector16<T>)) return;
+    const auto go_values = p.grad_output.store<T>(true);
+    const auto in_values = p.input.store<T>(true);
+    const Buffer<T> go(go_values.begin(), go_values.end()), in(in_values.begin(), in_values.end());
+    for (const int sm_count : {1, 512}) {
+      const auto plan = plan_column_grad_weight(g, kVector16<T>, sm_count);
+      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      dwconv_emu::launch(plan.grid, plan.block, 0, grad_weight_column_kernel_for<T, index_t>(g.kernel_w), go.data(),
+                         in.data(), partial.data(), g, plan.items_per_slice);
+      check_finished_grad_weight<T>("grad-weight column NHWC",
+                                    tag + " items/slice=" + std::to_string(plan.items_per_slice), p, partial,
+                                    plan.grid.y);
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -461,6 +530,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
   check_row_grad_weight<T, index_t>(p, tag);
+  check_column_grad_weight<T, index_t>(p, tag);
   check_register_grad_weight<T, index_t>(p, tag);
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
@@ -542,12 +612,16 @@ std::vector<Case> sweep() {
       {1, 2, 1, 1, 63, 1, 4, 1, 1, 0, 3, 1, 1, false},      // 66 outputs; backward's 63 too narrow
       {2, 8, 1, 1, 1000, 1, 4, 1, 1, 0, 2, 1, 1, true},     // many chunks a thread
       {1, 4, 1, 1, 90, 1, 4, 1, 1, 0, 5, 1, 1, false},      // padding past k - 1: forward only
+      // The column kernels (conv1d in channels_last, 16 channel vectors or more; case 14 above too):
+      {2, 128, 1, 1, 47, 1, 4, 1, 1, 0, 3, 1, 1, true},     // 50 outputs: segments past both ends
+      {1, 256, 1, 1, 37, 1, 3, 1, 1, 0, 1, 1, 1, false},    // whole and part vector groups
+      {3, 136, 1, 1, 20, 1, 2, 1, 1, 0, 1, 1, 1, true},     // 17 half vectors: a group part-filled
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 56) {  // 14 random cases
+  while (cases.size() < 59) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
@@ -587,6 +661,10 @@ int main(int argc, char** argv) {
       ++failed;
       std::printf("FAIL [%s]: %s\n", cases[i].str().c_str(), error.what());
     }
+  }
+  if (out_of_bounds_writes > 0) {
+    ++failed;
+    std::printf("FAIL: %d buffers written past an end\n", out_of_bounds_writes);
   }
   for (const auto& [kernel, count] : checks_per_kernel) std::printf("checked %s: %d\n", kernel.c_str(), count);
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -20,6 +20,8 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (1, 16, 1, 1, 300, (1, 4), (1, 1), (0, 3), (1, 1)),    # conv1d (Mamba): NCHW row kernels, rows at 8 offsets
     (3, 5, 2, 1, 203, (1, 3), (1, 1), (0, 1), (1, 1)),     # row kernels, multiplier 2, odd rows
     (1, 16, 1, 1, 40, (1, 4), (1, 1), (0, 3), (1, 1)),     # a short conv1d row: NCHW tiled, 256-wide tile rows
+    (2, 136, 1, 1, 47, (1, 4), (1, 1), (0, 3), (1, 1)),    # channels_last conv1d: column kernels (bf16: 17
+                                                           # vectors, a part-filled group), segments past the ends
     (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation (NCHW tiled), channels over one lane group
     (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last: 16-byte tiles, the last block part idle;
                                                            # register weight gradient, 8 channel lanes for bf16

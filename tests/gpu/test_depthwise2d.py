@@ -108,6 +108,8 @@ LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
 ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
+COLUMN = "column_kernel"
+COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
 
 
 def launched(names, kernel):
@@ -381,6 +383,63 @@ class TestDepthwise2d(TestCase):
                 names = op_names(backward)
                 self.assertEqual(launched(names, ROW), expected[1])
                 self.assertEqual(launched(names, ROW_GRAD_WEIGHT), expected[2])
+                grad_input, grad_weight = backward()
+                ref.backward(grad_out.double().cpu())
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * x64.grad.abs().max().item() + atol * (k * m) ** 0.5, rtol=rtol)
+                reduction = n * out.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_column_kernel(self, device, dtype):
+        """Which channels_last conv1d calls (a transposed (N, L, C) projection output) the column
+        kernels take (multiplier 1, channels a whole number of 16-byte vectors and 16 vectors or
+        more, a 1 x 2, 3 or 4 filter at stride 1 and dilation 1, 16-byte aligned data; backward-
+        input where it is a correlation), and that forward, backward-input and the weight
+        gradient match float64."""
+        atol, rtol = TOLERANCES[dtype]
+        vector = 16 // torch.empty((), dtype=dtype).element_size()
+        cases = [  # (batch, channels, width, kernel, stride, padding, dilation, multiplier, layout,
+            #         expect column: forward, backward-input, weight gradient)
+            (2, 512, 1024, 4, 1, 3, 1, 1, "cl", (True, True, True)),               # Mamba's causal conv1d
+            (2, 16 * vector, 47, 4, 1, 3, 1, 1, "cl", (True, True, True)),         # segments past both ends
+            (3, 17 * vector, 20, 2, 1, 1, 1, 1, "cl", (True, True, True)),         # a part-filled vector group
+            (2, 16 * vector, 37, 3, 1, 5, 1, 1, "cl", (True, False, True)),        # padding past k - 1
+            (2, 16 * vector, 100, 4, 1, 3, 1, 1, "cl-misaligned", (False, True, False)),
+            (2, 8 * vector, 100, 4, 1, 3, 1, 1, "cl", (False, False, False)),      # 8 vectors: too few
+            (2, 16 * vector + 1, 100, 4, 1, 3, 1, 1, "cl", (False, False, False)),  # not whole vectors
+            (2, 16 * vector, 100, 4, 1, 3, 1, 2, "cl", (False, False, False)),     # multiplier 2
+            (2, 16 * vector, 100, 4, 2, 3, 1, 1, "cl", (False, False, False)),     # stride 2
+            (2, 16 * vector, 100, 5, 1, 2, 1, 1, "cl", (False, False, False)),     # no compiled width
+            (2, 16 * vector, 100, 4, 1, 3, 1, 1, "nchw", (False, False, False)),   # NCHW: the row kernels
+        ]
+        for n, c, width, k, stride, padding, dilation, m, layout, expected in cases:
+            with self.subTest(n=n, c=c, width=width, kernel=k, stride=stride, padding=padding, multiplier=m,
+                              layout=layout):
+                x = torch.randn(n, c, 1, width, device=device, dtype=dtype)
+                if layout != "nchw":
+                    x = x.to(memory_format=torch.channels_last)
+                if layout == "cl-misaligned":
+                    x = channels_last_misaligned(x)
+                w = torch.randn(c * m, 1, 1, k, device=device, dtype=dtype)
+                b = torch.randn(c * m, device=device, dtype=dtype)
+                args = ((1, stride), (0, padding), (1, dilation))
+
+                names = op_names(lambda: depthwise(x, w, b, *args))
+                self.assertEqual(launched(names, COLUMN), expected[0])
+                out = depthwise(x, w, b, *args)
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
+                if layout != "nchw":
+                    grad_out = grad_out.to(memory_format=torch.channels_last)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, (1, k), *args, [True, True])
+                names = op_names(backward)
+                self.assertEqual(launched(names, COLUMN), expected[1])
+                self.assertEqual(launched(names, COLUMN_GRAD_WEIGHT), expected[2])
                 grad_input, grad_weight = backward()
                 ref.backward(grad_out.double().cpu())
                 self.assertEqual(grad_input.double().cpu(), x64.grad,

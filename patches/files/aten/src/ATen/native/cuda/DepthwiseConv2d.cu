@@ -32,6 +32,9 @@
 // - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
 //   thread computes chunks of 8 outputs from the 16-byte vectors that hold their inputs, in
 //   registers. grad_weight_row_kernel is its weight gradient.
+// - column_kernel: the same conv1d in channels_last (a transposed (N, L, C) tensor), multiplier
+//   1: a thread walks 16 outputs of one 16-byte channel vector with its last K inputs in
+//   registers. grad_weight_column_kernel is its weight gradient.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
 //   coalesced across channels). Serves what the tiled kernels cannot: other
@@ -155,6 +158,16 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   }
   const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
   if (tiling == Tiling::kChannelsLast) {
+    if constexpr (std::is_same_v<index_t, int32_t>) {  // the column kernels: 32-bit indexing only
+      if (has_column_kernel(*tiled_geometry, kVector16<scalar_t>) && is_16_byte_aligned(weight)) {
+        const dim3 grid = plan_column(*tiled_geometry, kVector16<scalar_t>, int64_t(sm_count()) * 32);
+        column_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<grid, kThreads, 0, stream>>>(
+            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+    }
     if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())) {
       tiled_channels_last_kernel<scalar_t, index_t, kBackward>
           <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -314,6 +327,16 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
         finish(partial);
         return;
       }
+    }
+    if (both_channels_last_contiguous && !index64 && has_column_kernel(g, kVector16<scalar_t>) &&
+        is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
+      const auto plan = plan_column_grad_weight(g, kVector16<scalar_t>, sm_count());
+      auto partial = new_partial(plan.grid.y);
+      grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, plan.block, 0, stream>>>(
+          go, in, partial.mutable_data_ptr<acc_t>(), g, plan.items_per_slice);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      finish(partial);
+      return;
     }
     if (both_channels_last_contiguous && !index64 &&
         has_channels_last_register_grad_weight(g, go, in, sizeof(scalar_t))) {

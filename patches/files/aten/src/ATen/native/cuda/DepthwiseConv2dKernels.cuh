@@ -1316,6 +1316,215 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
   if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = sums[tid][0];
 }
 
+// ---------------------------------------------------------------------------
+// Column kernels: conv1d in the transposed layout (channels_last planes of one row, as a (N, L, C)
+// projection output is seen as (N, C, 1, L)), multiplier 1, the row kernels' filters, channels a
+// whole number of 16-byte vectors, 16-byte aligned data and weight, 32-bit indexing. A thread owns one
+// vector of channels and walks kColumnSegment consecutive outputs of a row with the last K input
+// vectors in registers: a step loads one input vector (the weight gradient also one grad_output
+// vector), so every global access is a whole channel vector, a warp's 32 lanes reading 32
+// consecutive vectors of one pixel, and each input is loaded once a segment for K multiply-adds a
+// channel. Segments whose window leaves the row take a checked instance of the same walk (padding
+// reads nothing; the weight gradient adds nothing for it).
+
+constexpr int kColumnSegment = 8;
+
+// A segment's window: input vector j of the step's K, and whether it lies in the row.
+template <typename acc_t, int kTaps, int V>
+struct ColumnWindow {
+  acc_t values[kTaps][V];
+  bool inside[kTaps];
+
+  // Moves the window one step on, to the input vector at `address` (not read when `in_row` is false).
+  template <bool kChecked, typename scalar_t>
+  __device__ __forceinline__ void step(const scalar_t* address, bool in_row) {
+#pragma unroll
+    for (int j = 0; j + 1 < kTaps; ++j) {
+      inside[j] = inside[j + 1];
+#pragma unroll
+      for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];
+    }
+    inside[kTaps - 1] = !kChecked || in_row;
+    if (!kChecked || in_row) {
+      const Vector16<scalar_t> loaded = load_vector(address);
+#pragma unroll
+      for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < V; ++k) values[kTaps - 1][k] = acc_t(0);
+    }
+  }
+};
+
+// Whether a segment's window (inputs from first_input, kColumnSegment + K - 1 of them) lies in the
+// row. At stride 1 dst_w = src_w + 2 * pad - K + 1, so its outputs then lie in theirs.
+template <int kTaps, typename index_t>
+__device__ __forceinline__ bool column_segment_inside(index_t first_input, index_t src_w) {
+  return first_input >= 0 && first_input + kColumnSegment + kTaps - 1 <= src_w;
+}
+
+// One thread's segment, forward or backward-input: outputs l0 .. l0 + kColumnSegment - 1 of the
+// row at dst_row from the inputs at src_row (pixel x at src_row + x * channels).
+template <bool kChecked, int kTaps, typename scalar_t, typename index_t, typename acc_t, int V>
+__device__ __forceinline__ void column_segment(const acc_t (&taps)[kTaps][V], const acc_t (&start)[V],
+                                               const scalar_t* src_row, scalar_t* dst_row, index_t channels,
+                                               index_t l0, index_t first_input, index_t src_w, index_t dst_w) {
+  ColumnWindow<acc_t, kTaps, V> window;
+#pragma unroll
+  for (int j = 0; j + 1 < kTaps; ++j) {
+    const index_t x = first_input + j;
+    window.template step<kChecked>(src_row + x * channels, x >= 0 && x < src_w);
+  }
+#pragma unroll
+  for (int s = 0; s < kColumnSegment; ++s) {
+    const index_t x = first_input + s + kTaps - 1;
+    window.template step<kChecked>(src_row + x * channels, x >= 0 && x < src_w);
+    Vector16<scalar_t> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      acc_t sum = start[k];
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) sum += window.values[j][k] * taps[j][k];
+      out.v[k] = static_cast<scalar_t>(sum);
+    }
+    if (!kChecked || l0 + s < dst_w) store_vector(dst_row + (l0 + s) * channels, out);
+  }
+}
+
+// Forward, or backward-input as the stride-1 correlation with the flipped filter (g then is
+// backward_input_as_correlation's geometry). Threads walk (n, segment, channel vector), vectors
+// fastest, by the grid's stride.
+template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
+__global__ void __launch_bounds__(kThreads, 2) column_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t vectors = channels / V;
+  const index_t segments = (dst_w + kColumnSegment - 1) / kColumnSegment;
+  const index_t total = static_cast<index_t>(g.batch) * segments * vectors;
+  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  GridWalk<index_t, 3> at(first, grid_stride, {0, segments, vectors});
+  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
+    const index_t n = at.at[0], l0 = at.at[1] * kColumnSegment, c0 = at.at[2] * V;
+    // The vector's filters are kTaps whole vectors of weight, [channel][tap].
+    acc_t taps[kTaps][V];
+#pragma unroll
+    for (int q = 0; q < kTaps; ++q) {
+      const Vector16<scalar_t> loaded = load_vector(weight + c0 * kTaps + q * V);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const int k = (q * V + e) / kTaps, tap = (q * V + e) % kTaps;
+        taps[kBackward ? kTaps - 1 - tap : tap][k] = static_cast<acc_t>(loaded.v[e]);
+      }
+    }
+    acc_t start[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) start[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + k]) : acc_t(0);
+    const scalar_t* src_row = src + n * src_w * channels + c0;
+    scalar_t* dst_row = dst + n * dst_w * channels + c0;
+    const index_t first_input = l0 - pad;
+    if (column_segment_inside<kTaps>(first_input, src_w)) {
+      column_segment<false>(taps, start, src_row, dst_row, channels, l0, first_input, src_w, dst_w);
+    } else {
+      column_segment<true>(taps, start, src_row, dst_row, channels, l0, first_input, src_w, dst_w);
+    }
+  }
+}
+
+// One position lane's segment of the weight gradient: adds grad_output's vectors at l0 .. times
+// the window's inputs into sums[j][k].
+template <bool kChecked, int kTaps, typename scalar_t, typename index_t, typename acc_t, int V>
+__device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps][V], const scalar_t* go_row,
+                                                           const scalar_t* in_row, index_t channels, index_t l0,
+                                                           index_t first_input, index_t src_w, index_t dst_w) {
+  ColumnWindow<acc_t, kTaps, V> window;
+#pragma unroll
+  for (int j = 0; j + 1 < kTaps; ++j) {
+    const index_t x = first_input + j;
+    window.template step<kChecked>(in_row + x * channels, x >= 0 && x < src_w);
+  }
+#pragma unroll
+  for (int s = 0; s < kColumnSegment; ++s) {
+    const index_t x = first_input + s + kTaps - 1;
+    window.template step<kChecked>(in_row + x * channels, x >= 0 && x < src_w);
+    if (kChecked && l0 + s >= dst_w) continue;
+    const Vector16<scalar_t> go = load_vector(go_row + (l0 + s) * channels);
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) {
+      if (!window.inside[j]) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) sums[j][k] += static_cast<acc_t>(go.v[k]) * window.values[j][k];
+    }
+  }
+}
+
+constexpr int kColumnVectorLanes = 32;
+constexpr int kColumnPositionLanes = kThreads / kColumnVectorLanes;
+
+// The weight gradient (g: the forward geometry). Block: (kColumnVectorLanes channel vectors,
+// kColumnPositionLanes position lanes); blockIdx.x picks the block's vectors, blockIdx.y a slice
+// of the (n, segment) items, [slice * items_per_slice, ...), which the position lanes take in
+// turn. The lanes' sums then meet in shared memory, added in lane order, and go to `partial`.
+template <typename scalar_t, typename index_t, int kTaps>
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    const PassGeometry g,
+    const int64_t items_per_slice) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  __shared__ acc_t lane_sums[kTaps * V][kColumnPositionLanes][kColumnVectorLanes];
+  const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t vector = static_cast<index_t>(blockIdx.x) * kColumnVectorLanes + threadIdx.x;
+  const bool active = vector < channels / V;
+  const index_t c0 = vector * V;
+  const index_t segments = (dst_w + kColumnSegment - 1) / kColumnSegment;
+  const index_t slice = blockIdx.y;
+  const index_t begin = slice * static_cast<index_t>(items_per_slice);
+  const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
+  acc_t sums[kTaps][V];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[j][k] = acc_t(0);
+  }
+  if (active) {
+    GridWalk<index_t, 2> at(begin + threadIdx.y, kColumnPositionLanes, {0, segments});  // (n, segment)
+    for (index_t i = begin + threadIdx.y; i < end; i += kColumnPositionLanes, at.advance()) {
+      const index_t n = at.at[0], l0 = at.at[1] * kColumnSegment;
+      const scalar_t* go_row = grad_output + n * dst_w * channels + c0;
+      const scalar_t* in_row = input + n * src_w * channels + c0;
+      const index_t first_input = l0 - pad;
+      if (column_segment_inside<kTaps>(first_input, src_w)) {
+        column_grad_weight_segment<false>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+      } else {
+        column_grad_weight_segment<true>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) lane_sums[j * V + k][threadIdx.y][threadIdx.x] = sums[j][k];
+  }
+  __syncthreads();
+  // Each position lane finishes every kColumnPositionLanes-th (tap, channel) value.
+  if (!active) return;
+  for (int t = threadIdx.y; t < kTaps * V; t += kColumnPositionLanes) {
+    acc_t total = acc_t(0);
+    for (int lane = 0; lane < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];
+    const int j = t / V, k = t % V;
+    partial[(slice * channels + c0 + k) * kTaps + j] = total;
+  }
+}
+
 // Register-blocked weight gradient (NCHW) for the register-tiled filters: the blocks and
 // shared input tiles of register_tiled_nchw_kernel with the roles exchanged. A thread holds
 // its kBlockRows x kBlockCols block of grad_output and the kKernel^2 tap sums in registers;
@@ -1617,19 +1826,35 @@ std::optional<TiledLaunch> plan_tiled(const PassGeometry& g) {
 }
 
 // ---------------------------------------------------------------------------
-// Row kernels' launches.
+// Row and column kernels' launches.
 
-// Whether a pass has a row kernel (g: the forward geometry, or backward-input's correlation).
-// The caller checks the rest: both tensors NCHW-contiguous and 16-byte aligned, 32-bit indexing.
-inline bool has_row_kernel(const PassGeometry& g) {
+// Whether a pass (g: the forward geometry, or backward-input's correlation) is a conv1d the row
+// and column kernels compute: planes of one row, a 1 x K filter with K in [kRowMinTaps,
+// kRowMaxTaps], stride 1, dilation 1.
+inline bool is_conv1d_pass(const PassGeometry& g) {
   return g.src_h == 1 && g.dst_h == 1 && g.kernel_h == 1 && g.pad_h == 0 && g.stride_w == 1 && g.dilation_w == 1 &&
-         g.kernel_w >= kRowMinTaps && g.kernel_w <= kRowMaxTaps && g.dst_w >= kRowMinWidth;
+         g.kernel_w >= kRowMinTaps && g.kernel_w <= kRowMaxTaps;
 }
 
-// The row kernel for a filter width: kernel_of(std::integral_constant<int, kTaps>), or null
-// outside [kRowMinTaps, kRowMaxTaps].
+// Whether a pass has a row kernel. The caller checks the rest: both tensors NCHW-contiguous and
+// 16-byte aligned, 32-bit indexing.
+inline bool has_row_kernel(const PassGeometry& g) {
+  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth;
+}
+
+// Whether a pass has a column kernel: multiplier 1 and whole channel vectors, enough of them for
+// half a block's vector lanes (fewer leave the weight gradient's lanes idle; the general
+// kernels' lanes are single channels). The caller checks the rest: both tensors channels_last-
+// contiguous and 16-byte aligned, 32-bit indexing.
+inline bool has_column_kernel(const PassGeometry& g, int vector_width) {
+  return is_conv1d_pass(g) && g.multiplier == 1 && g.dst_channels % vector_width == 0 &&
+         g.dst_channels / vector_width >= kColumnVectorLanes / 2;
+}
+
+// The row or column kernel for a filter width: kernel_of(std::integral_constant<int, kTaps>), or
+// null outside [kRowMinTaps, kRowMaxTaps].
 template <typename KernelOf>
-auto row_kernel_for_taps(int taps, KernelOf kernel_of) {
+auto conv1d_kernel_for_taps(int taps, KernelOf kernel_of) {
   static_assert(kRowMinTaps == 2 && kRowMaxTaps == 4, "one case per compiled filter width");
   switch (taps) {
     case 2: return kernel_of(std::integral_constant<int, 2>{});
@@ -1641,13 +1866,26 @@ auto row_kernel_for_taps(int taps, KernelOf kernel_of) {
 
 template <typename scalar_t, typename index_t, bool kBackward>
 auto row_kernel_for(int taps) {
-  return row_kernel_for_taps(
+  return conv1d_kernel_for_taps(
       taps, [](auto k) { return &row_kernel<scalar_t, index_t, kBackward, decltype(k)::value>; });
 }
 
 template <typename scalar_t, typename index_t>
 auto grad_weight_row_kernel_for(int taps) {
-  return row_kernel_for_taps(taps, [](auto k) { return &grad_weight_row_kernel<scalar_t, index_t, decltype(k)::value>; });
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &grad_weight_row_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+auto column_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &column_kernel<scalar_t, index_t, kBackward, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t>
+auto grad_weight_column_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &grad_weight_column_kernel<scalar_t, index_t, decltype(k)::value>; });
 }
 
 // A thread walks kRowChunksPerThread chunks or so (its walk's divisions paid once for them), in
@@ -1687,6 +1925,37 @@ inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int sm_co
   const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
   return {dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), chunks_per_row,
           chunks_per_slice};
+}
+
+inline int64_t column_segments(const PassGeometry& g) {
+  return (g.dst_w + kColumnSegment - 1) / kColumnSegment;
+}
+
+// A segment a thread, at most max_blocks blocks (the threads then walk the rest).
+inline dim3 plan_column(const PassGeometry& g, int vector_width, int64_t max_blocks) {
+  const int64_t items = g.batch * column_segments(g) * (g.dst_channels / vector_width);
+  const int64_t blocks = std::min((items + kThreads - 1) / kThreads, max_blocks);
+  return dim3(static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max())));
+}
+
+struct ColumnGradWeightLaunch {
+  dim3 grid, block;  // grid: (vector groups, slices)
+  int64_t items_per_slice;
+};
+
+// Slices of the (n, segment) items: enough blocks for a few waves of the GPU, each position lane
+// of a slice walking 2 segments or more.
+inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, int sm_count) {
+  const int64_t vectors = g.dst_channels / vector_width;
+  const int64_t vector_groups = (vectors + kColumnVectorLanes - 1) / kColumnVectorLanes;
+  const int64_t items = g.batch * column_segments(g);
+  const int64_t wanted = (32 * int64_t(sm_count) + vector_groups - 1) / vector_groups;
+  const int64_t useful = items / (2 * kColumnPositionLanes);
+  const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
+  const int64_t items_per_slice = (items + most - 1) / most;
+  const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+  return {dim3(static_cast<unsigned>(vector_groups), static_cast<unsigned>(slices)),
+          dim3(kColumnVectorLanes, kColumnPositionLanes), items_per_slice};
 }
 
 // The register-tiled kernel compiled for a filter size, or null where there is none.
