@@ -148,9 +148,9 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
       "const int k = (q * V + e) % V, tap = (q * V + e) / V;"), "42:43"),  # the weight vectors, [channel][tap]
     (("return first_input >= 0 && first_input + kColumnSegment + kTaps - 1 <= src_w;",
       "return first_input >= 0 && first_input + kColumnSegment + kTaps - 2 <= src_w;"), "42:45"),  # a row's end
-    (("for (int lane = 0; lane < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];",
-      "for (int lane = 0; lane + 1 < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];"),
-     "42:43"),
+    (("for (int lane = 0; lane < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];",
+      "for (int lane = 0; lane + 1 < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];"),
+     "42:43"),  # a position lane's sums dropped (the column and the general channels_last weight gradients)
 ])
 def test_emulator_catches_broken_kernels(tmp_path, mutation, cases):
     old, new = mutation

@@ -335,6 +335,50 @@ class TestDepthwise2d(TestCase):
                 reduction = n * out.shape[2] * out.shape[3]
                 self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
+    def check_conv1d_kernels(self, device, dtype, case, kernel, grad_weight_kernel):
+        """One conv1d call (N, C, 1, width): whether its forward, backward-input and weight gradient
+        run `kernel`, `kernel` and `grad_weight_kernel` as case["expected"] says, and that all three
+        match float64. Layouts: nchw, misaligned (NCHW, the input one element off a 16-byte
+        boundary), cl (channels_last, as a transposed (N, L, C) tensor), cl-misaligned."""
+        atol, rtol = TOLERANCES[dtype]
+        n, c, width, k, m, layout = (case[key] for key in ("n", "c", "width", "kernel", "multiplier", "layout"))
+        x = torch.randn(n, c, 1, width, device=device, dtype=dtype)
+        if layout.startswith("cl"):
+            x = x.to(memory_format=torch.channels_last)
+        if layout == "cl-misaligned":
+            x = channels_last_misaligned(x)
+        if layout == "misaligned":
+            x = torch.empty(x.numel() + 1, device=device, dtype=dtype)[1:].view_as(x).copy_(x)
+        w = torch.randn(c * m, 1, 1, k, device=device, dtype=dtype)
+        b = torch.randn(c * m, device=device, dtype=dtype)
+        args = ((1, case["stride"]), (0, case["padding"]), (1, case["dilation"]))
+
+        names = op_names(lambda: depthwise(x, w, b, *args))
+        self.assertEqual(launched(names, kernel), case["expected"][0])
+        out = depthwise(x, w, b, *args)
+        ref, x64, w64, _ = reference(x, w, b, *args)
+        self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+
+        grad_out = torch.randn(out.shape, device=device, dtype=dtype)
+        if layout.startswith("cl"):
+            grad_out = grad_out.to(memory_format=torch.channels_last)
+        backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+            grad_out, x, w, (1, k), *args, [True, True])
+        names = op_names(backward)
+        self.assertEqual(launched(names, kernel), case["expected"][1])
+        self.assertEqual(launched(names, grad_weight_kernel), case["expected"][2])
+        grad_input, grad_weight = backward()
+        ref.backward(grad_out.double().cpu())
+        self.assertEqual(grad_input.double().cpu(), x64.grad,
+                         atol=atol * x64.grad.abs().max().item() + atol * (k * m) ** 0.5, rtol=rtol)
+        reduction = n * out.shape[3]
+        self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @staticmethod
+    def conv1d_cases(rows):
+        keys = ("n", "c", "width", "kernel", "stride", "padding", "dilation", "multiplier", "layout", "expected")
+        return [dict(zip(keys, row)) for row in rows]
+
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_row_kernel(self, device, dtype):
@@ -342,9 +386,8 @@ class TestDepthwise2d(TestCase):
         3 or 4 filter at stride 1 and dilation 1, 64 outputs or more, 16-byte aligned data; backward-
         input where it is a correlation, padding at most k - 1), over Mamba's shape and odd ones,
         and that forward, backward-input and the weight gradient match float64."""
-        atol, rtol = TOLERANCES[dtype]
-        cases = [  # (batch, channels, width, kernel, stride, padding, dilation, multiplier, layout,
-            #         expect row: forward, backward-input, weight gradient)
+        cases = self.conv1d_cases([  # (batch, channels, width, kernel, stride, padding, dilation, multiplier,
+            #                            layout, expect row: forward, backward-input, weight gradient)
             (2, 8, 2048, 4, 1, 3, 1, 1, "nchw", (True, True, True)),      # Mamba's causal conv1d
             (3, 5, 203, 3, 1, 1, 1, 1, "nchw", (True, True, True)),       # each row's window at another offset
             (2, 3, 150, 2, 1, 1, 1, 2, "nchw", (True, True, True)),       # multiplier 2
@@ -354,41 +397,11 @@ class TestDepthwise2d(TestCase):
             (2, 4, 40, 4, 1, 3, 1, 1, "nchw", (False, False, False)),     # 43 outputs: too narrow
             (2, 4, 300, 4, 2, 3, 1, 1, "nchw", (False, False, False)),    # stride 2
             (2, 4, 300, 4, 1, 3, 2, 1, "nchw", (False, False, False)),    # dilation 2
-            (2, 16, 300, 4, 1, 3, 1, 1, "cl", (False, False, False)),     # a transposed (N, L, C) projection
-        ]
-        for n, c, width, k, stride, padding, dilation, m, layout, expected in cases:
-            with self.subTest(n=n, c=c, width=width, kernel=k, stride=stride, padding=padding, dilation=dilation,
-                              multiplier=m, layout=layout):
-                x = torch.randn(n, c, 1, width, device=device, dtype=dtype)
-                if layout == "cl":
-                    x = x.to(memory_format=torch.channels_last)
-                if layout == "misaligned":
-                    storage = torch.empty(x.numel() + 1, device=device, dtype=dtype)
-                    x = storage[1:].view_as(x).copy_(x)
-                w = torch.randn(c * m, 1, 1, k, device=device, dtype=dtype)
-                b = torch.randn(c * m, device=device, dtype=dtype)
-                args = ((1, stride), (0, padding), (1, dilation))
-
-                names = op_names(lambda: depthwise(x, w, b, *args))
-                self.assertEqual(launched(names, ROW), expected[0])
-                out = depthwise(x, w, b, *args)
-                ref, x64, w64, _ = reference(x, w, b, *args)
-                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
-
-                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
-                if layout == "cl":
-                    grad_out = grad_out.to(memory_format=torch.channels_last)
-                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
-                    grad_out, x, w, (1, k), *args, [True, True])
-                names = op_names(backward)
-                self.assertEqual(launched(names, ROW), expected[1])
-                self.assertEqual(launched(names, ROW_GRAD_WEIGHT), expected[2])
-                grad_input, grad_weight = backward()
-                ref.backward(grad_out.double().cpu())
-                self.assertEqual(grad_input.double().cpu(), x64.grad,
-                                 atol=atol * x64.grad.abs().max().item() + atol * (k * m) ** 0.5, rtol=rtol)
-                reduction = n * out.shape[3]
-                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+            (2, 16, 300, 4, 1, 3, 1, 1, "cl", (False, False, False)),     # channels_last: the column kernels
+        ])
+        for case in cases:
+            with self.subTest(**{key: value for key, value in case.items() if key != "expected"}):
+                self.check_conv1d_kernels(device, dtype, case, ROW, ROW_GRAD_WEIGHT)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -398,10 +411,9 @@ class TestDepthwise2d(TestCase):
         more, a 1 x 2, 3 or 4 filter at stride 1 and dilation 1, 16-byte aligned data; backward-
         input where it is a correlation), and that forward, backward-input and the weight
         gradient match float64."""
-        atol, rtol = TOLERANCES[dtype]
         vector = 16 // torch.empty((), dtype=dtype).element_size()
-        cases = [  # (batch, channels, width, kernel, stride, padding, dilation, multiplier, layout,
-            #         expect column: forward, backward-input, weight gradient)
+        cases = self.conv1d_cases([  # (batch, channels, width, kernel, stride, padding, dilation, multiplier,
+            #                            layout, expect column: forward, backward-input, weight gradient)
             (2, 512, 1024, 4, 1, 3, 1, 1, "cl", (True, True, True)),               # Mamba's causal conv1d
             (2, 16 * vector, 47, 4, 1, 3, 1, 1, "cl", (True, True, True)),         # segments past both ends
             (3, 17 * vector, 20, 2, 1, 1, 1, 1, "cl", (True, True, True)),         # a part-filled vector group
@@ -413,39 +425,10 @@ class TestDepthwise2d(TestCase):
             (2, 16 * vector, 100, 4, 2, 3, 1, 1, "cl", (False, False, False)),     # stride 2
             (2, 16 * vector, 100, 5, 1, 2, 1, 1, "cl", (False, False, False)),     # no compiled width
             (2, 16 * vector, 100, 4, 1, 3, 1, 1, "nchw", (False, False, False)),   # NCHW: the row kernels
-        ]
-        for n, c, width, k, stride, padding, dilation, m, layout, expected in cases:
-            with self.subTest(n=n, c=c, width=width, kernel=k, stride=stride, padding=padding, multiplier=m,
-                              layout=layout):
-                x = torch.randn(n, c, 1, width, device=device, dtype=dtype)
-                if layout != "nchw":
-                    x = x.to(memory_format=torch.channels_last)
-                if layout == "cl-misaligned":
-                    x = channels_last_misaligned(x)
-                w = torch.randn(c * m, 1, 1, k, device=device, dtype=dtype)
-                b = torch.randn(c * m, device=device, dtype=dtype)
-                args = ((1, stride), (0, padding), (1, dilation))
-
-                names = op_names(lambda: depthwise(x, w, b, *args))
-                self.assertEqual(launched(names, COLUMN), expected[0])
-                out = depthwise(x, w, b, *args)
-                ref, x64, w64, _ = reference(x, w, b, *args)
-                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
-
-                grad_out = torch.randn(out.shape, device=device, dtype=dtype)
-                if layout != "nchw":
-                    grad_out = grad_out.to(memory_format=torch.channels_last)
-                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
-                    grad_out, x, w, (1, k), *args, [True, True])
-                names = op_names(backward)
-                self.assertEqual(launched(names, COLUMN), expected[1])
-                self.assertEqual(launched(names, COLUMN_GRAD_WEIGHT), expected[2])
-                grad_input, grad_weight = backward()
-                ref.backward(grad_out.double().cpu())
-                self.assertEqual(grad_input.double().cpu(), x64.grad,
-                                 atol=atol * x64.grad.abs().max().item() + atol * (k * m) ** 0.5, rtol=rtol)
-                reduction = n * out.shape[3]
-                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+        ])
+        for case in cases:
+            with self.subTest(**{key: value for key, value in case.items() if key != "expected"}):
+                self.check_conv1d_kernels(device, dtype, case, COLUMN, COLUMN_GRAD_WEIGHT)
 
     @onlyCUDA
     def test_empty_batch(self, device):

@@ -1048,6 +1048,22 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
 constexpr int kChannelLanes = 32;
 constexpr int kPositionLanes = kThreads / kChannelLanes;
 
+// The block's kPositionLanes values of each of kValues slots a channel lane (value_of(t): this
+// thread's of slot t), added in lane order through `shared`; finish(t, total) gets each slot's
+// total once, from one of the lanes. The caller syncs before `shared` is written again.
+template <typename acc_t, int kValues, typename ValueOf, typename Finish>
+__device__ __forceinline__ void sum_position_lanes(acc_t (&shared)[kValues][kPositionLanes][kChannelLanes],
+                                                   ValueOf value_of, Finish finish) {
+#pragma unroll
+  for (int t = 0; t < kValues; ++t) shared[t][threadIdx.y][threadIdx.x] = value_of(t);
+  __syncthreads();
+  for (int t = threadIdx.y; t < kValues; t += kPositionLanes) {
+    acc_t total = acc_t(0);
+    for (int lane = 0; lane < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];
+    finish(t, total);
+  }
+}
+
 template <typename scalar_t, typename index_t, int kSlots>
 __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
     const scalar_t* __restrict__ grad_output,
@@ -1085,17 +1101,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
         accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + n * in_n + src_c * in_c, in_h, in_w, y, x);
       }
     }
-#pragma unroll
-    for (int t = 0; t < kSlots; ++t) sums[t][threadIdx.y][threadIdx.x] = acc[t];
-    __syncthreads();
-    // Each position lane finishes every kPositionLanes-th tap, summing the lanes in order.
-    for (int t = threadIdx.y; t < kSlots; t += kPositionLanes) {
-      if (active && t < taps.count) {
-        acc_t total = acc_t(0);
-        for (int lane = 0; lane < kPositionLanes; ++lane) total += sums[t][lane][threadIdx.x];
-        partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
-      }
-    }
+    sum_position_lanes(sums, [&](int t) { return acc[t]; }, [&](int t, acc_t total) {
+      if (active && t < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
+    });
     __syncthreads();
   }
 }
@@ -1335,9 +1343,11 @@ struct ColumnWindow {
   acc_t values[kTaps][V];
   bool inside[kTaps];
 
-  // Moves the window one step on, to the input vector at `address` (not read when `in_row` is false).
-  template <bool kChecked, typename scalar_t>
-  __device__ __forceinline__ void step(const scalar_t* address, bool in_row) {
+  // Moves the window one step on, to input x of the row whose pixel 0 is at `row` (x read only
+  // when it lies in the row's src_w pixels, or whatever it is when not kChecked).
+  template <bool kChecked, typename scalar_t, typename index_t>
+  __device__ __forceinline__ void step(const scalar_t* row, index_t channels, index_t x, index_t src_w) {
+    const bool in_row = x >= 0 && x < src_w;
 #pragma unroll
     for (int j = 0; j + 1 < kTaps; ++j) {
       inside[j] = inside[j + 1];
@@ -1346,13 +1356,20 @@ struct ColumnWindow {
     }
     inside[kTaps - 1] = !kChecked || in_row;
     if (!kChecked || in_row) {
-      const Vector16<scalar_t> loaded = load_vector(address);
+      const Vector16<scalar_t> loaded = load_vector(row + x * channels);
 #pragma unroll
       for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
     } else {
 #pragma unroll
       for (int k = 0; k < V; ++k) values[kTaps - 1][k] = acc_t(0);
     }
+  }
+
+  // The first K - 1 inputs of a segment whose window starts at input `first`.
+  template <bool kChecked, typename scalar_t, typename index_t>
+  __device__ __forceinline__ void start(const scalar_t* row, index_t channels, index_t first, index_t src_w) {
+#pragma unroll
+    for (int j = 0; j + 1 < kTaps; ++j) step<kChecked>(row, channels, first + j, src_w);
   }
 };
 
@@ -1370,15 +1387,10 @@ __device__ __forceinline__ void column_segment(const acc_t (&taps)[kTaps][V], co
                                                const scalar_t* src_row, scalar_t* dst_row, index_t channels,
                                                index_t l0, index_t first_input, index_t src_w, index_t dst_w) {
   ColumnWindow<acc_t, kTaps, V> window;
-#pragma unroll
-  for (int j = 0; j + 1 < kTaps; ++j) {
-    const index_t x = first_input + j;
-    window.template step<kChecked>(src_row + x * channels, x >= 0 && x < src_w);
-  }
+  window.template start<kChecked>(src_row, channels, first_input, src_w);
 #pragma unroll
   for (int s = 0; s < kColumnSegment; ++s) {
-    const index_t x = first_input + s + kTaps - 1;
-    window.template step<kChecked>(src_row + x * channels, x >= 0 && x < src_w);
+    window.template step<kChecked>(src_row, channels, first_input + s + kTaps - 1, src_w);
     Vector16<scalar_t> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -1444,15 +1456,10 @@ __device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps][
                                                            const scalar_t* in_row, index_t channels, index_t l0,
                                                            index_t first_input, index_t src_w, index_t dst_w) {
   ColumnWindow<acc_t, kTaps, V> window;
-#pragma unroll
-  for (int j = 0; j + 1 < kTaps; ++j) {
-    const index_t x = first_input + j;
-    window.template step<kChecked>(in_row + x * channels, x >= 0 && x < src_w);
-  }
+  window.template start<kChecked>(in_row, channels, first_input, src_w);
 #pragma unroll
   for (int s = 0; s < kColumnSegment; ++s) {
-    const index_t x = first_input + s + kTaps - 1;
-    window.template step<kChecked>(in_row + x * channels, x >= 0 && x < src_w);
+    window.template step<kChecked>(in_row, channels, first_input + s + kTaps - 1, src_w);
     if (kChecked && l0 + s >= dst_w) continue;
     const Vector16<scalar_t> go = load_vector(go_row + (l0 + s) * channels);
 #pragma unroll
@@ -1464,11 +1471,8 @@ __device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps][
   }
 }
 
-constexpr int kColumnVectorLanes = 32;
-constexpr int kColumnPositionLanes = kThreads / kColumnVectorLanes;
-
-// The weight gradient (g: the forward geometry). Block: (kColumnVectorLanes channel vectors,
-// kColumnPositionLanes position lanes); blockIdx.x picks the block's vectors, blockIdx.y a slice
+// The weight gradient (g: the forward geometry). Block: (kChannelLanes channel vectors,
+// kPositionLanes position lanes); blockIdx.x picks the block's vectors, blockIdx.y a slice
 // of the (n, segment) items, [slice * items_per_slice, ...), which the position lanes take in
 // turn. The lanes' sums then meet in shared memory, added in lane order, and go to `partial`.
 template <typename scalar_t, typename index_t, int kTaps>
@@ -1480,9 +1484,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
     const int64_t items_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
-  __shared__ acc_t lane_sums[kTaps * V][kColumnPositionLanes][kColumnVectorLanes];
+  __shared__ acc_t lane_sums[kTaps * V][kPositionLanes][kChannelLanes];
   const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
-  const index_t vector = static_cast<index_t>(blockIdx.x) * kColumnVectorLanes + threadIdx.x;
+  const index_t vector = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
   const bool active = vector < channels / V;
   const index_t c0 = vector * V;
   const index_t segments = (dst_w + kColumnSegment - 1) / kColumnSegment;
@@ -1496,8 +1500,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
     for (int k = 0; k < V; ++k) sums[j][k] = acc_t(0);
   }
   if (active) {
-    GridWalk<index_t, 2> at(begin + threadIdx.y, kColumnPositionLanes, {0, segments});  // (n, segment)
-    for (index_t i = begin + threadIdx.y; i < end; i += kColumnPositionLanes, at.advance()) {
+    GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments});  // (n, segment)
+    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {
       const index_t n = at.at[0], l0 = at.at[1] * kColumnSegment;
       const scalar_t* go_row = grad_output + n * dst_w * channels + c0;
       const scalar_t* in_row = input + n * src_w * channels + c0;
@@ -1509,20 +1513,10 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
       }
     }
   }
-#pragma unroll
-  for (int j = 0; j < kTaps; ++j) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) lane_sums[j * V + k][threadIdx.y][threadIdx.x] = sums[j][k];
-  }
-  __syncthreads();
-  // Each position lane finishes every kColumnPositionLanes-th (tap, channel) value.
-  if (!active) return;
-  for (int t = threadIdx.y; t < kTaps * V; t += kColumnPositionLanes) {
-    acc_t total = acc_t(0);
-    for (int lane = 0; lane < kColumnPositionLanes; ++lane) total += lane_sums[t][lane][threadIdx.x];
-    const int j = t / V, k = t % V;
-    partial[(slice * channels + c0 + k) * kTaps + j] = total;
-  }
+  // Slot t holds tap t / V of channel c0 + t % V.
+  sum_position_lanes(lane_sums, [&](int t) { return sums[t / V][t % V]; }, [&](int t, acc_t total) {
+    if (active) partial[(slice * channels + c0 + t % V) * kTaps + t / V] = total;
+  });
 }
 
 // Register-blocked weight gradient (NCHW) for the register-tiled filters: the blocks and
@@ -1848,7 +1842,7 @@ inline bool has_row_kernel(const PassGeometry& g) {
 // contiguous and 16-byte aligned, 32-bit indexing.
 inline bool has_column_kernel(const PassGeometry& g, int vector_width) {
   return is_conv1d_pass(g) && g.multiplier == 1 && g.dst_channels % vector_width == 0 &&
-         g.dst_channels / vector_width >= kColumnVectorLanes / 2;
+         g.dst_channels / vector_width >= kChannelLanes / 2;
 }
 
 // The row or column kernel for a filter width: kernel_of(std::integral_constant<int, kTaps>), or
@@ -1947,15 +1941,15 @@ struct ColumnGradWeightLaunch {
 // of a slice walking 2 segments or more.
 inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, int sm_count) {
   const int64_t vectors = g.dst_channels / vector_width;
-  const int64_t vector_groups = (vectors + kColumnVectorLanes - 1) / kColumnVectorLanes;
+  const int64_t vector_groups = (vectors + kChannelLanes - 1) / kChannelLanes;
   const int64_t items = g.batch * column_segments(g);
   const int64_t wanted = (32 * int64_t(sm_count) + vector_groups - 1) / vector_groups;
-  const int64_t useful = items / (2 * kColumnPositionLanes);
+  const int64_t useful = items / (2 * kPositionLanes);
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
   const int64_t items_per_slice = (items + most - 1) / most;
   const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
   return {dim3(static_cast<unsigned>(vector_groups), static_cast<unsigned>(slices)),
-          dim3(kColumnVectorLanes, kColumnPositionLanes), items_per_slice};
+          dim3(kChannelLanes, kPositionLanes), items_per_slice};
 }
 
 // The register-tiled kernel compiled for a filter size, or null where there is none.
