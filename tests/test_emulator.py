@@ -122,6 +122,13 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     (("const index_t y = channels_fastest ? at.at[1] : at.at[2];", "const index_t y = at.at[2];"), "19:20"),
     (("const index_t dil_q_h = g.dilation_h / g.stride_h, dil_r_h = g.dilation_h % g.stride_h;",
       "const index_t dil_q_h = 0, dil_r_h = g.dilation_h % g.stride_h;"), "6:7"),  # dilation 2 at stride 1
+    # The staging walks of the register-tiled and channels_last tiled kernels:
+    (("GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});",
+      "GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w + 1});"), "18:19"),
+    (("GridWalk<int, 3> at(tid, kThreads, {0, t.tile_in_w, vectors});",
+      "GridWalk<int, 3> at(tid, kThreads, {0, vectors, t.tile_in_w});"), "12:13"),
+    (("GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});", "GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors + 1});"),
+     "12:14"),
     # The row kernels (conv1d), over the cases written for them:
     (("take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});",
       "take_window_at(0, raw, window, std::make_integer_sequence<int, V>{});"), "36:37"),  # the window's offset

@@ -256,9 +256,10 @@ __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>
                                                     const PassGeometry& g, const RegisterTile& t, int src_y0,
                                                     int src_x0, int plane_tid, int plane_threads) {
   using acc_t = at::acc_type<scalar_t, true>;
-  for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads) {
-    const int row = i / t.tile_in_w;
-    const int col = i % t.tile_in_w;
+  GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});  // (row, col), stepped with carries
+  for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads, at.advance()) {
+    const int row = at.at[0];
+    const int col = at.at[1];
     const int sy = src_y0 + row;
     const int sx = src_x0 + col;
     const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
@@ -725,8 +726,11 @@ struct ChannelsLastTile {
   int tiles_w;          // blockIdx.x = tile row * tiles_w + tile column
 };
 
+// Bounded at 4 blocks an SM (64 registers), double at 2: left to itself, ptxas held the float and
+// double kernels to 48 registers on sm_80 and spilled once the staging walks carried their
+// coordinates, and double's forward still spilled at 64.
 template <typename scalar_t, typename index_t, bool kBackward>
-__global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
+__global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled_channels_last_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -757,11 +761,11 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
 
   // Consecutive threads read consecutive vectors of one pixel: each pixel's channels in one piece.
   const scalar_t* src_image = src + n * src_h * src_w * channels + c0;
-  for (int i = tid; i < tile_pixels * vectors; i += kThreads) {
-    const int vec = i % vectors;
-    const int pixel = i / vectors;
-    const int sy = src_y0 + pixel / t.tile_in_w;
-    const int sx = src_x0 + pixel % t.tile_in_w;
+  GridWalk<int, 3> at(tid, kThreads, {0, t.tile_in_w, vectors});  // (tile row, tile column, vector)
+  for (int i = tid; i < tile_pixels * vectors; i += kThreads, at.advance()) {
+    const int vec = at.at[2];
+    const int sy = src_y0 + at.at[0];
+    const int sx = src_x0 + at.at[1];
     Vec value;
     if (vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w) {
       value = load_vector(src_image + (sy * src_w + sx) * channels + vec * V);
@@ -771,9 +775,10 @@ __global__ void __launch_bounds__(kThreads) tiled_channels_last_kernel(
     }
     tile[i] = value;
   }
-  for (int i = tid; i < taps_count * vectors; i += kThreads) {
-    const int vec = i % vectors;
-    const int tap_slot = i / vectors;
+  GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});  // (tap, vector)
+  for (int i = tid; i < taps_count * vectors; i += kThreads, tap_at.advance()) {
+    const int vec = tap_at.at[1];
+    const int tap_slot = tap_at.at[0];
     // Backward-input correlates with the kernel flipped in both directions.
     const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;
     Vec w;
