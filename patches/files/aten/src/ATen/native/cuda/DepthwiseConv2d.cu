@@ -33,7 +33,7 @@
 //   thread computes chunks of 8 outputs from the 16-byte vectors that hold their inputs, in
 //   registers. grad_weight_row_kernel is its weight gradient.
 // - column_kernel: the same conv1d in channels_last (a transposed (N, L, C) tensor), multiplier
-//   1: a thread walks 16 outputs of one 16-byte channel vector with its last K inputs in
+//   1: a thread walks 8 outputs of one 16-byte channel vector with its last K inputs in
 //   registers. grad_weight_column_kernel is its weight gradient.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
