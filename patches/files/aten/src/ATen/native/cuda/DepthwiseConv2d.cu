@@ -160,7 +160,8 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   if (tiling == Tiling::kChannelsLast) {
     if constexpr (std::is_same_v<index_t, int32_t>) {  // the column kernels: 32-bit indexing only
       if (has_column_kernel(*tiled_geometry, kVector16<scalar_t>) && is_16_byte_aligned(weight)) {
-        const dim3 grid = plan_column(*tiled_geometry, kVector16<scalar_t>, int64_t(sm_count()) * 32);
+        // A segment a thread: a cap would leave some threads two segments and the rest one.
+        const dim3 grid = plan_column(*tiled_geometry, kVector16<scalar_t>, std::numeric_limits<int32_t>::max());
         column_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<grid, kThreads, 0, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
             dst.mutable_data_ptr<scalar_t>(), *tiled_geometry);
