@@ -137,8 +137,8 @@ MUTATIONS = [
     (("if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;",
       "if (vector_first < 0 || vector_first + kVectors * V > row_length + V) return false;"),
      "36:37"),  # a vector past the row's end read as data
-    (("const index_t y0 = at.at[3] * kRowChunk - (dst_start & (kRowChunk - 1));",
-      "const index_t y0 = at.at[3] * kRowChunk;"), "36:37"),  # chunks off dst's 16-byte boundaries
+    (("return chunk * kRowChunk - (row_start & (kRowChunk - 1));", "return chunk * kRowChunk;"),
+     "36:37"),  # chunks off dst's 16-byte boundaries
     (("for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);",
       "for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[j]);"), "36:37"),
     (("const index_t members = kBackward ? multiplier : 1;", "const index_t members = 1;"), "37:38"),

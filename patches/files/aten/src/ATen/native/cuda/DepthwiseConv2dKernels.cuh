@@ -938,8 +938,9 @@ __global__ void __launch_bounds__(kThreads) direct_kernel(
 // g here is the forward geometry (src = input, dst = grad_output). Each block
 // writes its slice's sums to `partial` [slices][channels][taps].
 // A pass holds kSlots taps' sums in registers (kSlots: 4, 9 or 16, the fewest that hold the
-// filter, or 16 a pass; 9 at most with 64-bit indices, whose 16-slot loop would spill). Its taps' input offsets are worked out once, and positions are walked
-// with carries, so the loop over positions divides nothing; a tap's input is loaded whether or
+// filter, or 16 a pass; 9 at most with 64-bit indices, whose 16-slot loop would spill). Its
+// taps' input offsets are worked out once, and positions are walked with carries, so the loop
+// over positions divides nothing; a tap's input is loaded whether or
 // not it falls in the plane (from the plane's first element when not), which lets the loads of
 // all slots be in flight together, and only the multiply-add is skipped for taps outside it.
 
@@ -1142,6 +1143,13 @@ inline int row_chunks(int64_t width) {
   return static_cast<int>((width + 2 * (kRowChunk - 1)) / kRowChunk);
 }
 
+// The first output of a row's chunk, in the row that starts at element `row_start` of dst:
+// chunks start on kRowChunk boundaries of dst in memory, so the first may start before the row.
+template <typename index_t>
+__device__ __forceinline__ index_t row_chunk_first(index_t row_start, index_t chunk) {
+  return chunk * kRowChunk - (row_start & (kRowChunk - 1));
+}
+
 template <int kOffset, typename scalar_t, typename acc_t, int kRaw, int kCount>
 __device__ __forceinline__ void take_window(const scalar_t (&raw)[kRaw], acc_t (&window)[kCount]) {
   static_assert(kOffset + kCount <= kRaw, "the window must lie inside the loaded vectors");
@@ -1226,7 +1234,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
     const index_t n = at.at[0];
     const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];
     const index_t dst_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = at.at[3] * kRowChunk - (dst_start & (kRowChunk - 1));
+    const index_t y0 = row_chunk_first(dst_start, at.at[3]);
     if (y0 >= dst_w) continue;  // a row that starts late in its first chunk needs one chunk fewer
     acc_t acc[kRowChunk];
     const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
@@ -1299,7 +1307,7 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
   for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
     const index_t n = at.at[0];
     const index_t go_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = at.at[1] * kRowChunk - (go_start & (kRowChunk - 1));
+    const index_t y0 = row_chunk_first(go_start, at.at[1]);
     if (y0 >= dst_w) continue;
     const index_t in_start = (n * src_channels + src_c) * src_w;
     acc_t window[kRowChunk + kTaps - 1];
@@ -1341,6 +1349,12 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
 // reads nothing; the weight gradient adds nothing for it).
 
 constexpr int kColumnSegment = 8;
+
+// A row's segments of dst_w outputs.
+template <typename index_t>
+__host__ __device__ inline index_t column_segments(index_t dst_w) {
+  return (dst_w + kColumnSegment - 1) / kColumnSegment;
+}
 
 // A segment's window: input vector j of the step's K, and whether it lies in the row.
 template <typename acc_t, int kTaps, int V>
@@ -1422,7 +1436,7 @@ __global__ void __launch_bounds__(kThreads, 2) column_kernel(
   constexpr int V = kVector16<scalar_t>;
   const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
   const index_t vectors = channels / V;
-  const index_t segments = (dst_w + kColumnSegment - 1) / kColumnSegment;
+  const index_t segments = column_segments(dst_w);
   const index_t total = static_cast<index_t>(g.batch) * segments * vectors;
   const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
@@ -1494,7 +1508,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
   const index_t vector = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
   const bool active = vector < channels / V;
   const index_t c0 = vector * V;
-  const index_t segments = (dst_w + kColumnSegment - 1) / kColumnSegment;
+  const index_t segments = column_segments(dst_w);
   const index_t slice = blockIdx.y;
   const index_t begin = slice * static_cast<index_t>(items_per_slice);
   const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
@@ -1926,13 +1940,9 @@ inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int sm_co
           chunks_per_slice};
 }
 
-inline int64_t column_segments(const PassGeometry& g) {
-  return (g.dst_w + kColumnSegment - 1) / kColumnSegment;
-}
-
 // A segment a thread, at most max_blocks blocks (the threads then walk the rest).
 inline dim3 plan_column(const PassGeometry& g, int vector_width, int64_t max_blocks) {
-  const int64_t items = g.batch * column_segments(g) * (g.dst_channels / vector_width);
+  const int64_t items = g.batch * column_segments(g.dst_w) * (g.dst_channels / vector_width);
   const int64_t blocks = std::min((items + kThreads - 1) / kThreads, max_blocks);
   return dim3(static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max())));
 }
@@ -1947,7 +1957,7 @@ struct ColumnGradWeightLaunch {
 inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, int sm_count) {
   const int64_t vectors = g.dst_channels / vector_width;
   const int64_t vector_groups = (vectors + kChannelLanes - 1) / kChannelLanes;
-  const int64_t items = g.batch * column_segments(g);
+  const int64_t items = g.batch * column_segments(g.dst_w);
   const int64_t wanted = (32 * int64_t(sm_count) + vector_groups - 1) / vector_groups;
   const int64_t useful = items / (2 * kPositionLanes);
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
