@@ -17,15 +17,16 @@ from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
 pytestmark = pytest.mark.l0
 
 EMULATOR = Path(__file__).parent / "emulator"
-KERNELS = "ATen/native/cuda/DepthwiseConv2dKernels.cuh"
+KERNEL_HEADERS = ("ATen/native/cuda/DepthwiseConv2dKernels.cuh", "ATen/native/cuda/DepthwiseConv2dStride2.cuh")
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
 
 
-def build(tmp_path: Path, include_root: Path, optimization: str = "-O1") -> Path:
+def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1") -> Path:
+    """The emulator, its headers looked up in include_roots in order."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
     binary = tmp_path / "emulate_depthwise2d"
     subprocess.run(
-        ["g++", "-std=c++20", optimization, "-pthread", f"-I{include_root}", f"-I{EMULATOR}",
+        ["g++", "-std=c++20", optimization, "-pthread", *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
          *[f"-I{d}" for d in torch.include_dirs], str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
          f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
         check=True, capture_output=True, text=True,
@@ -45,13 +46,13 @@ KERNELS_CHECKED = [
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
-] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
+] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
       "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
       "grad-weight strided NHWC"]
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
-    proc, passed, failed = run(build(tmp_path, OURS))
+    proc, passed, failed = run(build(tmp_path, [OURS]))
     assert failed == 0 and proc.returncode == 0, proc.stdout
     assert passed >= 800
     checked = dict(re.findall(r"^checked (.+): (\d+)$", proc.stdout, re.M))
@@ -65,7 +66,7 @@ MUTATIONS = [
     (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "0:1"),
     (("for (int half = kThreads / 2; half > 0; half /= 2) {", "for (int half = kThreads / 4; half > 0; half /= 2) {"),
      "0:1"),
-    (("const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
+    (("const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
      "12:13"),
     (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),
     # The register-tiled NCHW kernel, over the cases written for it:
@@ -160,6 +161,19 @@ MUTATIONS = [
     (("for (int lane = 0; lane < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];",
       "for (int lane = 0; lane + 1 < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];"),
      "42:43"),  # a position lane's sums dropped (the column and the general channels_last weight gradients)
+    # The stride-2 backward-input kernels, over the cases written for them:
+    (("return pair + (pad - kParity) / 2 + kParity - (kKernel - 1) / 2;",
+      "return pair + (pad - kParity) / 2 - (kKernel - 1) / 2;"), "45:46"),  # the window's first row at odd padding
+    (("const bool odd = pad % 2 != 0;", "const bool odd = pad % 2 == 0;"), "45:46"),  # the other parity's kernel
+    (("for (int pair = 0; pair < kPairs; ++pair) acc[py][2 * pair + px] += window[r][pair + q] * tap;",
+      "for (int pair = 0; pair < kPairs; ++pair) acc[py][2 * pair + px] += window[r][q] * tap;"), "45:46"),
+    (("for (int k = 0; k < V; ++k) acc[py][px][k] += row[q][k] * static_cast<acc_t>(w.v[k]);",
+      "for (int k = 0; k < V; ++k) acc[py][px][k] += row[kWindow - 1 - q][k] * static_cast<acc_t>(w.v[k]);"),
+     "45:46"),  # channels_last: a phase's columns mirrored
+    (("const index_t go_c = c * multiplier + member;", "const index_t go_c = c + member;"), "47:48"),
+    (("if (c0 + vec * V >= channels) return;", "if (c0 + vec * V > channels) return;"), "48:49"),  # idle vectors
+    (("GridWalk<index_t, 3> at(first, grid_stride, {0, row_pairs, col_pairs});",
+      "GridWalk<index_t, 3> at(first, grid_stride, {0, col_pairs, row_pairs});"), "49:50"),
 ]
 
 
@@ -167,12 +181,14 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     """The emulator built from the kernels with `mutation` made, run over `cases`. Built without
     optimisation: the build is most of the time, and these runs are short."""
     old, new = mutation
+    texts = {header: (OURS / header).read_text() for header in KERNEL_HEADERS}
+    holders = [header for header, text in texts.items() if old in text]
+    assert len(holders) == 1 and texts[holders[0]].count(old) == 1, \
+        f"the kernels changed: {old!r} is not once in {KERNEL_HEADERS}"
     mutated = tmp_path / "src"
-    (mutated / KERNELS).parent.mkdir(parents=True)
-    text = (OURS / KERNELS).read_text()
-    assert text.count(old) == 1, f"the kernels changed: {old!r} is not in {KERNELS}"
-    (mutated / KERNELS).write_text(text.replace(old, new))
-    proc, _, failed = run(build(tmp_path, mutated, "-O0"), cases)
+    (mutated / holders[0]).parent.mkdir(parents=True)
+    (mutated / holders[0]).write_text(texts[holders[0]].replace(old, new))
+    proc, _, failed = run(build(tmp_path, [mutated, OURS], "-O0"), cases)  # the mutated header found first
     return proc, failed
 
 

@@ -141,15 +141,22 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for r in conv1d_kernels + conv1d_grad_weight_kernels:
         loads, stores = map(int, r["wide_global"].split("/"))
         assert loads >= 2 and stores >= (1 if r in conv1d_kernels else 0), r  # inputs (and grad_output); outputs
-    # The general kernels serve what no special kernel takes (stride 2's backward-input and NCHW
-    # weight gradient, dilation, odd shapes), and the row and column kernels conv1d: their loops
-    # over positions, chunks, segments and taps divide nothing.
+    # The stride-2 backward-input kernels: every channels_last value moves as a 16-byte vector.
+    stride2 = [r for r in rows if r["kernel"].startswith("stride2_grad_input_")]
+    assert len(stride2) == 2 * 4 * 2 * 2 * 2  # archs x dtypes x layouts x filter sizes x padding parities
+    for r in stride2:
+        if "channels_last" in r["kernel"]:
+            loads, stores = map(int, r["wide_global"].split("/"))
+            assert loads >= 4 and stores >= 4, r  # the 2 x 2 window (3 x 3 for 5x5) and the 2 x 2 pixels
+    # The general kernels serve what no special kernel takes (stride 2's NCHW weight gradient and
+    # odd backward-inputs, dilation, odd shapes), and the row, column and stride-2 kernels theirs:
+    # their loops over positions, chunks, segments, blocks and taps divide nothing.
     general = [r for r in rows if r["kernel"].startswith(("direct_kernel<", "grad_weight_nchw_kernel<",
                                                           "grad_weight_channels_last_kernel<"))]
     # The tiles the register-tiled and channels_last tiled kernels stage are walked with carries too.
     staged = [r for r in rows if r["kernel"].startswith(("register_tiled_nchw_kernel<", "tiled_channels_last_kernel<"))]
     assert len(general) == 2 * 4 * 2 * 2 + 2 * 4 * (3 + 2) * 2  # direct; weight gradient in 3 (int) or 2 (long) slot sizes
-    for r in general + staged + conv1d_kernels + conv1d_grad_weight_kernels:
+    for r in general + staged + conv1d_kernels + conv1d_grad_weight_kernels + stride2:
         assert r["loop_divisions"] == 0, r
     for row in rows:
         if ", int" in row["kernel"] or "finish" in row["kernel"]:

@@ -1,4 +1,4 @@
-// Runs the depthwise 2D kernels of DepthwiseConv2dKernels.cuh on the CPU (through
+// Runs the depthwise 2D kernels of DepthwiseConv2dKernels.cuh and DepthwiseConv2dStride2.cuh on the CPU (through
 // cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
 // shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double and half,
 // against float64 loops. Outputs are poisoned with NaN first, so a value the kernels
@@ -21,6 +21,7 @@
 #include "cuda_emulation.h"
 
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 using namespace at::native::dwconv;
 
@@ -297,6 +298,43 @@ void check_column(const std::string& kernel, const std::string& tag, const Probl
   }
 }
 
+// The stride-2 backward-input kernels, where they take the pass (32-bit indexing only, as on the
+// GPU): NCHW, and channels_last where it has a plan, each planned for a one-SM GPU (threads
+// walking several blocks) and a large one.
+template <typename T, typename index_t>
+void check_stride2_grad_input(const std::string& tag, const Problem& p, const PassGeometry& g, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    if (!has_stride2_grad_input(g)) return;
+    const auto weight = p.weight.store<T>(false);
+    for (const bool channels_last : {false, true}) {
+      const auto go_values = p.grad_output.store<T>(channels_last);
+      const Buffer<T> go(go_values.begin(), go_values.end());  // 16-byte aligned, as channels_last needs
+      for (const int sm_count : {1, 512}) {
+        auto gi = poisoned<T>(p.grad_input.v.size());
+        std::string kernel = "backward-input stride-2 ";
+        dim3 grid;
+        if (channels_last) {
+          const auto plan = plan_stride2_grad_input_channels_last<T>(g, sm_count);
+          if (!plan) continue;
+          grid = plan->grid;
+          dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                             stride2_grad_input_channels_last_kernel_for<T, index_t>(g), go.data(), weight.data(),
+                             gi.data(), g);
+          kernel += "NHWC";
+        } else {
+          const bool row_access = register_tile_row_access(g, gi.data(), sizeof(T));
+          grid = plan_stride2_grad_input_nchw(g, sm_count);
+          dwconv_emu::launch(grid, dim3(kThreads), 0, stride2_grad_input_nchw_kernel_for<T, index_t>(g), go.data(),
+                             weight.data(), gi.data(), g, row_access);
+          kernel += row_access ? "NCHW row stores" : "NCHW";
+        }
+        expect_close(kernel, tag + " blocks=" + std::to_string(grid.x) + "x" + std::to_string(grid.y), p.k, gi,
+                     p.grad_input, channels_last, terms);
+      }
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_forward(const Problem& p, const char* dtype) {
   using acc_t = at::acc_type<T, true>;
@@ -376,6 +414,7 @@ void check_backward_input(const Problem& p, const char* dtype) {
     }
   }
   const auto direct = backward_input_direct(fwd);
+  check_stride2_grad_input<T, index_t>(tag, p, direct, terms);
   for (bool channels_last : {false, true}) {
     const auto go = p.grad_output.store<T>(channels_last);
     auto gi = poisoned<T>(p.grad_input.v.size());
@@ -616,12 +655,20 @@ std::vector<Case> sweep() {
       {2, 128, 1, 1, 47, 1, 4, 1, 1, 0, 3, 1, 1, true},     // 50 outputs: segments past both ends
       {1, 256, 1, 1, 37, 1, 3, 1, 1, 0, 1, 1, 1, false},    // whole and part vector groups
       {3, 136, 1, 1, 20, 1, 2, 1, 1, 0, 1, 1, 1, true},     // 17 half vectors: a group part-filled
+      // The stride-2 backward-input kernels (square 3 and 5, dilation 1; cases 1 and 13 above too):
+      {2, 16, 1, 20, 24, 3, 3, 2, 2, 1, 1, 1, 1, false},    // the common 3x3, rows of whole 4-column stores
+      {1, 8, 1, 13, 27, 3, 3, 2, 2, 0, 0, 1, 1, true},      // no padding (even parity), odd sizes
+      {1, 8, 2, 15, 21, 3, 3, 2, 2, 2, 2, 1, 1, false},     // even padding past a phase; multiplier 2 (NCHW)
+      {2, 40, 1, 14, 16, 5, 5, 2, 2, 3, 3, 1, 1, false},    // 5x5 odd padding; 5 half vectors, a group part-filled
+      {1, 8, 1, 29, 60, 5, 5, 2, 2, 1, 1, 1, 1, true},      // threads walking several blocks
+      {1, 4, 1, 6, 7, 3, 3, 2, 2, 3, 3, 1, 1, false},       // padding past the filter: rows of zeros
+      {1, 8, 1, 12, 12, 3, 3, 2, 2, 1, 0, 1, 1, false},     // padding parities differ: direct only
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 59) {  // 14 random cases
+  while (cases.size() < 66) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

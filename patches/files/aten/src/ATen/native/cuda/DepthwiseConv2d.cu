@@ -35,11 +35,15 @@
 // - column_kernel: the same conv1d in channels_last (a transposed (N, L, C) tensor), multiplier
 //   1: a thread walks 8 outputs of one 16-byte channel vector with its last K inputs in
 //   registers. grad_weight_column_kernel is its weight gradient.
+// - stride2_grad_input_*_kernel (DepthwiseConv2dStride2.cuh): backward-input at stride 2 for
+//   square 3x3 and 5x5 filters at dilation 1, NCHW (any multiplier) or channels_last (16-byte
+//   vectors, multiplier 1): a thread computes one grad_input pixel of each stride phase (a 2 x 4
+//   or 2 x 2 block) from one window of grad_output, so no tap is tested at run time.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
 //   coalesced across channels). Serves what the tiled kernels cannot: other
 //   multipliers and channel counts, small NCHW planes, and the strided
-//   backward-input pass.
+//   backward-input passes the stride-2 kernels do not take.
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
@@ -61,6 +65,7 @@
 #include <ATen/native/Resize.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -130,6 +135,36 @@ Tiling tiling_of(const Tensor& src, const Tensor& dst) {
   const Tiling layout = shared_layout_of(src, dst);
   if (layout == Tiling::kChannelsLast && !(is_16_byte_aligned(src) && is_16_byte_aligned(dst))) return Tiling::kNone;
   return layout;
+}
+
+// Backward-input at stride 2 through a stride-2 kernel, where one takes it (32-bit indexing only);
+// false, having launched nothing, where none does. g: backward_input_direct's geometry.
+template <typename scalar_t>
+bool launch_stride2_grad_input(const Tensor& grad_output, const Tensor& weight, const Tensor& grad_input,
+                               const PassGeometry& g) {
+  if (!has_stride2_grad_input(g)) return false;
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  const Tiling layout = tiling_of(grad_output, grad_input);
+  if (layout == Tiling::kNchw) {
+    const dim3 grid = plan_stride2_grad_input_nchw(g, sm_count());
+    const bool row_access = register_tile_row_access(g, grad_input.const_data_ptr(), sizeof(scalar_t));
+    stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g)<<<grid, kThreads, 0, stream>>>(
+        grad_output.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
+        grad_input.mutable_data_ptr<scalar_t>(), g, row_access);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return true;
+  }
+  if (layout == Tiling::kChannelsLast) {
+    if (const auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, sm_count())) {
+      stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g)
+          <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+              grad_output.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
+              grad_input.mutable_data_ptr<scalar_t>(), g);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return true;
+    }
+  }
+  return false;
 }
 
 // Runs one pass (forward, or backward-input when kBackward) from src into dst.
@@ -209,6 +244,9 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       return;
     }
+  }
+  if constexpr (kBackward && std::is_same_v<index_t, int32_t>) {
+    if (tiled_geometry == nullptr && launch_stride2_grad_input<scalar_t>(src, weight, dst, direct_geometry)) return;
   }
   const int64_t total = dst.numel();
   const bool channels_fastest = dst.stride(1) == 1 && dst.size(1) > 1;

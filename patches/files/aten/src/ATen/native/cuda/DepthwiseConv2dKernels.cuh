@@ -719,6 +719,29 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 #endif
 }
 
+// The filters of a block's `vectors` channel vectors from channel c0, as whole vectors in shared
+// memory, [tap][vector], loaded by the block's kThreads threads together; the taps in reverse
+// order when `flip`, and zero for channels past the last.
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_weight_vectors(Vector16<scalar_t>* taps, const scalar_t* weight, index_t c0,
+                                                     index_t channels, int taps_count, int vectors, int tid,
+                                                     bool flip) {
+  constexpr int V = kVector16<scalar_t>;
+  GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});  // (tap, vector)
+  for (int i = tid; i < taps_count * vectors; i += kThreads, tap_at.advance()) {
+    const int vec = tap_at.at[1];
+    const int tap_slot = tap_at.at[0];
+    const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
+    Vector16<scalar_t> w;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const index_t c = c0 + vec * V + k;
+      w.v[k] = c < channels ? weight[c * taps_count + weight_tap] : scalar_t(0);
+    }
+    taps[i] = w;
+  }
+}
+
 struct ChannelsLastTile {
   int lanes_w;          // pixel lanes along a tile row; kThreads / vectors / lanes_w rows
   int cols_per_thread;
@@ -775,20 +798,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
     }
     tile[i] = value;
   }
-  GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});  // (tap, vector)
-  for (int i = tid; i < taps_count * vectors; i += kThreads, tap_at.advance()) {
-    const int vec = tap_at.at[1];
-    const int tap_slot = tap_at.at[0];
-    // Backward-input correlates with the kernel flipped in both directions.
-    const int weight_tap = kBackward ? taps_count - 1 - tap_slot : tap_slot;
-    Vec w;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const index_t c = c0 + vec * V + k;
-      w.v[k] = c < channels ? weight[c * taps_count + weight_tap] : scalar_t(0);
-    }
-    taps[i] = w;
-  }
+  // Backward-input correlates with the kernel flipped in both directions.
+  stage_weight_vectors(taps, weight, c0, channels, taps_count, vectors, tid, kBackward);
   __syncthreads();
 
   const int vec = threadIdx.x;
@@ -1910,14 +1921,19 @@ struct RowLaunch {
   int chunks_per_row;
 };
 
+// Blocks of `threads` for a grid-stride walk over `items`: about `per_thread` items a thread, but
+// never fewer blocks than 4 an SM (or one an item's thread) for a small walk.
+inline int64_t walk_blocks(int64_t items, int threads, int per_thread, int sm_count) {
+  const int64_t one_a_thread = (items + threads - 1) / threads;
+  const int64_t blocks =
+      std::max<int64_t>((one_a_thread + per_thread - 1) / per_thread, std::min<int64_t>(one_a_thread, 4 * int64_t(sm_count)));
+  return std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max());
+}
+
 inline RowLaunch plan_row(const PassGeometry& g, int sm_count) {
   const int chunks_per_row = row_chunks(g.dst_w);
   const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
-  const int64_t one_a_thread = (chunks + kThreads - 1) / kThreads;
-  const int64_t blocks = std::max<int64_t>((one_a_thread + kRowChunksPerThread - 1) / kRowChunksPerThread,
-                                           std::min<int64_t>(one_a_thread, 4 * int64_t(sm_count)));
-  return {dim3(static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max()))),
-          chunks_per_row};
+  return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, sm_count))), chunks_per_row};
 }
 
 struct RowGradWeightLaunch {
