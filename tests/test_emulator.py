@@ -167,8 +167,8 @@ MUTATIONS = [
     (("const bool odd = pad % 2 != 0;", "const bool odd = pad % 2 == 0;"), "45:46"),  # the other parity's kernel
     (("for (int pair = 0; pair < kPairs; ++pair) acc[py][2 * pair + px] += window[r][pair + q] * tap;",
       "for (int pair = 0; pair < kPairs; ++pair) acc[py][2 * pair + px] += window[r][q] * tap;"), "45:46"),
-    (("for (int k = 0; k < V; ++k) acc[py][px][k] += row[q][k] * static_cast<acc_t>(w.v[k]);",
-      "for (int k = 0; k < V; ++k) acc[py][px][k] += row[kWindow - 1 - q][k] * static_cast<acc_t>(w.v[k]);"),
+    (("for (int k = 0; k < V; ++k) acc[py][px][k] += row[q][k] * w[k];",
+      "for (int k = 0; k < V; ++k) acc[py][px][k] += row[kWindow - 1 - q][k] * w[k];"),
      "45:46"),  # channels_last: a phase's columns mirrored
     (("const index_t go_c = c * multiplier + member;", "const index_t go_c = c + member;"), "47:48"),
     (("if (c0 + vec * V >= channels) return;", "if (c0 + vec * V > channels) return;"), "48:49"),  # idle vectors

@@ -110,6 +110,8 @@ ROW = "row_kernel"
 ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
 COLUMN = "column_kernel"
 COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
+STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
+STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 
 
 def launched(names, kernel):
@@ -429,6 +431,58 @@ class TestDepthwise2d(TestCase):
         for case in cases:
             with self.subTest(**{key: value for key, value in case.items() if key != "expected"}):
                 self.check_conv1d_kernels(device, dtype, case, COLUMN, COLUMN_GRAD_WEIGHT)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_stride2_grad_input_kernels(self, device, dtype):
+        """Which backward-inputs the stride-2 kernels take (stride 2, dilation 1, a square 3x3 or
+        5x5 filter, the same padding parity along both axes, 32-bit indexing; NCHW with any
+        multiplier, channels_last with multiplier 1, channels a whole number of 16-byte vectors and
+        16-byte aligned data), over MobileNetV2's and EfficientNet's shapes and odd ones, and that
+        grad_input matches float64."""
+        atol, rtol = TOLERANCES[dtype]
+        vector = 16 // torch.empty((), dtype=dtype).element_size()
+        cases = [  # (channels, size, kernel, padding, dilation, multiplier, layout, expected kernel or None)
+            (32, (112, 112), 3, 1, 1, 1, "nchw", STRIDE2_NCHW),             # MobileNetV2's 96@112 s2, narrowed
+            (24, (56, 56), 5, 2, 1, 1, "nchw", STRIDE2_NCHW),               # EfficientNet's 144@56 k5 s2
+            (8, (27, 33), 3, 0, 1, 2, "nchw", STRIDE2_NCHW),                # no padding, odd sizes, multiplier 2
+            (6, (14, 15), 5, (3, 1), 1, 1, "nchw", STRIDE2_NCHW),           # odd padding, not whole 4-column rows
+            (8 * vector, (28, 28), 3, 1, 1, 1, "cl", STRIDE2_CHANNELS_LAST),
+            (5 * vector, (15, 14), 5, 2, 1, 1, "cl", STRIDE2_CHANNELS_LAST),  # a part-filled vector group
+            (4 * vector, (20, 20), 3, 2, 1, 1, "cl", STRIDE2_CHANNELS_LAST),  # even padding past a phase
+            (4 * vector, (20, 20), 3, 1, 1, 2, "cl", None),                 # multiplier 2: direct
+            (4 * vector + 1, (20, 20), 3, 1, 1, 1, "cl", None),             # channels not whole vectors
+            (4 * vector, (20, 20), 3, 1, 1, 1, "cl-misaligned", None),
+            (8, (30, 30), 7, 3, 1, 1, "nchw", None),                        # no compiled size
+            (8, (30, 30), 3, 2, 2, 1, "nchw", None),                        # dilation 2
+            (8, (30, 30), 3, (1, 0), 1, 1, "nchw", None),                   # padding parities differ
+        ]
+        for c, size, kernel, padding, dilation, m, layout, expected in cases:
+            with self.subTest(c=c, size=size, kernel=kernel, padding=padding, dilation=dilation, multiplier=m,
+                              layout=layout):
+                padding = padding if isinstance(padding, tuple) else (padding, padding)
+                x = torch.randn(2, c, *size, device=device, dtype=dtype)
+                if layout.startswith("cl"):
+                    x = x.to(memory_format=torch.channels_last)
+                w = torch.randn(c * m, 1, kernel, kernel, device=device, dtype=dtype)
+                args = ((2, 2), padding, (dilation, dilation))
+                ref, x64, _, _ = reference(x, w, None, *args)
+                grad_out = torch.randn(ref.shape, device=device, dtype=dtype)
+                if layout.startswith("cl"):
+                    grad_out = grad_out.to(memory_format=torch.channels_last)
+                if layout == "cl-misaligned":
+                    grad_out = channels_last_misaligned(grad_out)
+                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
+                    grad_out, x, w, (kernel, kernel), *args, [True, False])
+                names = op_names(backward)
+                for name in (STRIDE2_NCHW, STRIDE2_CHANNELS_LAST):
+                    self.assertEqual(launched(names, name), name == expected, name)
+                grad_input = backward()[0]
+                ref.backward(grad_out.double().cpu())
+                self.assertTrue(grad_input.is_contiguous(
+                    memory_format=torch.channels_last if layout.startswith("cl") else torch.contiguous_format))
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * kernel * kernel * m + atol * x64.grad.abs().max().item(), rtol=rtol)
 
     @onlyCUDA
     def test_empty_batch(self, device):

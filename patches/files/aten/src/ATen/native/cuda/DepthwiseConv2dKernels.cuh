@@ -719,26 +719,32 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 #endif
 }
 
-// The filters of a block's `vectors` channel vectors from channel c0, as whole vectors in shared
-// memory, [tap][vector], loaded by the block's kThreads threads together; the taps in reverse
-// order when `flip`, and zero for channels past the last.
-template <typename scalar_t, typename index_t>
-__device__ __forceinline__ void stage_weight_vectors(Vector16<scalar_t>* taps, const scalar_t* weight, index_t c0,
+// The filters of a block's `vectors` channel vectors from channel c0, in shared memory as
+// [tap][vector][kVector16<scalar_t> channels] values of staged_t (scalar_t, or acc_t where each
+// is used once a thread and converting it there would cost as much as its multiply-add), loaded
+// by the block's kThreads threads together in 16-byte pieces; the taps in reverse order when
+// `flip`, and zero for channels past the last.
+template <typename staged_t, typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scalar_t* weight, index_t c0,
                                                      index_t channels, int taps_count, int vectors, int tid,
                                                      bool flip) {
   constexpr int V = kVector16<scalar_t>;
+  constexpr int kPiece = kVector16<staged_t>;  // staged values in 16 bytes
   GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});  // (tap, vector)
   for (int i = tid; i < taps_count * vectors; i += kThreads, tap_at.advance()) {
     const int vec = tap_at.at[1];
     const int tap_slot = tap_at.at[0];
     const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
-    Vector16<scalar_t> w;
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const index_t c = c0 + vec * V + k;
-      w.v[k] = c < channels ? weight[c * taps_count + weight_tap] : scalar_t(0);
+    for (int piece = 0; piece < V / kPiece; ++piece) {
+      Vector16<staged_t> w;
+#pragma unroll
+      for (int k = 0; k < kPiece; ++k) {
+        const index_t c = c0 + vec * V + piece * kPiece + k;
+        w.v[k] = c < channels ? static_cast<staged_t>(weight[c * taps_count + weight_tap]) : staged_t(0);
+      }
+      reinterpret_cast<Vector16<staged_t>*>(taps)[i * (V / kPiece) + piece] = w;
     }
-    taps[i] = w;
   }
 }
 
@@ -799,7 +805,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
     tile[i] = value;
   }
   // Backward-input correlates with the kernel flipped in both directions.
-  stage_weight_vectors(taps, weight, c0, channels, taps_count, vectors, tid, kBackward);
+  stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, tid, kBackward);
   __syncthreads();
 
   const int vec = threadIdx.x;

@@ -128,8 +128,8 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_nchw_kernel(
 // tensors): a thread computes a 2 x 2 block of grad_input pixels (rows 2a, 2a + 1, columns 2b,
 // 2b + 1) of one channel vector from a window of kPhaseWindow x kPhaseWindow grad_output vectors.
 // Block: (vectors, kThreads / vectors) threads; threadIdx.x picks the channel vector (blockIdx.y
-// the block's group of them), the block's filters are staged in shared memory as vectors
-// [tap][vector], and the pixel lanes walk (n, a, b) by the grid's stride with carries. Every
+// the block's group of them), the block's filters are staged in shared memory in acc_t
+// ([tap][vector][channel]), and the pixel lanes walk (n, a, b) by the grid's stride with carries. Every
 // global load and store is a 16-byte vector, a warp's consecutive in memory where the channels
 // fill it.
 template <typename scalar_t, typename index_t, int kKernel, int kParity>
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
   constexpr int V = kVector16<scalar_t>;
   constexpr int kWindow = kPhaseWindow<kKernel>;
   DWCONV_SHARED_BYTES(shared_bytes);
-  Vec* taps = reinterpret_cast<Vec*>(shared_bytes);  // [tap][vector]
+  acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes);  // [tap][vector][V], converted once
   const int vectors = blockDim.x;
   const index_t channels = g.dst_channels;
   const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
@@ -193,13 +193,14 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
           if (phase_window_index<kKernel, kParity>(py, kh) != r) continue;
 #pragma unroll
           for (int kw = 0; kw < kKernel; ++kw) {
-            const Vec w = taps[(kh * kKernel + kw) * vectors + vec];
+            acc_t w[V];
+            load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + ((kh * kKernel + kw) * vectors + vec) * V, w);
 #pragma unroll
             for (int px = 0; px < 2; ++px) {
               const int q = phase_window_index<kKernel, kParity>(px, kw);
               if (q < 0) continue;
 #pragma unroll
-              for (int k = 0; k < V; ++k) acc[py][px][k] += row[q][k] * static_cast<acc_t>(w.v[k]);
+              for (int k = 0; k < V; ++k) acc[py][px][k] += row[q][k] * w[k];
             }
           }
         }
@@ -285,7 +286,7 @@ std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(c
   const int64_t blocks = std::min((items + lanes - 1) / lanes, walks);
   return Stride2ChannelsLastLaunch{
       dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)), dim3(vectors, lanes),
-      size_t(g.kernel_h) * g.kernel_w * vectors * sizeof(Vector16<scalar_t>)};
+      size_t(g.kernel_h) * g.kernel_w * vectors * V * sizeof(at::acc_type<scalar_t, true>)};
 }
 
 }  // namespace at::native::dwconv
