@@ -9,9 +9,9 @@
 // kh of parity py + p, from grad_output row a + (py + p - kh) / 2. With p = 2P + kParity those
 // rows lie in a window of kPhaseWindow rows from a + P + kParity - (K - 1) / 2, the same for both
 // phases: so a thread computes a pair of grad_input rows (one of each phase) from one window of
-// grad_output, and K * K multiply-adds give it one value per phase pair, with no test of which
-// taps land on a stride point at run time (the kernel size and the padding's parity are template
-// arguments). Columns go the same way. Upstream's kernel and our direct kernel test every tap of
+// grad_output. Columns go the same way, and a 2 x 2 block of grad_input pixels takes K * K
+// multiply-adds in all, each tap's window value and pixel known at compile time (the kernel size
+// and the padding's parity are template arguments): no tap is tested at run time. Upstream's kernel and our direct kernel test every tap of
 // every grad_input element instead, and load each grad_output value once per tap that takes it.
 
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
@@ -283,7 +283,7 @@ std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(c
   // The walks' blocks for the whole grid, shared among the channel groups.
   const int64_t walks = std::max<int64_t>(
       1, walk_blocks(items * channel_blocks, lanes, kStride2ItemsPerThread, sm_count) / channel_blocks);
-  const int64_t blocks = std::min((items + lanes - 1) / lanes, walks);
+  const int64_t blocks = std::max<int64_t>(1, std::min((items + lanes - 1) / lanes, walks));
   return Stride2ChannelsLastLaunch{
       dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)), dim3(vectors, lanes),
       size_t(g.kernel_h) * g.kernel_w * vectors * V * sizeof(at::acc_type<scalar_t, true>)};
