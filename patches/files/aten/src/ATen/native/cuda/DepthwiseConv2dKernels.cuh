@@ -113,6 +113,17 @@ __device__ __forceinline__ Vector16<scalar_t> load_vector(const scalar_t* addres
 #endif
 }
 
+// The 16-byte vector at `address` where `inside`, else zeros, with nothing read (padding, and the
+// channels past the last of a part-filled group).
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<scalar_t> load_vector_or_zero(bool inside, const scalar_t* address) {
+  if (inside) return load_vector(address);
+  Vector16<scalar_t> zero;
+#pragma unroll
+  for (int k = 0; k < kVector16<scalar_t>; ++k) zero.v[k] = scalar_t(0);
+  return zero;
+}
+
 // ---------------------------------------------------------------------------
 // Tiled kernel (NCHW). Block: (bx, kThreads / bx) threads; a thread computes
 // output (y0 + ty, x0 + tx + j * bx) for j < cols_per_thread.
@@ -795,14 +806,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
     const int vec = at.at[2];
     const int sy = src_y0 + at.at[0];
     const int sx = src_x0 + at.at[1];
-    Vec value;
-    if (vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w) {
-      value = load_vector(src_image + (sy * src_w + sx) * channels + vec * V);
-    } else {
-#pragma unroll
-      for (int k = 0; k < V; ++k) value.v[k] = scalar_t(0);
-    }
-    tile[i] = value;
+    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w,
+                                  src_image + (sy * src_w + sx) * channels + vec * V);
   }
   // Backward-input correlates with the kernel flipped in both directions.
   stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, tid, kBackward);
@@ -1391,14 +1396,9 @@ struct ColumnWindow {
       for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];
     }
     inside[kTaps - 1] = !kChecked || in_row;
-    if (!kChecked || in_row) {
-      const Vector16<scalar_t> loaded = load_vector(row + x * channels);
+    const Vector16<scalar_t> loaded = load_vector_or_zero(inside[kTaps - 1], row + x * channels);
 #pragma unroll
-      for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < V; ++k) values[kTaps - 1][k] = acc_t(0);
-    }
+    for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
   }
 
   // The first K - 1 inputs of a segment whose window starts at input `first`.

@@ -176,13 +176,8 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
 #pragma unroll
       for (int q = 0; q < kWindow; ++q) {
         const index_t sx = col0 + q;
-        Vec loaded;
-        if (sy >= 0 && sy < go_h && sx >= 0 && sx < go_w) {
-          loaded = load_vector(go_vector + ((n * go_h + sy) * go_w + sx) * channels);
-        } else {
-#pragma unroll
-          for (int k = 0; k < V; ++k) loaded.v[k] = scalar_t(0);
-        }
+        const Vec loaded = load_vector_or_zero(sy >= 0 && sy < go_h && sx >= 0 && sx < go_w,
+                                               go_vector + ((n * go_h + sy) * go_w + sx) * channels);
 #pragma unroll
         for (int k = 0; k < V; ++k) row[q][k] = static_cast<acc_t>(loaded.v[k]);
       }
