@@ -46,8 +46,11 @@ KERNELS_CHECKED = [
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
-] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + ["grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW", "grad-weight register-tiled NCHW row loads",
-      "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
+] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
+    "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores"] + [
+      "grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW",
+      "grad-weight register-tiled NCHW row loads", "grad-weight register-tiled NCHW stride 2",
+      "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
       "grad-weight strided NHWC"]
 
 
@@ -70,16 +73,17 @@ MUTATIONS = [
      "12:13"),
     (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),
     # The register-tiled NCHW kernel, over the cases written for it:
-    (("const int kh = r - i;", "const int kh = r + i;"), "18:19"),
+    (("const int kh = r - i * kStride;", "const int kh = r + i * kStride;"), "18:19"),
     (("const int tap = kBackward ? kTaps - 1 - i : i;", "const int tap = i;"), "18:19"),
     (("__syncthreads();  // no thread still reads the previous member's tile or weights", "// barrier removed"),
      "19:20"),
-    (("acc[i][j] += x[j + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kw * kKernel + kh];"), "18:19"),
+    (("acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];",
+      "acc[i][j] += x[j * kStride + kw] * w[kw * kKernel + kh];"), "18:19"),
     (("const int max_by = std::min(kThreads / bx, 64);", "const int max_by = kThreads / bx;"), "24:25"),  # blockDim.z > 64
     # The register-tiled weight gradient:
     (("__syncthreads();  // no thread still reads the previous item's tile", "// barrier removed"), "26:28"),
-    (("sums[kh * kKernel + kw] += go[i][j] * in[j + kw];", "sums[kw * kKernel + kh] += go[i][j] * in[j + kw];"),
-     "26:27"),
+    (("sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];",
+      "sums[kw * kKernel + kh] += go[i][j] * in[j * kStride + kw];"), "26:27"),
     (("const int tile_x = static_cast<int>(item % work.tiles_w);",
       "const int tile_x = static_cast<int>(item % work.tiles_h);"), "18:19"),
     (("if (y + i >= g.dst_h) {", "if (y + i > g.dst_h) {"), "27:28"),  # grad_output rows past the plane
@@ -174,6 +178,24 @@ MUTATIONS = [
     (("if (c0 + vec * V >= channels) return;", "if (c0 + vec * V > channels) return;"), "48:49"),  # idle vectors
     (("GridWalk<index_t, 3> at(first, grid_stride, {0, row_pairs, col_pairs});",
       "GridWalk<index_t, 3> at(first, grid_stride, {0, col_pairs, row_pairs});"), "49:50"),
+    # The register-tiled kernels at stride 2, over the cases written for them:
+    (("for (int r = 0; r < (kBlockRows - 1) * kStride + kKernel; ++r) {",
+      "for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {"), "52:53"),  # the window's last rows
+    (("acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kh * kKernel + kw];"),
+     "52:53"),
+    (("place.x0 * kStride - g.pad_w, place.plane_tid, place.plane_threads);",
+      "place.x0 - g.pad_w, place.plane_tid, place.plane_threads);"), "53:54"),  # the second tile across
+    (("const int src_y0 = y0 * kStride - g.pad_h;", "const int src_y0 = y0 - g.pad_h;"), "52:53"),  # tiles down
+    (("const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;\n"
+      "    // Input row r",
+      "const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;\n"
+      "    // Input row r"), "53:54"),  # the weight gradient's windows
+    (("return input_extent(by * kBlockRows, g.stride_h, g.kernel_h, 1);",
+      "return input_extent(by * kBlockRows, 1, g.kernel_h, 1);"), "52:53"),  # a tile's rows not staged
+    (("const int col_step_units = kBlockCols * stride / V;", "const int col_step_units = kBlockCols / V;"),
+     "52:53"),  # rows of the tile overlapping
+    (("} else if (shape.by > 1) {\n      split_tile_rows(shape);\n    } else {\n      return std::nullopt;\n    }\n  }\n}\n\n// How many",
+      "} else {\n      return std::nullopt;\n    }\n  }\n}\n\n// How many"), "52:53"),  # 56x56 left unplanned
 ]
 
 

@@ -45,7 +45,46 @@ struct Case {
   }
 };
 
-// A logical NCHW tensor of doubles; `store` lays it out as the kernels' buffer.
+// Writes past either end of a Buffer, found when it is freed.
+int out_of_bounds_writes = 0;
+
+// 64-byte aligned memory, as device buffers are (the CUDA caching allocator's are 512-byte
+// aligned), so that paths chosen by a buffer's address are taken the same way on every run.
+// Guard zones of NaN bytes lie on both sides: a kernel reading past an end gets NaN (a failed
+// check, not a crash), and one writing there is counted when the buffer is freed.
+template <typename T>
+struct DeviceAlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlignment{64};
+  static constexpr size_t kGuardBytes = 64 * 1024;
+  static constexpr unsigned char kGuardByte = 0xff;
+  DeviceAlignedAllocator() = default;
+  template <typename U>
+  DeviceAlignedAllocator(const DeviceAlignedAllocator<U>&) {}
+  T* allocate(size_t n) {
+    auto* block = static_cast<unsigned char*>(::operator new(n * sizeof(T) + 2 * kGuardBytes, kAlignment));
+    std::memset(block, kGuardByte, kGuardBytes);
+    std::memset(block + kGuardBytes + n * sizeof(T), kGuardByte, kGuardBytes);
+    return reinterpret_cast<T*>(block + kGuardBytes);
+  }
+  void deallocate(T* p, size_t n) {
+    auto* block = reinterpret_cast<unsigned char*>(p) - kGuardBytes;
+    const unsigned char* after = block + kGuardBytes + n * sizeof(T);
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      if (block[i] != kGuardByte || after[i] != kGuardByte) {
+        ++out_of_bounds_writes;
+        break;
+      }
+    }
+    ::operator delete(block, kAlignment);
+  }
+  bool operator==(const DeviceAlignedAllocator&) const { return true; }
+};
+
+template <typename T>
+using Buffer = std::vector<T, DeviceAlignedAllocator<T>>;
+
+// A logical NCHW tensor of doubles; `store` lays it out as the kernels' buffer (aligned as a device's).
 struct Tensor4 {
   int n, c, h, w;
   std::vector<double> v;
@@ -57,8 +96,8 @@ struct Tensor4 {
                          : Strides4{int64_t(c) * h * w, int64_t(h) * w, w, 1};
   }
   template <typename T>
-  std::vector<T> store(bool channels_last) const {
-    std::vector<T> out(v.size());
+  Buffer<T> store(bool channels_last) const {
+    Buffer<T> out(v.size());
     const auto s = strides(channels_last);
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < c; ++j)
@@ -110,45 +149,6 @@ struct Problem {
                         k.sh, k.sw, k.ph, k.pw, k.dh, k.dw, k.m};
   }
 };
-
-// Writes past either end of a Buffer, found when it is freed.
-int out_of_bounds_writes = 0;
-
-// 64-byte aligned memory, as device buffers are (the CUDA caching allocator's are 512-byte
-// aligned), so that paths chosen by a buffer's address are taken the same way on every run.
-// Guard zones of NaN bytes lie on both sides: a kernel reading past an end gets NaN (a failed
-// check, not a crash), and one writing there is counted when the buffer is freed.
-template <typename T>
-struct DeviceAlignedAllocator {
-  using value_type = T;
-  static constexpr std::align_val_t kAlignment{64};
-  static constexpr size_t kGuardBytes = 64 * 1024;
-  static constexpr unsigned char kGuardByte = 0xff;
-  DeviceAlignedAllocator() = default;
-  template <typename U>
-  DeviceAlignedAllocator(const DeviceAlignedAllocator<U>&) {}
-  T* allocate(size_t n) {
-    auto* block = static_cast<unsigned char*>(::operator new(n * sizeof(T) + 2 * kGuardBytes, kAlignment));
-    std::memset(block, kGuardByte, kGuardBytes);
-    std::memset(block + kGuardBytes + n * sizeof(T), kGuardByte, kGuardBytes);
-    return reinterpret_cast<T*>(block + kGuardBytes);
-  }
-  void deallocate(T* p, size_t n) {
-    auto* block = reinterpret_cast<unsigned char*>(p) - kGuardBytes;
-    const unsigned char* after = block + kGuardBytes + n * sizeof(T);
-    for (size_t i = 0; i < kGuardBytes; ++i) {
-      if (block[i] != kGuardByte || after[i] != kGuardByte) {
-        ++out_of_bounds_writes;
-        break;
-      }
-    }
-    ::operator delete(block, kAlignment);
-  }
-  bool operator==(const DeviceAlignedAllocator&) const { return true; }
-};
-
-template <typename T>
-using Buffer = std::vector<T, DeviceAlignedAllocator<T>>;
 
 // An output buffer filled with NaN, so that an element the kernels do not write fails.
 template <typename T>
@@ -205,6 +205,11 @@ std::string vectors_tag(const ChannelsLastLaunch& plan) {
          " cols=" + std::to_string(plan.tile.cols_per_thread);
 }
 
+// How a kernel compiled for several strides is named in the counts: " stride 2", or nothing at stride 1.
+std::string stride_tag(const PassGeometry& g) {
+  return g.stride_h == 1 ? "" : " stride " + std::to_string(g.stride_h);
+}
+
 std::string register_tag(const RegisterTiledLaunch& plan) {
   return " planes=" + std::to_string(plan.block.x) + " bx=" + std::to_string(plan.block.y) +
          " by=" + std::to_string(plan.block.z) + " pitch=" + std::to_string(plan.tile.pitch);
@@ -213,7 +218,7 @@ std::string register_tag(const RegisterTiledLaunch& plan) {
 // The register-tiled kernel, where the pass has one (32-bit indexing only, as on the GPU).
 template <typename T, typename index_t, bool kBackward>
 void check_register_tiled(const std::string& kernel, const std::string& tag, const Problem& p,
-                          const PassGeometry& g, const std::vector<T>& src, const T* bias, const Tensor4& ref,
+                          const PassGeometry& g, const Buffer<T>& src, const T* bias, const Tensor4& ref,
                           double terms) {
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
@@ -223,10 +228,10 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
         auto out = poisoned<T>(ref.v.size());
         plan->tile.row_access = register_tile_row_access(g, out.data(), sizeof(T));
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                           register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h), src.data(), weight.data(),
+                           register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h, g.stride_h), src.data(), weight.data(),
                            bias, out.data(), g, plan->tile);
-        expect_close(kernel + (plan->tile.row_access ? " row stores" : ""), tag + register_tag(*plan), p.k, out, ref,
-                     false, terms);
+        expect_close(kernel + stride_tag(g) + (plan->tile.row_access ? " row stores" : ""), tag + register_tag(*plan),
+                     p.k, out, ref, false, terms);
       }
     }
   }
@@ -266,8 +271,7 @@ void check_row(const std::string& kernel, const std::string& tag, const Problem&
   if constexpr (std::is_same_v<index_t, int32_t>) {
     if (!has_row_kernel(g)) return;
     const auto weight = p.weight.store<T>(false);
-    const auto src_values = src.store<T>(false);
-    const Buffer<T> aligned_src(src_values.begin(), src_values.end());  // 16-byte aligned, as the kernel needs
+    const auto aligned_src = src.store<T>(false);
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_row(g, sm_count);
       auto out = poisoned<T>(ref.v.size());
@@ -285,9 +289,8 @@ void check_column(const std::string& kernel, const std::string& tag, const Probl
                   const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
   if constexpr (std::is_same_v<index_t, int32_t>) {
     if (!has_column_kernel(g, kVector16<T>)) return;
-    const auto weight_values = p.weight.store<T>(false);
-    const auto src_values = src.store<T>(true);
-    const Buffer<T> weight(weight_values.begin(), weight_values.end()), aligned_src(src_values.begin(), src_values.end());
+    const auto weight = p.weight.store<T>(false);
+    const auto aligned_src = src.store<T>(true);
     for (const int64_t max_blocks : {int64_t(1), int64_t(1) << 20}) {
       const dim3 grid = plan_column(g, kVector16<T>, max_blocks);
       auto out = poisoned<T>(ref.v.size());
@@ -307,8 +310,7 @@ void check_stride2_grad_input(const std::string& tag, const Problem& p, const Pa
     if (!has_stride2_grad_input(g)) return;
     const auto weight = p.weight.store<T>(false);
     for (const bool channels_last : {false, true}) {
-      const auto go_values = p.grad_output.store<T>(channels_last);
-      const Buffer<T> go(go_values.begin(), go_values.end());  // 16-byte aligned, as channels_last needs
+      const auto go = p.grad_output.store<T>(channels_last);
       for (const int sm_count : {1, 512}) {
         auto gi = poisoned<T>(p.grad_input.v.size());
         std::string kernel = "backward-input stride-2 ";
@@ -455,10 +457,10 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
       plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
       auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h), go.data(), in.data(),
+                         grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(), in.data(),
                          partial.data(), g, plan->tile, plan->work);
       const std::string kernel =
-          std::string("grad-weight register-tiled NCHW") + (plan->tile.row_access ? " row loads" : "");
+          "grad-weight register-tiled NCHW" + stride_tag(g) + (plan->tile.row_access ? " row loads" : "");
       check_finished_grad_weight<T>(kernel, tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
                                                 " items/slice=" + std::to_string(plan->work.items_per_slice),
                                     p, partial, plan->grid.y);
@@ -525,9 +527,8 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     if (!has_row_kernel(g)) return;
-    const auto go_values = p.grad_output.store<T>(false);
-    const auto in_values = p.input.store<T>(false);
-    const Buffer<T> go(go_values.begin(), go_values.end()), in(in_values.begin(), in_values.end());
+    const auto go = p.grad_output.store<T>(false);
+    const auto in = p.input.store<T>(false);
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_row_grad_weight(g, sm_count);
       auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
@@ -547,9 +548,8 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     if (!has_column_kernel(g, kVector16<T>)) return;
-    const auto go_values = p.grad_output.store<T>(true);
-    const auto in_values = p.input.store<T>(true);
-    const Buffer<T> go(go_values.begin(), go_values.end()), in(in_values.begin(), in_values.end());
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_column_grad_weight(g, kVector16<T>, sm_count);
       auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
@@ -663,12 +663,15 @@ std::vector<Case> sweep() {
       {1, 8, 1, 29, 60, 5, 5, 2, 2, 1, 1, 1, 1, true},      // threads walking several blocks
       {1, 4, 1, 6, 7, 3, 3, 2, 2, 3, 3, 1, 1, false},       // padding past the filter: rows of zeros
       {1, 8, 1, 12, 12, 3, 3, 2, 2, 1, 0, 1, 1, false},     // padding parities differ: direct only
+      // The register-tiled kernels at stride 2 (forward and weight gradient; cases 1, 13, 45-50 above too):
+      {1, 2, 1, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, true},    // a 56x56 output: the tile splits its rows to fit
+      {2, 3, 2, 21, 270, 5, 5, 2, 2, 2, 2, 1, 1, false},    // 5x5, multiplier 2: two tiles across, part-filled
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 66) {  // 14 random cases
+  while (cases.size() < 68) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
@@ -681,6 +684,31 @@ std::vector<Case> sweep() {
       cases.push_back(k);
   }
   return cases;
+}
+
+// The stride-2 layers of MobileNetV2 and EfficientNet-B0 (build_scripts/bench/layers.py) must get
+// register-tiled plans, forward and weight gradient, in every dtype at batch 64 and 1: no tile
+// may outgrow shared memory and send them back to the general kernels unnoticed.
+template <typename acc_t>
+void check_stride2_layers_planned(const char* dtype) {
+  struct Layer { int channels, size, kernel; };
+  for (const Layer l : {Layer{96, 112, 3}, Layer{144, 56, 3}, Layer{192, 28, 3}, Layer{576, 14, 3}, Layer{144, 56, 5},
+                        Layer{240, 28, 3}, Layer{672, 14, 5}}) {
+    for (const int batch : {64, 1}) {
+      const int pad = l.kernel / 2, out = (l.size + 2 * pad - l.kernel) / 2 + 1;
+      const PassGeometry g{batch, l.channels, l.size, l.size, l.channels, out, out, l.kernel, l.kernel, 2, 2, pad, pad,
+                           1, 1, 1};
+      const bool planned = plan_register_tiled<acc_t>(g, 132).has_value() &&
+                           plan_register_grad_weight<acc_t>(g, 132).has_value();
+      if (planned) {
+        ++passed;
+      } else {
+        ++failed;
+        std::printf("FAIL %s %d@%d k%d s2 batch %d: no register-tiled plan\n", dtype, l.channels, l.size, l.kernel,
+                    batch);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -696,6 +724,8 @@ int main(int argc, char** argv) {
     if (colon != std::string::npos) begin = std::stoul(range.substr(0, colon));
     end = std::min(end, size_t(std::stoul(colon == std::string::npos ? range : range.substr(colon + 1))));
   }
+  check_stride2_layers_planned<float>("float");  // float and bf16/half accumulate in float
+  check_stride2_layers_planned<double>("double");
   for (size_t i = 0; i < end; ++i) {
     const Problem p(cases[i], rng);  // made for every case, so a case's data does not depend on the range
     if (i < begin) continue;

@@ -16,8 +16,10 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
                                                            # the last group part-filled, sums reduced in two chunks
     (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled, 16 planes a block, the last part-filled
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
-    (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # multiplier 2, stride 2: direct forward and channels_last
-                                                           # backward-input, NCHW stride-2 backward-input
+    (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # multiplier 2, stride 2: NCHW register-tiled forward and
+                                                           # weight gradient, stride-2 backward-input; channels_last
+                                                           # direct forward and backward-input
+    (1, 2, 1, 112, 112, (3, 3), (2, 2), (1, 1), (1, 1)),   # NCHW register-tiled at stride 2: tiles split their rows
     (2, 40, 1, 15, 17, (3, 3), (2, 2), (1, 1), (1, 1)),    # stride-2 backward-input kernels, both layouts (bf16: 5
                                                            # vectors, a part-filled group), odd sizes
     (1, 16, 1, 14, 14, (5, 5), (2, 2), (2, 2), (1, 1)),    # stride-2 backward-input kernels, 5x5, rows of 4-column stores

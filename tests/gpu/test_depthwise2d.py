@@ -152,22 +152,28 @@ class TestDepthwise2d(TestCase):
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_register_tiled_kernel(self, device, dtype):
-        """Which NCHW calls the register-tiled kernels take (square 3, 5 or 7, stride 1, dilation
-        1; forward, backward-input and the weight gradient), over plane sizes that give one plane
-        a block, several tiles a plane, and many planes a block with the last block part-filled;
-        and that all three passes match float64."""
+        """Which NCHW passes the register-tiled kernels take (square 3, 5 or 7 at stride 1: forward,
+        backward-input and the weight gradient; square 3 or 5 at stride 2: forward and the weight
+        gradient, backward-input going to the stride-2 kernel; dilation 1), over plane sizes that
+        give one plane a block, several tiles a plane, and many planes a block with the last block
+        part-filled; and that all three passes match float64."""
         atol, rtol = TOLERANCES[dtype]
-        cases = [  # (batch, channels, size, kernel, stride, padding, dilation, multiplier, expect register-tiled)
-            (2, 3, (112, 112), 3, 1, 1, 1, 1, True),     # 4 tiles a plane
-            (3, 5, (56, 56), 7, 1, 3, 1, 1, True),       # a plane a block
-            (5, 7, (28, 28), 5, 1, 2, 1, 2, True),       # several planes a block; backward sums two planes
-            (3, 37, (14, 14), 3, 1, 1, 1, 1, True),      # 16 planes a block, the last part-filled
-            (1, 70, (7, 7), 7, 1, 3, 1, 1, True),        # 7x7 planes
-            (2, 4, (300, 9), 5, 1, 0, 1, 1, True),       # tall and narrow, no padding
-            (2, 4, (1, 500), 3, 1, 1, 1, 1, True),       # one input row
-            (2, 8, (30, 30), 3, 2, 1, 1, 1, False),      # stride 2
-            (2, 8, (30, 30), 3, 1, 2, 2, 1, False),      # dilation 2
-            (2, 8, (30, 30), 9, 1, 4, 1, 1, False),      # no compiled size
+        every, strided, none = {"forward", "backward-input", "grad-weight"}, {"forward", "grad-weight"}, set()
+        cases = [  # (batch, channels, size, kernel, stride, padding, dilation, multiplier, passes register-tiled)
+            (2, 3, (112, 112), 3, 1, 1, 1, 1, every),     # 4 tiles a plane
+            (3, 5, (56, 56), 7, 1, 3, 1, 1, every),       # a plane a block
+            (5, 7, (28, 28), 5, 1, 2, 1, 2, every),       # several planes a block; backward sums two planes
+            (3, 37, (14, 14), 3, 1, 1, 1, 1, every),      # 16 planes a block, the last part-filled
+            (1, 70, (7, 7), 7, 1, 3, 1, 1, every),        # 7x7 planes
+            (2, 4, (300, 9), 5, 1, 0, 1, 1, every),       # tall and narrow, no padding
+            (2, 4, (1, 500), 3, 1, 1, 1, 1, every),       # one input row
+            (2, 8, (30, 30), 3, 2, 1, 1, 1, strided),     # stride 2
+            (2, 16, (112, 112), 3, 2, 1, 1, 1, strided),  # MobileNetV2's 96@112 s2, narrowed: tiles split their rows
+            (3, 6, (57, 30), 5, 2, 2, 1, 2, strided),     # 5x5 stride 2, multiplier 2, an odd height
+            (4, 96, (14, 14), 3, 2, 1, 1, 1, strided),    # 7x7 outputs, many planes a block
+            (2, 8, (30, 30), 7, 2, 3, 1, 1, none),        # 7x7 is not compiled for stride 2
+            (2, 8, (30, 30), 3, 1, 2, 2, 1, none),        # dilation 2
+            (2, 8, (30, 30), 9, 1, 4, 1, 1, none),        # no compiled size
         ]
         for n, c, size, kernel, stride, padding, dilation, m, expected in cases:
             with self.subTest(n=n, c=c, size=size, kernel=kernel, stride=stride, dilation=dilation, multiplier=m):
@@ -177,7 +183,7 @@ class TestDepthwise2d(TestCase):
                 args = ((stride, stride), (padding, padding), (dilation, dilation))
 
                 names = op_names(lambda: depthwise(x, w, b, *args))
-                self.assertEqual(any(REGISTER_TILED in n for n in names), expected)
+                self.assertEqual(launched(names, REGISTER_TILED), "forward" in expected)
                 out = depthwise(x, w, b, *args)
                 ref, x64, w64, _ = reference(x, w, b, *args)
                 self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
@@ -186,8 +192,8 @@ class TestDepthwise2d(TestCase):
                 backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
                     grad_out, x, w, (kernel, kernel), *args, [True, True])
                 names = op_names(backward)
-                self.assertEqual(any(REGISTER_TILED in n for n in names), expected)
-                self.assertEqual(any(REGISTER_TILED_GRAD_WEIGHT in n for n in names), expected)
+                self.assertEqual(launched(names, REGISTER_TILED), "backward-input" in expected)
+                self.assertEqual(launched(names, REGISTER_TILED_GRAD_WEIGHT), "grad-weight" in expected)
                 grad_input, grad_weight = backward()
                 ref.backward(grad_out.double().cpu())
                 self.assertEqual(grad_input.double().cpu(), x64.grad, atol=atol * kernel * kernel * m, rtol=rtol)

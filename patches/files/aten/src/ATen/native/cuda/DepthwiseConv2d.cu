@@ -19,9 +19,10 @@
 //   kMaxColsPerThread outputs in registers. Serves the forward pass and the
 //   stride-1 backward-input pass (a correlation with the flipped kernel).
 // - register_tiled_nchw_kernel: the NCHW tile for square 3x3, 5x5 and 7x7 filters at
-//   stride 1 and dilation 1, with the kernel size a template argument: each thread
-//   computes a 4x4 block of outputs from 16-byte shared loads of its input rows, weights
-//   in registers; blocks on small planes hold several planes.
+//   stride 1 (3x3 and 5x5 forward at stride 2 too) and dilation 1, with the kernel size and
+//   stride template arguments: each thread computes a 4x4 block of outputs from 16-byte
+//   shared loads of its input rows, weights in registers; blocks on small planes hold
+//   several planes.
 // - large_filter_kernel: the same register tile for other filters of 16 taps or more at
 //   stride 1 and dilation 1 (13x13 to 31x31), NCHW or channels_last: weights in shared
 //   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory.
@@ -47,8 +48,8 @@
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
-//   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters
-//   (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
+//   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
+//   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
 //   grad_weight_register_channels_last_kernel serves channels_last square 3x3, 5x5
 //   and 7x7 filters at stride 1 or 2 (multiplier 1): a thread's channels, 4-column
 //   strips of grad_output and all the tap sums in registers. grad_weight_large_filter_kernel
@@ -227,7 +228,8 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
       }
       if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
         plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
-        const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h);
+        const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h,
+                                                                                  tiled_geometry->stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
             dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
@@ -359,7 +361,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
         plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
         auto partial = new_partial(plan->grid.y);
-        const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h);
+        const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
             go, in, partial.mutable_data_ptr<acc_t>(), g, plan->tile, plan->work);
         C10_CUDA_KERNEL_LAUNCH_CHECK();

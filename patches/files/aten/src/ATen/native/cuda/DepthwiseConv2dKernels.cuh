@@ -212,13 +212,14 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
 }
 
 // ---------------------------------------------------------------------------
-// Register-blocked tiled kernel (NCHW) for square kKernel x kKernel filters at stride 1
-// and dilation 1: forward, and backward-input as a correlation with the flipped kernel.
-// A thread computes kBlockRows x kBlockCols outputs. It reads each input row its outputs
-// need once, as 16-byte shared loads, and applies it to every one of its output rows that
-// uses it, with the plane's weights in registers: for 7x7 in float, 43 16-byte shared loads
-// per 16 outputs (30 for the window, 13 for the weights) where the general tiled kernel makes
-// 980 4-byte ones.
+// Register-blocked tiled kernel (NCHW) for square kKernel x kKernel filters at dilation 1:
+// forward at stride kStride (1, or 2 for 3x3 and 5x5), and backward-input (stride 1) as a
+// correlation with the flipped kernel. A thread computes kBlockRows x kBlockCols outputs. It
+// reads each input row its outputs need once, as 16-byte shared loads, and applies it to every
+// one of its output rows that uses it, with the plane's weights in registers: for 7x7 in float,
+// 43 16-byte shared loads per 16 outputs (30 for the window, 13 for the weights) where the
+// general tiled kernel makes 980 4-byte ones. At stride 2 a thread's window is twice as wide
+// and tall (3x3 in float: 9 rows of 3 vectors for 16 outputs).
 // Block: (planes, bx, by) threads, planes fastest, so that blocks on small planes (7x7,
 // 14x14) hold many planes and still read shared memory without bank conflicts. A plane's
 // shared region: its kKernel^2 weights, then its input tile (row pitch `pitch`).
@@ -230,15 +231,20 @@ constexpr bool is_register_tiled_kernel_size(int kernel) {
   return kernel == 3 || kernel == 5 || kernel == 7;
 }
 
+// Stride 2 is compiled for the filters of the stride-2 layers of mobile networks only.
+constexpr bool is_register_tiled_stride(int kernel, int stride) {
+  return stride == 1 || (stride == 2 && (kernel == 3 || kernel == 5));
+}
+
 template <typename acc_t>
 constexpr int register_tile_weight_slots(int kernel) {
   return (kernel * kernel + kVector16<acc_t> - 1) / kVector16<acc_t> * kVector16<acc_t>;
 }
 
-// 16-byte vectors a thread loads for one input row of its window (kBlockCols + kernel - 1 values).
+// 16-byte vectors a thread loads for one input row of its window ((kBlockCols - 1) * stride + kernel values).
 template <typename acc_t>
-constexpr int register_tile_window_vectors(int kernel) {
-  return (kBlockCols + kernel - 1 + kVector16<acc_t> - 1) / kVector16<acc_t>;
+constexpr int register_tile_window_vectors(int kernel, int stride) {
+  return ((kBlockCols - 1) * stride + kernel + kVector16<acc_t> - 1) / kVector16<acc_t>;
 }
 
 struct RegisterTile {
@@ -267,15 +273,15 @@ __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>
                                                     const PassGeometry& g, const RegisterTile& t, int src_y0,
                                                     int src_x0, int plane_tid, int plane_threads) {
   using acc_t = at::acc_type<scalar_t, true>;
+  const index_t src_h = g.src_h, src_w = g.src_w;  // index_t math: PassGeometry's are 64-bit
   GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});  // (row, col), stepped with carries
   for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads, at.advance()) {
     const int row = at.at[0];
     const int col = at.at[1];
-    const int sy = src_y0 + row;
-    const int sx = src_x0 + col;
-    const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
-    tile[row * t.pitch + col] =
-        inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
+    const index_t sy = src_y0 + row;
+    const index_t sx = src_x0 + col;
+    const bool inside = sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
+    tile[row * t.pitch + col] = inside ? static_cast<acc_t>(src_plane[sy * src_w + sx]) : acc_t(0);
   }
 }
 
@@ -309,19 +315,21 @@ __device__ __forceinline__ void load_shared_vectors(const acc_t* from, acc_t (&v
   }
 }
 
-// A thread's window for a kKernel x kKernel filter: each of its kBlockRows + kKernel - 1 input
-// rows is loaded once (16-byte shared loads) and handed to visit(i, kh, row) for every output
-// row i it feeds, through kernel row kh = r - i. Each (i, kh) pair comes once, in row order.
-template <typename acc_t, int kKernel, typename Visit>
+// A thread's window for a kKernel x kKernel filter at stride kStride: each of its
+// (kBlockRows - 1) * kStride + kKernel input rows is loaded once (16-byte shared loads) and
+// handed to visit(i, kh, row) for every output row i it feeds, through kernel row
+// kh = r - i * kStride. Each (i, kh) pair comes once, in row order. Output column j reads
+// row[j * kStride + kw].
+template <typename acc_t, int kKernel, int kStride, typename Visit>
 __device__ __forceinline__ void walk_register_window(const acc_t* window, int pitch, Visit&& visit) {
-  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel);
+  constexpr int kWindowVectors = register_tile_window_vectors<acc_t>(kKernel, kStride);
 #pragma unroll
-  for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {
+  for (int r = 0; r < (kBlockRows - 1) * kStride + kKernel; ++r) {
     acc_t x[kWindowVectors * kVector16<acc_t>];
     load_shared_vectors<acc_t, kWindowVectors>(window + r * pitch, x);
 #pragma unroll
     for (int i = 0; i < kBlockRows; ++i) {
-      const int kh = r - i;
+      const int kh = r - i * kStride;
       if (kh >= 0 && kh < kKernel) visit(i, kh, x);
     }
   }
@@ -370,7 +378,7 @@ __device__ __forceinline__ void start_block(acc_t (&acc)[kBlockRows][kBlockCols]
 
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
-template <typename scalar_t, typename index_t, bool kBackward, int kKernel>
+template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
 __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
@@ -383,6 +391,7 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
   constexpr int kTaps = kKernel * kKernel;
   constexpr int kTapVectors = register_tile_weight_slots<acc_t>(kKernel) / V;
   static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
+  static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes) + threadIdx.x * t.plane_stride;
   acc_t* tile = taps + kTapVectors * V;
@@ -401,8 +410,8 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     __syncthreads();  // no thread still reads the previous member's tile or weights
     if (place.live) {
       const scalar_t* src_plane = src + (place.n * src_channels + src_c) * src_plane_size;
-      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, place.y0 - g.pad_h, place.x0 - g.pad_w,
-                                             place.plane_tid, place.plane_threads);
+      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, place.y0 * kStride - g.pad_h,
+                                             place.x0 * kStride - g.pad_w, place.plane_tid, place.plane_threads);
       for (int i = place.plane_tid; i < kTaps; i += place.plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? kTaps - 1 - i : i;
@@ -413,12 +422,12 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
 
     acc_t w[kTapVectors * V];
     load_shared_vectors<acc_t, kTapVectors>(taps, w);
-    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
-    walk_register_window<acc_t, kKernel>(window, t.pitch, [&](int i, int kh, const auto& x) {
+    const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
+    walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& x) {
 #pragma unroll
       for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j + kw] * w[kh * kKernel + kw];
+        for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];
       }
     });
   }
@@ -1555,8 +1564,8 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
   });
 }
 
-// Register-blocked weight gradient (NCHW) for the register-tiled filters: the blocks and
-// shared input tiles of register_tiled_nchw_kernel with the roles exchanged. A thread holds
+// Register-blocked weight gradient (NCHW) for the register-tiled filters and strides: the
+// blocks and shared input tiles of register_tiled_nchw_kernel with the roles exchanged. A thread holds
 // its kBlockRows x kBlockCols block of grad_output and the kKernel^2 tap sums in registers;
 // each input row of its window, read once as 16-byte shared loads, adds to the taps of every
 // kernel row that pairs it with one of the thread's output rows. For 7x7 in float: 16 x 49
@@ -1576,7 +1585,7 @@ struct RegisterGradWeightWork {
   int reduce_taps;  // taps summed across the block at a time (shared memory holds that many per thread)
 };
 
-template <typename scalar_t, typename index_t, int kKernel>
+template <typename scalar_t, typename index_t, int kKernel, int kStride>
 __global__ void __launch_bounds__(kThreads, sizeof(at::acc_type<scalar_t, true>) == 8 ? 1 : 2)
 grad_weight_register_tiled_kernel(
     const scalar_t* __restrict__ grad_output,
@@ -1614,8 +1623,8 @@ grad_weight_register_tiled_kernel(
     const bool live = n < g.batch;  // the last group's spare planes
     const int y0 = tile_y * blockDim.z * kBlockRows;
     const int x0 = tile_x * blockDim.y * kBlockCols;
-    const int src_y0 = y0 - g.pad_h;
-    const int src_x0 = x0 - g.pad_w;
+    const int src_y0 = y0 * kStride - g.pad_h;
+    const int src_x0 = x0 * kStride - g.pad_w;
     __syncthreads();  // no thread still reads the previous item's tile
     if (live) {
       const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
@@ -1643,13 +1652,13 @@ grad_weight_register_tiled_kernel(
         for (int j = 0; j < kBlockCols; ++j) go[i][j] = x + j < g.dst_w ? static_cast<acc_t>(go_row[j]) : acc_t(0);
       }
     }
-    const acc_t* window = tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols;
-    // Input row r of the window adds to kernel row kh through output row i = r - kh.
-    walk_register_window<acc_t, kKernel>(window, t.pitch, [&](int i, int kh, const auto& in) {
+    const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
+    // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride.
+    walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& in) {
 #pragma unroll
       for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j + kw];
+        for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
       }
     });
   }
@@ -1994,12 +2003,23 @@ template <typename scalar_t, typename index_t, bool kBackward>
 using RegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
                                      RegisterTile);
 
+// Stride 2 is compiled for the forward pass only (backward-input is a stride-1 correlation).
 template <typename scalar_t, typename index_t, bool kBackward>
-RegisterTiledKernel<scalar_t, index_t, kBackward> register_tiled_kernel_for(int kernel) {
+RegisterTiledKernel<scalar_t, index_t, kBackward> register_tiled_kernel_for(int kernel, int stride) {
+  if constexpr (!kBackward) {
+    if (stride == 2) {
+      switch (kernel) {
+        case 3: return register_tiled_nchw_kernel<scalar_t, index_t, false, 3, 2>;
+        case 5: return register_tiled_nchw_kernel<scalar_t, index_t, false, 5, 2>;
+        default: return nullptr;
+      }
+    }
+  }
+  if (stride != 1) return nullptr;
   switch (kernel) {
-    case 3: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 3>;
-    case 5: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 5>;
-    case 7: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 7>;
+    case 3: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 3, 1>;
+    case 5: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 5, 1>;
+    case 7: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 7, 1>;
     default: return nullptr;
   }
 }
@@ -2012,25 +2032,27 @@ struct RegisterTiledLaunch {
 
 // Extra shared-memory wavefronts of a window load, in the worst quarter warp of the block: the
 // 8 threads of a quarter warp read 16 bytes each, conflict-free when their addresses (in
-// 16-byte units) fall in 8 different bank groups.
-inline int quarter_warp_conflicts(dim3 block, int thread_units, int pitch_units, int plane_units) {
+// 16-byte units) fall in 8 different bank groups. Windows start col_step_units apart along a
+// row of threads, row_step_units apart down the block and plane_units apart across planes.
+inline int quarter_warp_conflicts(dim3 block, int col_step_units, int row_step_units, int plane_units) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
   int worst = 0;
   for (int first = 0; first < threads; first += 8) {
     int uses[8] = {};
     for (int t = first; t < std::min(first + 8, threads); ++t) {
       const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
-      const int address = plane * plane_units + ty * kBlockRows * pitch_units + tx * thread_units;
+      const int address = plane * plane_units + ty * row_step_units + tx * col_step_units;
       worst = std::max(worst, ++uses[address % 8]);
     }
   }
   return worst - 1;
 }
 
-// The filters the register-tiled kernels are compiled for: square 3, 5 or 7, stride 1, dilation 1.
+// The filters the register-tiled kernels are compiled for: square 3, 5 or 7 at stride 1, square 3
+// or 5 at stride 2, dilation 1. (Backward-input reaches them as a stride-1 correlation only.)
 inline bool has_register_tiled_filter(const PassGeometry& g) {
-  return g.kernel_w == g.kernel_h && is_register_tiled_kernel_size(g.kernel_h) && g.stride_h == 1 &&
-         g.stride_w == 1 && g.dilation_h == 1 && g.dilation_w == 1;
+  return g.kernel_w == g.kernel_h && is_register_tiled_kernel_size(g.kernel_h) && g.stride_h == g.stride_w &&
+         is_register_tiled_stride(g.kernel_h, g.stride_h) && g.dilation_h == 1 && g.dilation_w == 1;
 }
 
 // How a register tile covers a dst plane: bx x by threads (a power of two wide, up to 32, 128
@@ -2052,6 +2074,22 @@ inline RegisterTileShape register_tile_shape(const PassGeometry& g) {
   return {bx, by, block_rows, tiles_h, tiles_w};
 }
 
+// The shape with the plane's rows of thread blocks shared by about twice as many tiles
+// (fewer rows of threads a tile, by > 1 before).
+inline void split_tile_rows(RegisterTileShape& s) {
+  s.tiles_h *= 2;
+  s.by = static_cast<int>((s.block_rows + s.tiles_h - 1) / s.tiles_h);
+  s.tiles_h = (s.block_rows + s.by - 1) / s.by;
+}
+
+// A register tile's input rows and columns: those of by x bx thread blocks at the pass's stride.
+inline int register_tile_in_h(const PassGeometry& g, int by) {
+  return input_extent(by * kBlockRows, g.stride_h, g.kernel_h, 1);
+}
+inline int register_tile_in_w(const PassGeometry& g, int bx) {
+  return input_extent(bx * kBlockCols, g.stride_w, g.kernel_w, 1);
+}
+
 // A block's shared memory, in 16-byte units: a plane holds `lead_units` (its weights, if any),
 // then its input tile of tile_in_h rows of `pitch_units`. Pitch and plane stride are padded to
 // the ones with the fewest bank conflicts for the block's window loads.
@@ -2060,19 +2098,22 @@ struct RegisterTileLayout {
   size_t bytes(int planes, size_t unit) const { return size_t(planes) * plane_units * unit; }
 };
 
-// `window_units`: the 16-byte vectors a thread reads of each window row.
+// `window_units`: the 16-byte vectors a thread reads of each window row; `stride`: the pass's
+// (a thread's window starts kBlockCols * stride columns after its neighbour's).
 template <typename acc_t>
-RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_in_h, int lead_units) {
+RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_in_h, int lead_units, int stride) {
   constexpr int V = kVector16<acc_t>;
+  const int col_step_units = kBlockCols * stride / V;
   // Up to the end of the last thread's window.
-  const int min_pitch_units = (static_cast<int>(block.y) - 1) * kBlockCols / V + window_units;
+  const int min_pitch_units = (static_cast<int>(block.y) - 1) * col_step_units + window_units;
   RegisterTileLayout best{0, 0};
   int best_conflicts = std::numeric_limits<int>::max();
   for (int pitch_pad = 0; pitch_pad < 8; ++pitch_pad) {
     for (int plane_pad = 0; plane_pad < (block.x > 1 ? 8 : 1); ++plane_pad) {
       const int pitch_units = min_pitch_units + pitch_pad;
       const int plane_units = lead_units + tile_in_h * pitch_units + plane_pad;
-      const int conflicts = quarter_warp_conflicts(block, kBlockCols / V, pitch_units, plane_units);
+      const int conflicts =
+          quarter_warp_conflicts(block, col_step_units, kBlockRows * stride * pitch_units, plane_units);
       if (conflicts < best_conflicts) {
         best_conflicts = conflicts;
         best = {pitch_units, plane_units};
@@ -2085,43 +2126,54 @@ RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_i
 // A register-tiled launch for this pass, or nothing when its filter is not one of the
 // compiled sizes or no tile fits. As many planes share a block as fill 256 threads. Then,
 // while the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then
-// fewer rows. The caller sets tile.row_access (register_tile_row_access: it depends on dst's
-// address).
+// fewer rows; and while the tile does not fit in shared memory (stride 2 reads four times the
+// input), fewer planes, then fewer rows. The caller sets tile.row_access
+// (register_tile_row_access: it depends on dst's address).
 template <typename acc_t>
 std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t min_blocks) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g)) return std::nullopt;
   const int kernel = g.kernel_h;
   const int64_t plane_count = g.batch * g.dst_channels;
-  auto [bx, by, block_rows, tiles_h, tiles_w] = register_tile_shape(g);
+  RegisterTileShape shape = register_tile_shape(g);
   int planes = 1;
-  while (2 * planes * bx * by <= kThreads) planes *= 2;
-  while ((plane_count + planes - 1) / planes * tiles_h * tiles_w < min_blocks && (planes > 1 || by > 1)) {
+  while (2 * planes * shape.bx * shape.by <= kThreads) planes *= 2;
+  while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < min_blocks &&
+         (planes > 1 || shape.by > 1)) {
     if (planes > 1) {
       planes /= 2;
     } else {
-      tiles_h *= 2;
-      by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
-      tiles_h = (block_rows + by - 1) / by;
+      split_tile_rows(shape);
     }
   }
 
-  const int tile_in_h = input_extent(by * kBlockRows, 1, kernel, 1);
-  const int tile_in_w = input_extent(bx * kBlockCols, 1, kernel, 1);
   const int weight_units = register_tile_weight_slots<acc_t>(kernel) / V;
-  for (; planes >= 1; planes /= 2) {
-    const dim3 block(planes, bx, by);
-    const auto layout =
-        register_tile_layout<acc_t>(block, register_tile_window_vectors<acc_t>(kernel), tile_in_h, weight_units);
+  const int window_units = register_tile_window_vectors<acc_t>(kernel, g.stride_w);
+  while (true) {
+    const dim3 block(planes, shape.bx, shape.by);
+    const int tile_in_h = register_tile_in_h(g, shape.by);
+    const auto layout = register_tile_layout<acc_t>(block, window_units, tile_in_h, weight_units, g.stride_w);
     const size_t bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
-    if (bytes > kMaxSharedBytes) continue;
-    const int64_t plane_groups = (plane_count + planes - 1) / planes;
-    if (plane_groups > std::numeric_limits<int32_t>::max() || tiles_h > 65535 || tiles_w > 65535) return std::nullopt;
-    return RegisterTiledLaunch{
-        dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
-        block, RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false}, bytes};
+    if (bytes <= kMaxSharedBytes) {
+      const int64_t plane_groups = (plane_count + planes - 1) / planes;
+      if (plane_groups > std::numeric_limits<int32_t>::max() || shape.tiles_h > 65535 || shape.tiles_w > 65535) {
+        return std::nullopt;
+      }
+      return RegisterTiledLaunch{dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(shape.tiles_h),
+                                      static_cast<unsigned>(shape.tiles_w)),
+                                 block,
+                                 RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h,
+                                              register_tile_in_w(g, shape.bx), false},
+                                 bytes};
+    }
+    if (planes > 1) {
+      planes /= 2;
+    } else if (shape.by > 1) {
+      split_tile_rows(shape);
+    } else {
+      return std::nullopt;
+    }
   }
-  return std::nullopt;
 }
 
 // How many planes of plane_threads threads a block holds (at most max_planes, as many as fit 256
@@ -2169,7 +2221,7 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   const int window_units = large_filter_window_vectors<acc_t>(g.kernel_w);
   auto layout_of = [&](int planes, int by) {
     return register_tile_layout<acc_t>(dim3(planes, bx, by), window_units, input_extent(by * kBlockRows, 1, g.kernel_h, 1),
-                                       weight_units);
+                                       weight_units, 1);
   };
   auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };
 
@@ -2227,7 +2279,7 @@ std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const P
   const int window_units = large_filter_window_vectors<acc_t>(dst_w);
   auto layout_of = [&](int planes, int band_rows) {
     return register_tile_layout<acc_t>(dim3(planes, bx, by), window_units,
-                                       input_extent(band_rows, 1, by * kBlockRows, 1), band_rows * go_units);
+                                       input_extent(band_rows, 1, by * kBlockRows, 1), band_rows * go_units, 1);
   };
   auto fits = [&](int planes, int band_rows) {
     return layout_of(planes, band_rows).bytes(planes, kUnit) <= kMaxSharedBytes;
@@ -2408,11 +2460,18 @@ using RegisterGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::
                                           PassGeometry, RegisterTile, RegisterGradWeightWork);
 
 template <typename scalar_t, typename index_t>
-RegisterGradWeightKernel<scalar_t, index_t> grad_weight_register_tiled_kernel_for(int kernel) {
+RegisterGradWeightKernel<scalar_t, index_t> grad_weight_register_tiled_kernel_for(int kernel, int stride) {
+  if (stride == 2) {
+    switch (kernel) {
+      case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3, 2>;
+      case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5, 2>;
+      default: return nullptr;
+    }
+  }
   switch (kernel) {
-    case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3>;
-    case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5>;
-    case 7: return grad_weight_register_tiled_kernel<scalar_t, index_t, 7>;
+    case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3, 1>;
+    case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5, 1>;
+    case 7: return grad_weight_register_tiled_kernel<scalar_t, index_t, 7, 1>;
     default: return nullptr;
   }
 }
@@ -2427,42 +2486,51 @@ struct RegisterGradWeightLaunch {
 // A register-tiled weight-gradient launch (g the forward geometry), or nothing where the
 // filter is not a register-tiled one or no tile fits. Tiles are the forward kernel's; a
 // block holds as many batch entries of its channel as fill 256 threads (no more than the
-// batch has), and each channel's items are cut into enough slices for about eight blocks
-// per SM. Shared memory holds the tiles, then as many taps of the block's sums as fit.
+// batch has), fewer, then fewer rows of threads, while the tiles do not fit in shared memory;
+// and each channel's items are cut into enough slices for about eight blocks per SM. Shared
+// memory holds the tiles, then as many taps of the block's sums as fit.
 // The caller sets tile.row_access (register_tile_row_access of grad_output).
 template <typename acc_t>
 std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, int sm_count) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g) || g.batch < 1) return std::nullopt;
+  if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
   const int kernel = g.kernel_h;
   const int taps = kernel * kernel;
-  const RegisterTileShape shape = register_tile_shape(g);
-  const int tile_in_h = input_extent(shape.by * kBlockRows, 1, kernel, 1);
-  const int tile_in_w = input_extent(shape.bx * kBlockCols, 1, kernel, 1);
+  const int window_units = register_tile_window_vectors<acc_t>(kernel, g.stride_w);
+  RegisterTileShape shape = register_tile_shape(g);
   int planes = 1;
   while (2 * planes * shape.bx * shape.by <= kThreads && planes < g.batch) planes *= 2;
-  for (; planes >= 1; planes /= 2) {
+  while (true) {
     const dim3 block(planes, shape.bx, shape.by);
-    const auto layout = register_tile_layout<acc_t>(block, register_tile_window_vectors<acc_t>(kernel), tile_in_h, 0);
+    const int tile_in_h = register_tile_in_h(g, shape.by);
+    const auto layout = register_tile_layout<acc_t>(block, window_units, tile_in_h, 0, g.stride_w);
     const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
-    if (tile_bytes > kMaxSharedBytes) continue;
-    const int threads = planes * shape.bx * shape.by;
-    const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
-    const size_t bytes = std::max(tile_bytes, size_t(reduce_taps) * threads * sizeof(acc_t));
-    const int64_t items = (g.batch + planes - 1) / planes * shape.tiles_h * shape.tiles_w;
-    const int64_t wanted = (8 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
-    const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
-    const int64_t items_per_slice = (items + most_slices - 1) / most_slices;
-    const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
-    if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
-    return RegisterGradWeightLaunch{
-        dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), block,
-        RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false},
-        RegisterGradWeightWork{static_cast<int>(shape.tiles_h), static_cast<int>(shape.tiles_w), items,
-                               items_per_slice, reduce_taps},
-        bytes};
+    if (tile_bytes <= kMaxSharedBytes) {
+      const int threads = planes * shape.bx * shape.by;
+      const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
+      const size_t bytes = std::max(tile_bytes, size_t(reduce_taps) * threads * sizeof(acc_t));
+      const int64_t items = (g.batch + planes - 1) / planes * shape.tiles_h * shape.tiles_w;
+      const int64_t wanted = (8 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+      const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
+      const int64_t items_per_slice = (items + most_slices - 1) / most_slices;
+      const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+      return RegisterGradWeightLaunch{
+          dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), block,
+          RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, register_tile_in_w(g, shape.bx),
+                       false},
+          RegisterGradWeightWork{static_cast<int>(shape.tiles_h), static_cast<int>(shape.tiles_w), items,
+                                 items_per_slice, reduce_taps},
+          bytes};
+    }
+    if (planes > 1) {
+      planes /= 2;
+    } else if (shape.by > 1) {
+      split_tile_rows(shape);
+    } else {
+      return std::nullopt;
+    }
   }
-  return std::nullopt;
 }
 
 // The channels_last register-blocked weight-gradient kernel for a filter size and stride, or null.
