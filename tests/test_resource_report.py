@@ -94,8 +94,9 @@ def test_missing_report_says_how_to_make_it(tmp_path):
 def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     """`make resource-report` as a user runs it; the channels_last tiled kernel must move every
     channel vector as one 16-byte access (nvcc 13 once split its 64-bit-index stores in four),
-    the register-tiled kernels (forward and backward-input, weight gradient) must read each input
-    row of a thread's window with 16-byte shared loads, the large-filter kernels their window steps
+    the register-tiled kernels (forward and backward-input, weight gradient) must stage their tiles
+    from 16-byte global loads and read each input row of a thread's window with 16-byte shared
+    loads, the large-filter kernels their window steps
     and weights, and no 32-bit-index kernel may spill."""
     proc = subprocess.run([sys.executable, "-m", "build_scripts", "resource-report"], cwd=REPO_ROOT,
                           capture_output=True, text=True)
@@ -129,6 +130,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-2:])
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads >= 3 * stride + kernel_size, row  # at least one per input row of a thread's window
+        global_loads, _ = map(int, row["wide_global"].split("/"))
+        assert global_loads >= 1, row  # the tile staged from 16-byte vectors (the forward kernels load nothing else so)
     # conv1d's row (NCHW) and column (channels_last) kernels move every global value as a 16-byte
     # vector but at a row's ends.
     conv1d_kernels, conv1d_grad_weight_kernels = [], []

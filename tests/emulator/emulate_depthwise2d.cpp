@@ -212,7 +212,14 @@ std::string stride_tag(const PassGeometry& g) {
 
 std::string register_tag(const RegisterTiledLaunch& plan) {
   return " planes=" + std::to_string(plan.block.x) + " bx=" + std::to_string(plan.block.y) +
-         " by=" + std::to_string(plan.block.z) + " pitch=" + std::to_string(plan.tile.pitch);
+         " by=" + std::to_string(plan.block.z) + " pitch=" + std::to_string(plan.tile.pitch) +
+         (plan.tile.vector_loads ? " vector loads" : "");
+}
+
+// How the register tiles get staged: a value at a time, and from 16-byte vectors where src allows.
+std::vector<bool> staging_modes(const PassGeometry& g, const void* src, size_t element_size) {
+  if (register_tile_vector_loads(g, src, element_size)) return {false, true};
+  return {false};
 }
 
 // The register-tiled kernel, where the pass has one (32-bit indexing only, as on the GPU).
@@ -223,10 +230,13 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     for (const int64_t min_blocks : kMinBlocks) {
-      if (auto plan = plan_register_tiled<acc_t>(g, min_blocks)) {
-        const auto weight = p.weight.store<T>(false);
+      auto plan = plan_register_tiled<acc_t>(g, min_blocks);
+      if (!plan) continue;
+      const auto weight = p.weight.store<T>(false);
+      for (const bool vector_loads : staging_modes(g, src.data(), sizeof(T))) {
         auto out = poisoned<T>(ref.v.size());
         plan->tile.row_access = register_tile_row_access(g, out.data(), sizeof(T));
+        plan->tile.vector_loads = vector_loads;
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
                            register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h, g.stride_h), src.data(), weight.data(),
                            bias, out.data(), g, plan->tile);
@@ -454,16 +464,21 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
       if (!plan) continue;
       const auto go = p.grad_output.store<T>(false);
       const auto in = p.input.store<T>(false);
-      plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
-      auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
-      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(), in.data(),
-                         partial.data(), g, plan->tile, plan->work);
-      const std::string kernel =
-          "grad-weight register-tiled NCHW" + stride_tag(g) + (plan->tile.row_access ? " row loads" : "");
-      check_finished_grad_weight<T>(kernel, tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
-                                                " items/slice=" + std::to_string(plan->work.items_per_slice),
-                                    p, partial, plan->grid.y);
+      for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
+        plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
+        plan->tile.vector_loads = vector_loads;
+        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                           grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
+                           in.data(), partial.data(), g, plan->tile, plan->work);
+        const std::string kernel =
+            "grad-weight register-tiled NCHW" + stride_tag(g) + (plan->tile.row_access ? " row loads" : "");
+        check_finished_grad_weight<T>(
+            kernel,
+            tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
+                " items/slice=" + std::to_string(plan->work.items_per_slice),
+            p, partial, plan->grid.y);
+      }
     }
   }
 }

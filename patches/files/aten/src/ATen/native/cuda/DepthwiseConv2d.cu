@@ -22,7 +22,8 @@
 //   stride 1 (3x3 and 5x5 forward at stride 2 too) and dilation 1, with the kernel size and
 //   stride template arguments: each thread computes a 4x4 block of outputs from 16-byte
 //   shared loads of its input rows, weights in registers; blocks on small planes hold
-//   several planes.
+//   several planes. Tiles are staged from 16-byte global loads where src rows are whole
+//   vectors.
 // - large_filter_kernel: the same register tile for other filters of 16 taps or more at
 //   stride 1 and dilation 1 (13x13 to 31x31), NCHW or channels_last: weights in shared
 //   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory.
@@ -228,6 +229,7 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
       }
       if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
         plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
+        plan->tile.vector_loads = register_tile_vector_loads(*tiled_geometry, src.const_data_ptr(), sizeof(scalar_t));
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h,
                                                                                   tiled_geometry->stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -360,6 +362,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     if (both_nchw_contiguous && !index64) {
       if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
         plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
+        plan->tile.vector_loads = register_tile_vector_loads(g, in, sizeof(scalar_t));
         auto partial = new_partial(plan->grid.y);
         const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(

@@ -252,6 +252,7 @@ struct RegisterTile {
   int plane_stride;  // acc_t values between the planes of a block
   int tile_in_h, tile_in_w;
   bool row_access;   // a thread moves its kBlockCols values of a dst row as one access
+  bool vector_loads;  // the tile is staged from 16-byte vectors of src (register_tile_vector_loads)
 };
 
 // A thread's kBlockCols values of one dst row, moved as one access (16 bytes for float).
@@ -266,14 +267,42 @@ inline bool register_tile_row_access(const PassGeometry& g, const void* dst, siz
   return g.dst_w % kBlockCols == 0 && reinterpret_cast<uintptr_t>(dst) % (kBlockCols * element_size) == 0;
 }
 
+// Vector loads need every src row to start on a 16-byte boundary: rows a whole number of
+// vectors and `src` (the tensor the tile is staged from) aligned.
+inline bool register_tile_vector_loads(const PassGeometry& g, const void* src, size_t element_size) {
+  return g.src_w % (16 / static_cast<int64_t>(element_size)) == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+}
+
 // A plane's input tile in shared memory (rows of t.pitch acc_t values), zero outside the
-// plane, loaded by the plane's threads together.
+// plane, loaded by the plane's threads together: with t.vector_loads, as the 16-byte vectors of
+// src that hold its rows (a vector lies wholly inside the plane or wholly outside, and only its
+// values inside the tile are stored), else a value at a time.
 template <typename scalar_t, typename index_t>
 __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>* tile, const scalar_t* src_plane,
                                                     const PassGeometry& g, const RegisterTile& t, int src_y0,
                                                     int src_x0, int plane_tid, int plane_threads) {
   using acc_t = at::acc_type<scalar_t, true>;
   const index_t src_h = g.src_h, src_w = g.src_w;  // index_t math: PassGeometry's are 64-bit
+  if (t.vector_loads) {
+    constexpr int V = kVector16<scalar_t>;
+    const int lead = ((src_x0 % V) + V) % V;  // the first vector's values before the tile
+    const int row_vectors = (lead + t.tile_in_w + V - 1) / V;
+    GridWalk<int, 2> at(plane_tid, plane_threads, {0, row_vectors});  // (row, vector)
+    for (int i = plane_tid; i < t.tile_in_h * row_vectors; i += plane_threads, at.advance()) {
+      const int row = at.at[0];
+      const int first_col = at.at[1] * V - lead;
+      const index_t sy = src_y0 + row;
+      const index_t sx = src_x0 + first_col;
+      const Vector16<scalar_t> v =
+          load_vector_or_zero(sy >= 0 && sy < src_h && sx >= 0 && sx < src_w, src_plane + sy * src_w + sx);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int col = first_col + k;
+        if (col >= 0 && col < t.tile_in_w) tile[row * t.pitch + col] = static_cast<acc_t>(v.v[k]);
+      }
+    }
+    return;
+  }
   GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});  // (row, col), stepped with carries
   for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads, at.advance()) {
     const int row = at.at[0];
