@@ -2111,6 +2111,19 @@ inline void split_tile_rows(RegisterTileShape& s) {
   s.tiles_h = (s.block_rows + s.by - 1) / s.by;
 }
 
+// A smaller register-tile block, for a tile that does not fit: half the planes, else fewer rows
+// of threads; false where it is one plane of one row already.
+inline bool shrink_register_block(int& planes, RegisterTileShape& shape) {
+  if (planes > 1) {
+    planes /= 2;
+  } else if (shape.by > 1) {
+    split_tile_rows(shape);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // A register tile's input rows and columns: those of by x bx thread blocks at the pass's stride.
 inline int register_tile_in_h(const PassGeometry& g, int by) {
   return input_extent(by * kBlockRows, g.stride_h, g.kernel_h, 1);
@@ -2195,13 +2208,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
                                               register_tile_in_w(g, shape.bx), false},
                                  bytes};
     }
-    if (planes > 1) {
-      planes /= 2;
-    } else if (shape.by > 1) {
-      split_tile_rows(shape);
-    } else {
-      return std::nullopt;
-    }
+    if (!shrink_register_block(planes, shape)) return std::nullopt;
   }
 }
 
@@ -2552,13 +2559,7 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
                                  items_per_slice, reduce_taps},
           bytes};
     }
-    if (planes > 1) {
-      planes /= 2;
-    } else if (shape.by > 1) {
-      split_tile_rows(shape);
-    } else {
-      return std::nullopt;
-    }
+    if (!shrink_register_block(planes, shape)) return std::nullopt;
   }
 }
 
