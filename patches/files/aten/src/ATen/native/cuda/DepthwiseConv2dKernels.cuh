@@ -154,7 +154,8 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
   const int x0 = blockIdx.z * bx * cols_per_thread;
   const int src_y0 = y0 * g.stride_h - g.pad_h;
   const int src_x0 = x0 * g.stride_w - g.pad_w;
-  const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
+  const index_t src_h = g.src_h, src_w = g.src_w;  // index_t math: PassGeometry's are 64-bit
+  const index_t src_plane_size = src_h * src_w;
 
   acc_t acc[kMaxColsPerThread];
   const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
@@ -171,10 +172,10 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
 
     __syncthreads();  // the previous member's tile is no longer read
     for (int i = tid; i < tile_in_h * tile_in_w; i += kThreads) {
-      const int sy = src_y0 + i / tile_in_w;
-      const int sx = src_x0 + i % tile_in_w;
-      const bool inside = sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w;
-      tile[i] = inside ? static_cast<acc_t>(src_plane[static_cast<index_t>(sy) * g.src_w + sx]) : acc_t(0);
+      const index_t sy = src_y0 + i / tile_in_w;
+      const index_t sx = src_x0 + i % tile_in_w;
+      const bool inside = sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
+      tile[i] = inside ? static_cast<acc_t>(src_plane[sy * src_w + sx]) : acc_t(0);
     }
     for (int i = tid; i < taps_count; i += kThreads) {
       // Backward-input correlates with the kernel flipped in both directions.
@@ -844,7 +845,7 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
     const int vec = at.at[2];
     const int sy = src_y0 + at.at[0];
     const int sx = src_x0 + at.at[1];
-    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < g.src_h && sx >= 0 && sx < g.src_w,
+    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
                                   src_image + (sy * src_w + sx) * channels + vec * V);
   }
   // Backward-input correlates with the kernel flipped in both directions.
