@@ -7,6 +7,8 @@ overlay ships. The flags follow the pinned release's own build:
   - torch/utils/cpp_extension.py COMMON_NVCC_FLAGS: the __CUDA_NO_HALF*__ and
     __CUDA_NO_BFLOAT16_CONVERSIONS__ defines ATen's half types rely on;
   - Release builds: -O3 -DNDEBUG; the new C++11 ABI; -Xfatbin -compress-all;
+  - --threads=0: each arch's device compile in parallel, one thread a CPU (nvcc
+    prints each arch's ptxas report whole, in order, as without it);
   - HAVE_AVX512/AVX2_CPU_DEFINITION: libtorch_cpu is built with them, and
     DispatchStub's layout depends on them, so code that registers a stub
     from outside libtorch must agree (UPSTREAM.md).
@@ -40,6 +42,7 @@ NVCC_FLAGS = [
     "--expt-relaxed-constexpr",
     "--expt-extended-lambda",
     "-Xfatbin", "-compress-all",
+    "--threads=0",
     "-DCUDA_HAS_FP16=1",
     "-D__CUDA_NO_HALF_OPERATORS__",
     "-D__CUDA_NO_HALF_CONVERSIONS__",
