@@ -2112,8 +2112,8 @@ inline void split_tile_rows(RegisterTileShape& s) {
   s.tiles_h = (s.block_rows + s.by - 1) / s.by;
 }
 
-// A smaller register-tile block, for a tile that does not fit: half the planes, else fewer rows
-// of threads; false where it is one plane of one row already.
+// A smaller register-tile block (for more blocks, or a tile that fits): half the planes, else
+// fewer rows of threads; false, changing nothing, where it is one plane of one row already.
 inline bool shrink_register_block(int& planes, RegisterTileShape& shape) {
   if (planes > 1) {
     planes /= 2;
@@ -2182,12 +2182,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
   int planes = 1;
   while (2 * planes * shape.bx * shape.by <= kThreads) planes *= 2;
   while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < min_blocks &&
-         (planes > 1 || shape.by > 1)) {
-    if (planes > 1) {
-      planes /= 2;
-    } else {
-      split_tile_rows(shape);
-    }
+         shrink_register_block(planes, shape)) {
   }
 
   const int weight_units = register_tile_weight_slots<acc_t>(kernel) / V;
