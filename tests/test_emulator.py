@@ -54,6 +54,14 @@ KERNELS_CHECKED = [
       "grad-weight strided NHWC"]
 
 
+def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
+    binary = tmp_path / "emulation_selftest"
+    subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
+                    str(binary)], check=True, capture_output=True, text=True)
+    proc, passed, failed = run(binary)
+    assert failed == 0 and passed == 17 and proc.returncode == 0, proc.stdout
+
+
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     proc, passed, failed = run(build(tmp_path, [OURS]))
     assert failed == 0 and proc.returncode == 0, proc.stdout

@@ -1,21 +1,26 @@
 #pragma once
 // Just enough of CUDA's execution model to run the project's kernels on a CPU,
 // so that their index math is tested where there is no GPU:
-// - a block's threads are std::threads (made once per launch), blocks run one after another;
-// - __syncthreads() is a std::barrier over the block's threads;
+// - a block's threads are fibers (ucontext) on the launching thread, blocks run one after
+//   another: a thread runs until it reaches __syncthreads() or its end, then the next one runs;
+// - __syncthreads() waits for every thread of the block. Between two barriers a block's threads
+//   run in order 0..N-1 or N-1..0, the order alternating from block to block and from launch to
+//   launch, so a barrier missing between a write and a read shows whichever thread reads first.
+//   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang);
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block;
-// - threadIdx and blockIdx are thread_local, blockDim and gridDim per launch;
+// - threadIdx and blockIdx are those of the running fiber, blockDim and gridDim per launch;
 // - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch.
 // Include it after every other header and before the kernels.
 
-#include <atomic>
-#include <barrier>
+#include <sys/mman.h>
+#include <ucontext.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
-#include <thread>
 #include <vector>
 
 struct dim3 {
@@ -24,17 +29,89 @@ struct dim3 {
 };
 
 namespace dwconv_emu {
-inline thread_local dim3 thread_index;
-inline thread_local dim3 block_index;
+inline dim3 thread_index;
+inline dim3 block_index;
 inline dim3 block_dim;
 inline dim3 grid_dim;
-inline std::barrier<>* block_barrier = nullptr;
 constexpr std::size_t kSharedBytes = 1 << 20;
 alignas(64) inline unsigned char shared_memory[kSharedBytes];
-inline std::atomic<long> misaligned_vector_accesses{0};
+inline long misaligned_vector_accesses = 0;
 
-// Runs kernel(args...) over the grid. The block's threads are created once per launch and
-// driven through the blocks in turn by a gate (a barrier with the launching thread).
+// One emulated GPU thread: a stack (below it a page that faults, so an overflow crashes
+// instead of writing over its neighbour) and where it stopped.
+struct Fiber {
+  enum class State { kRunnable, kAtBarrier, kFinished };
+  static constexpr std::size_t kGuardBytes = 4096;
+  static constexpr std::size_t kStackBytes = 256 * 1024;
+
+  ucontext_t context{};
+  State state = State::kFinished;
+  void* memory;
+
+  explicit Fiber(void (*entry)()) {
+    memory = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED || mprotect(memory, kGuardBytes, PROT_NONE) != 0) {
+      throw std::runtime_error("emulator: cannot map a fiber's stack");
+    }
+    getcontext(&context);
+    context.uc_stack.ss_sp = static_cast<unsigned char*>(memory) + kGuardBytes;
+    context.uc_stack.ss_size = kStackBytes;
+    context.uc_link = nullptr;
+    makecontext(&context, entry, 0);
+  }
+  ~Fiber() { munmap(memory, kGuardBytes + kStackBytes); }
+  Fiber(const Fiber&) = delete;
+  Fiber& operator=(const Fiber&) = delete;
+};
+
+inline ucontext_t scheduler;
+inline Fiber* running = nullptr;
+// The block's work, which every fiber runs: kernel(args...) of the current launch.
+inline void (*block_body)(const void*) = nullptr;
+inline const void* block_body_args = nullptr;
+// Fibers outlive launches: made on first need, reused by every later block.
+inline std::vector<std::unique_ptr<Fiber>> fibers;
+
+inline void fiber_main() {
+  for (;;) {  // one pass a block; resumed by the scheduler for the next
+    block_body(block_body_args);
+    running->state = Fiber::State::kFinished;
+    swapcontext(&running->context, &scheduler);
+  }
+}
+
+inline void sync_threads() {
+  Fiber* self = running;
+  self->state = Fiber::State::kAtBarrier;
+  swapcontext(&self->context, &scheduler);
+}
+
+inline void run_block(unsigned threads, bool ascending) {
+  while (fibers.size() < threads) fibers.push_back(std::make_unique<Fiber>(fiber_main));
+  for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
+  for (;;) {
+    for (unsigned i = 0; i < threads; ++i) {
+      const unsigned t = ascending ? i : threads - 1 - i;
+      thread_index = dim3(t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y));
+      running = fibers[t].get();
+      swapcontext(&scheduler, &running->context);
+    }
+    unsigned waiting = 0;
+    for (unsigned t = 0; t < threads; ++t) waiting += fibers[t]->state == Fiber::State::kAtBarrier;
+    if (waiting == 0) return;
+    if (waiting < threads) {
+      for (unsigned t = 0; t < threads; ++t) {  // stopped mid-kernel: never resumed, made anew
+        if (fibers[t]->state == Fiber::State::kAtBarrier) fibers[t] = std::make_unique<Fiber>(fiber_main);
+      }
+      throw std::runtime_error("emulated launch: __syncthreads() reached by some of a block's threads, "
+                               "not all (a GPU would hang)");
+    }
+    for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
+  }
+}
+
+// Runs kernel(args...) over the grid, one block after another.
 template <typename Kernel, typename... Args>
 void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args... args) {
   if (shared_bytes > kSharedBytes) {
@@ -51,42 +128,22 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   }
   grid_dim = grid;
   block_dim = block;
-  const unsigned threads_per_block = block.x * block.y * block.z;
-  std::barrier<> barrier(threads_per_block);
-  block_barrier = &barrier;
-  std::barrier<> gate(threads_per_block + 1);
-  dim3 current;
-  bool finished = false;
-  std::vector<std::thread> threads;
-  threads.reserve(threads_per_block);
-  for (unsigned t = 0; t < threads_per_block; ++t) {
-    threads.emplace_back([&, t] {
-      thread_index = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-      for (;;) {
-        gate.arrive_and_wait();  // a block is ready, or the launch is over
-        if (finished) return;
-        block_index = current;
-        kernel(args...);
-        gate.arrive_and_wait();  // the block is done
-      }
-    });
-  }
+  const auto body = [&] { kernel(args...); };
+  block_body = [](const void* b) { (*static_cast<decltype(body)*>(b))(); };
+  block_body_args = &body;
+  misaligned_vector_accesses = 0;
+  static unsigned launches = 0;
+  ++launches;
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         std::memset(shared_memory, 0xff, shared_bytes);  // NaN for floats: unwritten reads show
-        current = dim3(bx, by, bz);
-        gate.arrive_and_wait();
-        gate.arrive_and_wait();
+        block_index = dim3(bx, by, bz);
+        run_block(block.x * block.y * block.z, (bx + by + bz + launches) % 2 == 0);
       }
     }
   }
-  finished = true;
-  gate.arrive_and_wait();
-  for (auto& thread : threads) {
-    thread.join();
-  }
-  if (misaligned_vector_accesses.exchange(0) != 0) {
+  if (misaligned_vector_accesses != 0) {
     throw std::runtime_error("emulated launch made 16-byte accesses off a 16-byte boundary");
   }
 }
@@ -96,7 +153,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define blockIdx dwconv_emu::block_index
 #define blockDim dwconv_emu::block_dim
 #define gridDim dwconv_emu::grid_dim
-#define __syncthreads() dwconv_emu::block_barrier->arrive_and_wait()
+#define __syncthreads() dwconv_emu::sync_threads()
 #define __global__
 #define __device__
 #define __host__

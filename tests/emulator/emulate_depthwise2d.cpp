@@ -730,7 +730,6 @@ void check_stride2_layers_planned(const char* dtype) {
 
 // Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all)
 int main(int argc, char** argv) {
-  std::mt19937 rng(7);
   const auto cases = sweep();
   size_t begin = 0, end = cases.size();
   if (argc > 1) {
@@ -741,9 +740,9 @@ int main(int argc, char** argv) {
   }
   check_stride2_layers_planned<float>("float");  // float and bf16/half accumulate in float
   check_stride2_layers_planned<double>("double");
-  for (size_t i = 0; i < end; ++i) {
-    const Problem p(cases[i], rng);  // made for every case, so a case's data does not depend on the range
-    if (i < begin) continue;
+  for (size_t i = begin; i < end; ++i) {
+    std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
+    const Problem p(cases[i], rng);
     try {
       check_all<float, int32_t>(p, "float");
       check_all<double, int32_t>(p, "double");

@@ -1,0 +1,160 @@
+// Checks cuda_emulation.h itself: block and thread indices, barriers, a barrier missing or
+// reached by only some threads, shared memory poisoned per block, and the launches a GPU refuses.
+// Ends with "N passed, M failed", as the kernels' emulator does.
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda_emulation.h"
+
+namespace {
+
+int passed = 0, failed = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++(ok ? passed : failed);
+  std::printf("%s %s\n", ok ? "ok" : "FAIL", what.c_str());
+}
+
+// The launch's error message, or "" when it ran.
+template <typename Kernel, typename... Args>
+std::string launch_error(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args... args) {
+  try {
+    dwconv_emu::launch(grid, block, shared_bytes, kernel, args...);
+  } catch (const std::runtime_error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+unsigned linear_thread() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+unsigned linear_block() { return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z); }
+
+__global__ void record_indices(unsigned* out) {
+  const unsigned threads = blockDim.x * blockDim.y * blockDim.z;
+  out[linear_block() * threads + linear_thread()] = (((blockIdx.z * 8 + blockIdx.y) * 8 + blockIdx.x) * 8 +
+                                                     threadIdx.z) * 8 * 8 * 8 + threadIdx.y * 8 + threadIdx.x;
+}
+
+// Each thread publishes its index in shared memory and reads the one `offset` threads away (its
+// own where that is outside the block).
+__global__ void exchange(int* out, int offset, bool barrier) {
+  DWCONV_SHARED_BYTES(raw);
+  int* published = reinterpret_cast<int*>(raw);
+  const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  published[t] = t;
+  if (barrier) __syncthreads();
+  const int from = t + offset;
+  out[linear_block() * threads + t] = published[from >= 0 && from < threads ? from : t];
+}
+
+// Rounds of publishing and reading, each read followed by a barrier before the next write.
+__global__ void rounds(int* out, int count) {
+  DWCONV_SHARED_BYTES(raw);
+  int* published = reinterpret_cast<int*>(raw);
+  const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  int sum = 0;
+  for (int round = 0; round < count; ++round) {
+    published[t] = round * threads + t;
+    __syncthreads();
+    sum += published[(t + 1) % threads];
+    __syncthreads();
+  }
+  out[t] = sum;
+}
+
+__global__ void barrier_in_odd_threads() {
+  if (threadIdx.x % 2 == 0) return;
+  __syncthreads();
+}
+
+__global__ void first_byte_then_overwrite(unsigned char* seen) {
+  DWCONV_SHARED_BYTES(raw);
+  if (threadIdx.x == 0) {
+    seen[blockIdx.x] = raw[5];
+    raw[5] = 0;
+  }
+}
+
+__global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
+
+bool all_equal_their_index(const std::vector<int>& values, int threads, int offset) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int t = static_cast<int>(i) % threads, from = t + offset;
+    if (values[i] != (from >= 0 && from < threads ? from : t)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  {
+    const dim3 grid(3, 2, 2), block(4, 3, 2);
+    std::vector<unsigned> out(12 * 24, ~0u);
+    expect(launch_error(grid, block, 0, record_indices, out.data()).empty(), "a 3D grid of 3D blocks launches");
+    bool every_index = true;
+    for (unsigned bz = 0; bz < 2; ++bz)
+      for (unsigned by = 0; by < 2; ++by)
+        for (unsigned bx = 0; bx < 3; ++bx)
+          for (unsigned tz = 0; tz < 2; ++tz)
+            for (unsigned ty = 0; ty < 3; ++ty)
+              for (unsigned tx = 0; tx < 4; ++tx) {
+                const unsigned at = ((bz * 2 + by) * 3 + bx) * 24 + (tz * 3 + ty) * 4 + tx;
+                every_index &= out[at] == ((((bz * 8 + by) * 8 + bx) * 8 + tz) * 8 * 8 * 8 + ty * 8 + tx);
+              }
+    expect(every_index, "every thread of every block runs once, with its own threadIdx and blockIdx");
+  }
+  for (const int offset : {1, -1}) {
+    const std::string reading = offset > 0 ? "the next thread's" : "the previous thread's";
+    std::vector<int> out(2 * 64);
+    launch_error(dim3(2), dim3(64), 64 * sizeof(int), exchange, out.data(), offset, true);
+    expect(all_equal_their_index(out, 64, offset), "with a barrier, each thread reads " + reading + " value");
+    launch_error(dim3(2), dim3(64), 64 * sizeof(int), exchange, out.data(), offset, false);
+    expect(!all_equal_their_index(out, 64, offset), "without it, reading " + reading + " value fails");
+    bool one_failed = false;
+    for (int launch = 0; launch < 2; ++launch) {  // one block: the order turns from launch to launch
+      std::vector<int> one_block(64);
+      launch_error(dim3(1), dim3(64), 64 * sizeof(int), exchange, one_block.data(), offset, false);
+      one_failed |= !all_equal_their_index(one_block, 64, offset);
+    }
+    expect(one_failed, "without it, one of two one-block launches reading " + reading + " value fails");
+  }
+  {
+    std::vector<int> out(32);
+    launch_error(dim3(1), dim3(32), 32 * sizeof(int), rounds, out.data(), 5);
+    bool sums = true;
+    for (int t = 0; t < 32; ++t) sums &= out[t] == (0 + 1 + 2 + 3 + 4) * 32 + 5 * ((t + 1) % 32);
+    expect(sums, "five rounds between barriers each read the round's values");
+  }
+  {
+    const std::string error = launch_error(dim3(2), dim3(8), 0, barrier_in_odd_threads);
+    expect(error.find("__syncthreads() reached by some of a block's threads") != std::string::npos,
+           "a barrier half the block reaches fails the launch: " + error);
+    std::vector<int> out(2 * 64);
+    launch_error(dim3(2), dim3(64), 64 * sizeof(int), exchange, out.data(), 1, true);
+    expect(all_equal_their_index(out, 64, 1), "and the next launch runs as usual");
+  }
+  {
+    std::vector<unsigned char> seen(4, 0);
+    launch_error(dim3(4), dim3(32), 64, first_byte_then_overwrite, seen.data());
+    bool poisoned = true;
+    for (const unsigned char byte : seen) poisoned &= byte == 0xff;
+    expect(poisoned, "dynamic shared memory is poisoned before every block");
+  }
+  {
+    alignas(16) float data[8] = {};
+    expect(launch_error(dim3(1), dim3(1), 0, vector_access, data + 4).empty(), "a 16-byte access on a boundary runs");
+    expect(launch_error(dim3(1), dim3(1), 0, vector_access, data + 1).find("off a 16-byte boundary") != std::string::npos,
+           "one off a boundary fails the launch");
+  }
+  expect(launch_error(dim3(1), dim3(2048), 0, vector_access, nullptr).find("no GPU accepts") != std::string::npos,
+         "a block of 2048 threads is refused");
+  expect(launch_error(dim3(1, 70000), dim3(32), 0, vector_access, nullptr).find("no GPU accepts") != std::string::npos,
+         "a grid 70000 blocks high is refused");
+  expect(launch_error(dim3(1), dim3(32), 48 * 1024 + 16, vector_access, nullptr).find("48 KB") != std::string::npos,
+         "more than 48 KB of dynamic shared memory is refused");
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
