@@ -90,8 +90,8 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
-export SETS REPEATS RESULTS BENCH
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b REPEATS=n RESULTS=dir)
+export SETS REPEATS RESULTS BENCH VARIANTS
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b REPEATS=n RESULTS=dir)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 

@@ -160,11 +160,12 @@ def cmd_bench(args) -> None:
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = [s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None
-    name = "bench.json" if not sets else "bench-" + "-".join(device_slug(s) for s in sets) + ".json"
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    name = "-".join(["bench", *(device_slug(s) for s in sets or []), *(device_slug(v) for v in variants)]) + ".json"
     out = Path(args.results) / device_slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
-        report = run_bench(out, sets, repeats=args.repeats, command=command)
+        report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command)
     except ValueError as err:
         raise HarnessError(f"bench: {err}") from None
     print(f"wrote {out}")
@@ -240,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
             verb.add_argument("reports", nargs="*", help="report: the bench JSON file(s) of one run")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="run: comma-separated layer sets (default: all)")
+            verb.add_argument("--variants", default=os.environ.get("VARIANTS", ""),
+                              help="run: comma-separated variants (default: stock, cudnn, native, ours, routed), "
+                                   "ours-without-<kernel path> among them")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")

@@ -11,8 +11,8 @@ import pytest
 
 from build_scripts.bench.floor import buffer_sets_needed, pass_bytes
 from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
-from build_scripts.bench.report import load, markdown, targets, write_report
-from build_scripts.bench.schema import SCHEMA, problem_row
+from build_scripts.bench.report import load, look_back, markdown, targets, write_report
+from build_scripts.bench.schema import SCHEMA, VARIANTS, parse_variants, problem_row
 from build_scripts.routing_table import points_of, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
@@ -169,3 +169,37 @@ def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01" in text
     assert math.isclose(points[0].ours_ms * 2.5, points[0].stock_ms)
     assert points_of(report, "r", "2.11.0+cu130")[0].ours_faster
+
+
+def test_variants_are_the_five_or_ours_without_a_kernel_path():
+    paths = ["register_tiled", "row"]
+    assert parse_variants("", paths) == VARIANTS
+    assert parse_variants(" ours, ours-without-row,ours ,", paths) == ("ours", "ours-without-row")
+    with pytest.raises(ValueError, match=r"unknown variant 'ours-without-column'; the variants are stock, cudnn, "
+                                         r"native, ours, routed, and ours-without-<path> for a path of register_tiled, row"):
+        parse_variants("ours,ours-without-column", paths)
+    with pytest.raises(ValueError, match="unknown variant 'fastest'"):
+        parse_variants("fastest", paths)
+
+
+def test_the_look_back_says_what_each_kernel_path_brings():
+    report = synthetic_report()
+    register_tiled_rows = row_rows = 0
+    for row in report["rows"]:
+        ours = row["ms"]["ours"]
+        takes_it = row["layout"] == "contiguous" and row["kernel"] == [3, 3] and row["pass"] != "backward_weight"
+        register_tiled_rows += takes_it
+        row["ms"]["ours-without-register_tiled"] = ours * (1.5 if takes_it else 1.01)  # 1%: noise, not counted
+        row_forward = row["conv"] == "1d" and row["pass"] == "forward"
+        row_rows += row_forward
+        row["ms"]["ours-without-row"] = ours * (0.8 if row_forward else 1.0)
+    report["settings"]["variants"] += ["ours-without-register_tiled", "ours-without-row"]
+    paths = {path: rest for path, *rest in look_back(report["rows"], report["settings"]["variants"])}
+    assert paths["register_tiled"] == [register_tiled_rows, pytest.approx(1.5), pytest.approx(1.5), pytest.approx(1.5)]
+    assert register_tiled_rows > 0 and row_rows > 0
+    assert paths["row"] == [row_rows, pytest.approx(0.8), pytest.approx(0.8), pytest.approx(0.8)]  # slower with it: look there
+    text = markdown(report)
+    assert "## Look-back: what each kernel path brings" in text
+    assert f"| register_tiled | {register_tiled_rows} of {len(report['rows'])} | 1.50× | 1.50× | 1.50× |" in text
+    assert "| ours | routed | ours without register_tiled | ours without row | floor |" in text
+    assert "## Look-back" not in markdown(synthetic_report())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .floor import ELEMENT_BYTES
 from .layers import GEOMEAN_SETS
+from .schema import switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -21,6 +22,14 @@ CONFIG_TITLES = {("float32", "contiguous"): "fp32 NCHW", ("bfloat16", "channels_
                  ("float16", "channels_last"): "fp16 channels_last", ("bfloat16", "contiguous"): "bf16 contiguous"}
 VARIANT_TITLES = {"stock": "stock", "cudnn": "cuDNN", "native": "native", "ours": "ours", "routed": "routed"}
 LARGE_ACTIVATION_BYTES = 8 << 20
+# A kernel path "changes" a row when switching it off moves the time by this much either way;
+# less is within the run-to-run spread of a median of CUDA-graph replays.
+LOOK_BACK_THRESHOLD = 0.03
+
+
+def variant_title(variant: str) -> str:
+    path = switched_off_path(variant)
+    return f"ours without {path}" if path else VARIANT_TITLES[variant]
 
 
 def load(paths: list[Path]) -> dict:
@@ -101,6 +110,19 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
     return out
 
 
+def look_back(rows: list[dict], variants: list[str]) -> list[tuple[str, int, float | None, float | None, float | None]]:
+    """For each ours-without-<path> variant: (path, rows the path changes, geomean, best and worst of
+    time without it / time with it over those rows). Above 1: the path is faster."""
+    out = []
+    for variant in variants:
+        path = switched_off_path(variant)
+        if path is None:
+            continue
+        gains = [g for g in (speedup(r, "ours", variant) for r in rows) if g and abs(g - 1) >= LOOK_BACK_THRESHOLD]
+        out.append((path, len(gains), geomean(gains), max(gains, default=None), min(gains, default=None)))
+    return out
+
+
 def markdown(report: dict) -> str:
     rows = report["rows"]
     variants = report["settings"]["variants"]
@@ -118,7 +140,8 @@ def markdown(report: dict) -> str:
         f"- Checked first against float64 at batch {report['settings']['check_batch']} "
         f"(relative max error ≤ {report['settings']['tolerance']})",
         "- Variants: stock = torch's automatic choice; cuDNN = forced; native = upstream's depthwise kernel forced; "
-        "ours = the patch set's kernels (overlay, forced); routed = the overlay's automatic routing",
+        "ours = the patch set's kernels (overlay, forced); routed = the overlay's automatic routing; ours without "
+        "<path> = ours with that kernel path switched off (dwconv_overlay.disable_kernels)",
         "",
         "## Targets",
         "",
@@ -126,6 +149,14 @@ def markdown(report: dict) -> str:
         "| --- | --- | --- |",
         *(f"| {t} | {m} | {ok} |" for t, m, ok in targets(rows)),
     ]
+    paths = look_back(rows, variants)
+    if paths:
+        lines += ["", "## Look-back: what each kernel path brings", "",
+                  f"Time with the path switched off / time with it on (ours), over the rows where that moves by "
+                  f"{LOOK_BACK_THRESHOLD:.0%} or more; above 1× the path is faster.", "",
+                  "| kernel path | rows changed | geomean | best | worst |", "| --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {path} | {count} of {len(rows)} | {_fmt(g, '.2f')}× | {_fmt(best, '.2f')}× | "
+                  f"{_fmt(worst, '.2f')}× |" for path, count, g, best, worst in paths]
     bad = [r for r in rows if any(not c["ok"] for c in r["check"].values())]
     if bad:
         lines += ["", "## Failed checks", ""]
@@ -136,7 +167,7 @@ def markdown(report: dict) -> str:
         groups.setdefault((r["set"], config_title(r), r["batch"]), []).append(r)
     for (set_name, config, batch), group in groups.items():
         lines += ["", f"## {set_name}, {config}, batch {batch}", "",
-                  "| layer | pass | " + " | ".join(VARIANT_TITLES[v] for v in variants)
+                  "| layer | pass | " + " | ".join(variant_title(v) for v in variants)
                   + " | floor | ours % of floor | ours / stock | ours / cuDNN | stock runs |",
                   "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | --- |"]
         for r in group:

@@ -20,10 +20,10 @@ import torch
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import buffer_sets_needed, pass_bytes
 from .layers import Problem, problems
-from .schema import SCHEMA, problem_row
+from .schema import SCHEMA, parse_variants, problem_row
 from .timing import copy_bandwidth, time_pass
 from .variants import (
-    DTYPES, VARIANTS, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
+    DTYPES, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
 )
 
 CHECKED_PASSES = ("forward", "backward_input", "backward_weight")
@@ -81,9 +81,10 @@ def _bytes_per_set(problem: Problem) -> int:
     return sum(pass_bytes(problem, p) for p in ("forward", "backward_input", "backward_weight"))
 
 
-def run_bench(out_path: Path, set_names: list[str] | None, variants=VARIANTS, repeats: int = 30, warmup: int = 3,
-              memory_budget_bytes: int = 24 << 30, command: str = "") -> dict:
+def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
+              warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "") -> dict:
     overlay = Overlay(import_overlay())
+    variants = parse_variants(variant_names, overlay.module.kernel_paths())
     chosen = problems(set_names)
     allow_tf32 = torch.backends.cudnn.allow_tf32
     props = torch.cuda.get_device_properties(0)

@@ -4,7 +4,8 @@ build_scripts/routing_table.py read them. One row is one problem and pass:
   set, layer, conv ("1d"/"2d"), batch, channels, height, width, kernel [kh, kw],
   stride [sh, sw], padding [ph, pw], bias, dtype, layout, pass,
   bytes, floor_ms            what the pass must move, and that over the copy bandwidth
-  ms {variant: ms | null}    median per run; null where it failed (errors says why)
+  ms {variant: ms | null}    median per run; null where it failed (errors says why). The
+                             variants: VARIANTS, and ours-without-<kernel path> (variants.py)
   graph {variant: bool}      timed by CUDA-graph replay (else eagerly)
   check {variant: {...}}     the float64 check: error per pass and ok, or failed
   backends, buffer_sets      what stock selected; how many buffer sets rotated
@@ -18,6 +19,24 @@ from .floor import floor_ms, pass_bytes
 from .layers import Problem
 
 SCHEMA = "dwconv-bench/1"
+VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
+WITHOUT = "ours-without-"
+
+
+def switched_off_path(variant: str) -> str | None:
+    """The kernel path an ours-without-<path> variant switches off; None for the others."""
+    return variant[len(WITHOUT):] if variant.startswith(WITHOUT) else None
+
+
+def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
+    """VARIANTS=a,b: names of VARIANTS, or ours-without-<path> for a path of kernel_paths (the
+    overlay's). Empty: VARIANTS."""
+    names = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    for name in names:
+        if name not in VARIANTS and switched_off_path(name) not in kernel_paths:
+            raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, and "
+                             f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)}")
+    return names or VARIANTS
 
 
 def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> dict:

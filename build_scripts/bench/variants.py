@@ -7,6 +7,8 @@
            weight gradient of the transposed convolution with input and grad_output swapped)
   native   upstream's native depthwise kernels forced (overlay disabled, cuDNN disabled)
   ours     the patch set's kernels through the overlay's operators (forced)
+  ours-without-<path>  the same with one specialised kernel path switched off
+           (dwconv_overlay.disable_kernels): what that path brings, measured (VARIANTS=...)
   routed   the overlay as a user gets it: convolution / convolution_backward, routed as measured
 
 Every callable takes a Buffers and returns what the pass computes: the output, grad_input,
@@ -22,8 +24,8 @@ from typing import Callable
 import torch
 
 from .layers import Problem
+from .schema import VARIANTS, switched_off_path
 
-VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -213,16 +215,19 @@ class Overlay:
 
     @contextlib.contextmanager
     def variant(self, name: str):
-        enabled = name in ("ours", "routed")
+        path = switched_off_path(name)
+        enabled = name in ("ours", "routed") or path is not None
         (self.module.enable if enabled else self.module.disable)()
         cudnn = contextlib.nullcontext() if name != "native" else torch.backends.cudnn.flags(enabled=False)
         previous = self.module.routing()
         if name == "routed":
             self.module.set_routing("auto")
+        self.module.disable_kernels([path] if path else [])
         try:
             with cudnn:
                 yield
         finally:
+            self.module.disable_kernels([])
             self.module.set_routing(previous)
             self.module.enable()
 
@@ -232,6 +237,6 @@ def passes_of(name: str, problem: Problem, allow_tf32: bool) -> dict[str, Callab
         return generic_passes(problem)
     if name == "cudnn":
         return cudnn_passes(problem, allow_tf32)
-    if name == "ours":
+    if name == "ours" or switched_off_path(name) is not None:
         return ours_passes(problem)
     raise ValueError(f"unknown variant {name!r}; the variants are {VARIANTS}")

@@ -43,3 +43,16 @@ def test_a_small_bench_run(tmp_path, one_layer_set):
     assert {r["backends"]["stock_forward"] for r in channels_last_2d} == {"Cudnn"}
     text = markdown({**report, "commands": [report["command"]]})
     assert "## Tiny, bf16 channels_last, batch 8" in text
+
+
+def test_a_look_back_run_times_ours_without_a_kernel_path(tmp_path, one_layer_set):
+    variants = ["ours", "ours-without-register_tiled_stride2"]
+    report = run_bench(tmp_path / "bench.json", one_layer_set, ",".join(variants), repeats=5, warmup=1, command="test")
+    assert failed_checks(report) == []  # the fallbacks checked against float64 too
+    assert report["settings"]["variants"] == variants
+    for row in report["rows"]:
+        assert set(row["ms"]) == set(variants) and all(row["ms"].values()), (row["layer"], row["errors"])
+    text = markdown({**report, "commands": [report["command"]]})
+    assert "## Look-back: what each kernel path brings" in text and "| register_tiled_stride2 |" in text
+    with pytest.raises(ValueError, match="unknown variant 'ours-without-fastest'"):
+        run_bench(tmp_path / "refused.json", one_layer_set, "ours,ours-without-fastest")

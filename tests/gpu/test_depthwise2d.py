@@ -114,6 +114,31 @@ STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
 STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 
 
+# One call each specialised path takes: (path, layout, batch, channels (16-byte vectors of them for
+# channels_last), size, kernel, stride, padding, {pass: the kernel it runs with every path on}).
+# tile_vector_loads changes how the register tiles are staged, not which kernel runs.
+KERNEL_PATH_CASES = [
+    ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
+     {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
+    ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
+     {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
+    ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
+    ("channels_last_register_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1),
+     {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
+    ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
+     {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
+    ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
+    ("row", "nchw", 2, 8, (1, 2048), (1, 4), 1, (0, 3),
+     {"forward": ROW, "backward-input": ROW, "grad-weight": ROW_GRAD_WEIGHT}),
+    ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
+     {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
+    ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),
+    ("register_tiled_stride2", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1),
+     {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
+    ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
+]
+
+
 def launched(names, kernel):
     """Whether the kernel of that exact name is among the profiler's names (not one whose name
     merely contains it: grad_weight_large_filter_kernel is not large_filter_kernel)."""
@@ -585,6 +610,51 @@ class TestDepthwise2d(TestCase):
                 results.append((out.detach(), xg.grad, wg.grad))
             for ours, stock in zip(*results):
                 self.assertEqual(ours, stock, atol=atol * 10 * max(1.0, stock.abs().max().item()), rtol=rtol * 10)
+
+    @onlyCUDA
+    @dtypes(torch.float32, torch.bfloat16)
+    def test_each_kernel_path_switched_off_falls_back(self, device, dtype):
+        """dwconv_overlay.disable_kernels: with one specialised path off, the passes it takes run
+        other kernels and still match float64 (forward, backward-input and the weight gradient);
+        switched back on, the path takes them again."""
+        atol, rtol = TOLERANCES[dtype]
+        vector = 16 // torch.empty((), dtype=dtype).element_size()
+        self.assertEqual(sorted(case[0] for case in KERNEL_PATH_CASES), sorted(dwconv_overlay.kernel_paths()))
+        for path, layout, n, c, size, kernel, stride, padding, takes in KERNEL_PATH_CASES:
+            with self.subTest(path=path):
+                c = c * vector if layout == "cl" else c
+                memory_format = torch.channels_last if layout == "cl" else torch.contiguous_format
+                x = torch.randn(n, c, *size, device=device, dtype=dtype).to(memory_format=memory_format)
+                w = torch.randn(c, 1, *kernel, device=device, dtype=dtype)
+                b = torch.randn(c, device=device, dtype=dtype)
+                args = ((stride, stride), padding, (1, 1))
+                ref, x64, w64, _ = reference(x, w, b, *args)
+                grad_out = torch.randn(ref.shape, device=device, dtype=dtype).to(memory_format=memory_format)
+                ref.backward(grad_out.double().cpu())
+                passes = {
+                    "forward": lambda: depthwise(x, w, b, *args),
+                    "backward-input": lambda: torch.ops.aten._conv_depthwise2d_backward(
+                        grad_out, x, w, kernel, *args, [True, False])[0],
+                    "grad-weight": lambda: torch.ops.aten._conv_depthwise2d_backward(
+                        grad_out, x, w, kernel, *args, [False, True])[1],
+                }
+                for name, kernel_name in takes.items():
+                    self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with every path on")
+                dwconv_overlay.disable_kernels([path])
+                try:
+                    self.assertEqual(dwconv_overlay.disabled_kernels(), [path])
+                    for name, kernel_name in takes.items():
+                        self.assertFalse(launched(op_names(passes[name]), kernel_name), f"{name} with {path} off")
+                    out, grad_input, grad_weight = (passes[name]() for name in passes)
+                finally:
+                    dwconv_overlay.disable_kernels([])
+                self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
+                self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                 atol=atol * x64.grad.abs().max().item() + atol, rtol=rtol)
+                reduction = n * ref.shape[2] * ref.shape[3]
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+                for name, kernel_name in takes.items():
+                    self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with {path} on again")
 
     @onlyCUDA
     def test_overlay_switches_kernels(self, device):

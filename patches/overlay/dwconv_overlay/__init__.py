@@ -6,6 +6,8 @@
     dwconv_overlay.enabled()       # -> bool
     dwconv_overlay.set_routing("ours")   # depthwise convolutions: "auto" (as measured,
                                          # the default), "ours" (always) or "upstream" (never)
+    dwconv_overlay.disable_kernels(["register_tiled"])  # a specialised kernel path off
+    dwconv_overlay.disable_kernels([])                  # all back on
 
 Only the process that imports it is patched. It refuses a torch other than the
 one it was built for. (Loading the library with torch.ops.load_library directly
@@ -21,6 +23,7 @@ import torch
 from ._build_info import CUDA_ARCHS, PATCHSET_HASH, PINNED_COMMIT, PINNED_TORCH_VERSION
 
 __all__ = ["enable", "disable", "enabled", "set_routing", "routing", "routing_measured_on",
+           "disable_kernels", "disabled_kernels", "kernel_paths",
            "LIBRARY", "PATCHSET_HASH", "CUDA_ARCHS"]
 
 LIBRARY = Path(__file__).with_name("libdwconv_overlay.so")
@@ -40,6 +43,23 @@ def routing() -> str:
 def routing_measured_on() -> str:
     """Where the routing table's measurements come from (device, torch, date)."""
     return str(torch.ops.dwconv.routing_measured_on())
+
+
+def kernel_paths() -> list[str]:
+    """The names of the 2D kernels' specialised paths, each of which disable_kernels can switch off."""
+    return list(torch.ops.dwconv.kernel_paths())
+
+
+def disable_kernels(names: list[str] | str) -> None:
+    """Switches the named specialised kernel paths off, and every other one on ([] turns all on):
+    each pass a path served then takes the kernel it takes where that path does not apply. For
+    measuring what a path brings and for testing the fallbacks. The environment variable
+    DWCONV_DISABLE_KERNELS (names separated by commas) sets the start value."""
+    torch.ops.dwconv.disable_kernels([names] if isinstance(names, str) else list(names))
+
+
+def disabled_kernels() -> list[str]:
+    return list(torch.ops.dwconv.disabled_kernels())
 
 
 def _check_torch() -> None:

@@ -56,6 +56,8 @@
 //   strips of grad_output and all the tap sums in registers. grad_weight_large_filter_kernel
 //   serves the large-filter kernel's filters in either layout: its tile with the roles
 //   exchanged (grad_output as the filter, a 4x4 block of taps a thread).
+// Each specialised kernel above can be switched off at run time (DepthwiseConv2dKernelPaths.h);
+// its passes then take the kernel they take where it does not apply.
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
@@ -66,6 +68,7 @@
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
+#include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 #include <c10/cuda/CUDAException.h>
@@ -139,12 +142,17 @@ Tiling tiling_of(const Tensor& src, const Tensor& dst) {
   return layout;
 }
 
+// Whether the register tiles may serve g: `path` is on, and at stride 2 so are the stride-2 tiles.
+bool register_tiled_enabled(KernelPath path, const PassGeometry& g) {
+  return kernel_path_enabled(path) && (g.stride_h == 1 || kernel_path_enabled(KernelPath::RegisterTiledStride2));
+}
+
 // Backward-input at stride 2 through a stride-2 kernel, where one takes it (32-bit indexing only);
 // false, having launched nothing, where none does. g: backward_input_direct's geometry.
 template <typename scalar_t>
 bool launch_stride2_grad_input(const Tensor& grad_output, const Tensor& weight, const Tensor& grad_input,
                                const PassGeometry& g) {
-  if (!has_stride2_grad_input(g)) return false;
+  if (!kernel_path_enabled(KernelPath::Stride2GradInput) || !has_stride2_grad_input(g)) return false;
   const auto stream = at::cuda::getCurrentCUDAStream();
   const Tiling layout = tiling_of(grad_output, grad_input);
   if (layout == Tiling::kNchw) {
@@ -181,7 +189,7 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   // The large-filter kernel (32-bit indexing only) takes either layout and any alignment.
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const Tiling layout = tiled_geometry != nullptr ? shared_layout_of(src, dst) : Tiling::kNone;
-    if (layout != Tiling::kNone) {
+    if (layout != Tiling::kNone && kernel_path_enabled(KernelPath::LargeFilter)) {
       if (auto plan = plan_large_filter<acc_t>(*tiled_geometry, sm_count())) {
         plan->tile.row_access = layout == Tiling::kNchw &&
                                 register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
@@ -196,7 +204,8 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
   const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
   if (tiling == Tiling::kChannelsLast) {
     if constexpr (std::is_same_v<index_t, int32_t>) {  // the column kernels: 32-bit indexing only
-      if (has_column_kernel(*tiled_geometry, kVector16<scalar_t>) && is_16_byte_aligned(weight)) {
+      if (kernel_path_enabled(KernelPath::Column) && has_column_kernel(*tiled_geometry, kVector16<scalar_t>) &&
+          is_16_byte_aligned(weight)) {
         // A segment a thread: a cap would leave some threads two segments and the rest one.
         const dim3 grid = plan_column(*tiled_geometry, kVector16<scalar_t>, std::numeric_limits<int32_t>::max());
         column_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<grid, kThreads, 0, stream>>>(
@@ -206,7 +215,10 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
         return;
       }
     }
-    if (const auto plan = plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())) {
+    const auto plan = kernel_path_enabled(KernelPath::ChannelsLastTiled)
+                          ? plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())
+                          : std::nullopt;
+    if (plan) {
       tiled_channels_last_kernel<scalar_t, index_t, kBackward>
           <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
               src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
@@ -219,7 +231,8 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
     // The row and register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes
     // keep the general tiled kernel.
     if constexpr (std::is_same_v<index_t, int32_t>) {
-      if (has_row_kernel(*tiled_geometry) && is_16_byte_aligned(src) && is_16_byte_aligned(dst)) {
+      if (kernel_path_enabled(KernelPath::Row) && has_row_kernel(*tiled_geometry) && is_16_byte_aligned(src) &&
+          is_16_byte_aligned(dst)) {
         const auto plan = plan_row(*tiled_geometry, sm_count());
         row_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
@@ -227,9 +240,13 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         return;
       }
-      if (auto plan = plan_register_tiled<acc_t>(*tiled_geometry, sm_count())) {
+      auto plan = register_tiled_enabled(KernelPath::RegisterTiled, *tiled_geometry)
+                      ? plan_register_tiled<acc_t>(*tiled_geometry, sm_count())
+                      : std::nullopt;
+      if (plan) {
         plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
-        plan->tile.vector_loads = register_tile_vector_loads(*tiled_geometry, src.const_data_ptr(), sizeof(scalar_t));
+        plan->tile.vector_loads = kernel_path_enabled(KernelPath::TileVectorLoads) &&
+                                  register_tile_vector_loads(*tiled_geometry, src.const_data_ptr(), sizeof(scalar_t));
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h,
                                                                                   tiled_geometry->stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -349,8 +366,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     };
 
     // The row and register-blocked kernels are compiled for 32-bit indexing only.
-    if (both_nchw_contiguous && !index64 && has_row_kernel(g) && is_16_byte_aligned(grad_output) &&
-        is_16_byte_aligned(input)) {
+    if (both_nchw_contiguous && !index64 && kernel_path_enabled(KernelPath::Row) && has_row_kernel(g) &&
+        is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
       const auto plan = plan_row_grad_weight(g, sm_count());
       auto partial = new_partial(plan.grid.y);
       grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
@@ -359,10 +376,11 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       finish(partial);
       return;
     }
-    if (both_nchw_contiguous && !index64) {
+    if (both_nchw_contiguous && !index64 && register_tiled_enabled(KernelPath::RegisterTiledGradWeight, g)) {
       if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
         plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
-        plan->tile.vector_loads = register_tile_vector_loads(g, in, sizeof(scalar_t));
+        plan->tile.vector_loads = kernel_path_enabled(KernelPath::TileVectorLoads) &&
+                                  register_tile_vector_loads(g, in, sizeof(scalar_t));
         auto partial = new_partial(plan->grid.y);
         const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -372,8 +390,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
         return;
       }
     }
-    if (both_channels_last_contiguous && !index64 && has_column_kernel(g, kVector16<scalar_t>) &&
-        is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
+    if (both_channels_last_contiguous && !index64 && kernel_path_enabled(KernelPath::Column) &&
+        has_column_kernel(g, kVector16<scalar_t>) && is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
       const auto plan = plan_column_grad_weight(g, kVector16<scalar_t>, sm_count());
       auto partial = new_partial(plan.grid.y);
       grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, plan.block, 0, stream>>>(
@@ -382,7 +400,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       finish(partial);
       return;
     }
-    if (both_channels_last_contiguous && !index64 &&
+    if (both_channels_last_contiguous && !index64 && kernel_path_enabled(KernelPath::ChannelsLastRegisterGradWeight) &&
         has_channels_last_register_grad_weight(g, go, in, sizeof(scalar_t))) {
       const auto plan = plan_channels_last_register_grad_weight<scalar_t>(g, sm_count());
       auto partial = new_partial(plan.grid.y);
@@ -393,7 +411,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       finish(partial);
       return;
     }
-    if ((both_nchw_contiguous || both_channels_last_contiguous) && !index64) {
+    if ((both_nchw_contiguous || both_channels_last_contiguous) && !index64 &&
+        kernel_path_enabled(KernelPath::LargeFilterGradWeight)) {
       if (const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count())) {
         auto partial = new_partial(plan->grid.y);
         grad_weight_large_filter_kernel<scalar_t, int32_t><<<plan->grid, plan->block, plan->shared_bytes, stream>>>(

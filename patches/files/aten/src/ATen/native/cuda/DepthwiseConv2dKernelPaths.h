@@ -1,0 +1,90 @@
+#pragma once
+// The specialised paths of the 2D depthwise kernels (DepthwiseConv2d.cu), by name, so that
+// each can be switched off at run time: a pass whose path is off takes the kernel it would
+// take for a shape the path does not serve (in the end the general tiled or direct kernels).
+// For measuring what each path brings (`make bench VARIANTS=ours-without-<name>`,
+// notes/performance.md) and for running the fallbacks on a GPU. Nothing is switched off
+// unless asked: DWCONV_DISABLE_KERNELS=<name>,<name> at first use, then
+// torch.ops.dwconv.disable_kernels([...]) (DepthwiseConv2dKernelPaths.cpp).
+// Plain logic, free of ATen.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace at::native::dwconv {
+
+enum class KernelPath : int {
+  ChannelsLastTiled,               // forward and backward-input, channels_last, 16-byte channel vectors
+  RegisterTiled,                   // forward and backward-input, NCHW, 3x3/5x5/7x7 register tiles
+  RegisterTiledGradWeight,         // the weight gradient of the same
+  ChannelsLastRegisterGradWeight,  // the weight gradient, channels_last, 3x3/5x5/7x7
+  LargeFilter,                     // forward and backward-input, filters of 16 taps or more
+  LargeFilterGradWeight,           // the weight gradient of the same
+  Row,                             // conv1d, NCHW: all three passes
+  Column,                          // conv1d, channels_last: all three passes
+  Stride2GradInput,                // backward-input at stride 2, 3x3 and 5x5
+  RegisterTiledStride2,            // the register tiles at stride 2 (forward and weight gradient)
+  TileVectorLoads,                 // register tiles staged from 16-byte global loads
+  kCount
+};
+
+inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCount)> kKernelPathNames = {
+    "channels_last_tiled", "register_tiled", "register_tiled_grad_weight", "channels_last_register_grad_weight",
+    "large_filter", "large_filter_grad_weight", "row", "column", "stride2_grad_input", "register_tiled_stride2",
+    "tile_vector_loads"};
+
+using KernelPathMask = std::uint32_t;
+
+// The mask of the named paths, or false with the first name that is not one (`unknown`).
+inline bool kernel_path_mask(const std::vector<std::string>& names, KernelPathMask* mask, std::string* unknown) {
+  KernelPathMask parsed = 0;
+  for (const auto& name : names) {
+    int found = -1;
+    for (int p = 0; p < static_cast<int>(kKernelPathNames.size()); ++p) {
+      if (kKernelPathNames[p] == name) found = p;
+    }
+    if (found < 0) {
+      *unknown = name;
+      return false;
+    }
+    parsed |= KernelPathMask{1} << found;
+  }
+  *mask = parsed;
+  return true;
+}
+
+// "a,b" as {"a", "b"}; spaces around names and empty items are dropped.
+inline std::vector<std::string> split_kernel_path_list(std::string_view text) {
+  std::vector<std::string> names;
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) names.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return names;
+}
+
+inline std::vector<std::string> kernel_path_names(KernelPathMask mask) {
+  std::vector<std::string> names;
+  for (int p = 0; p < static_cast<int>(kKernelPathNames.size()); ++p) {
+    if (mask >> p & 1) names.emplace_back(kKernelPathNames[p]);
+  }
+  return names;
+}
+
+// The paths switched off now (DepthwiseConv2dKernelPaths.cpp).
+std::atomic<KernelPathMask>& disabled_kernel_paths();
+
+inline bool kernel_path_enabled(KernelPath path) {
+  return !(disabled_kernel_paths().load(std::memory_order_relaxed) >> static_cast<int>(path) & 1);
+}
+
+} // namespace at::native::dwconv
