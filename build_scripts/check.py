@@ -174,6 +174,11 @@ class L0Check:
     def _check_claims_cover_overrides(self, claimed: dict[str, list[str]], ops: OverlayOps) -> None:
         """What the load step checks must include everything the overrides make the overlay register."""
         wanted = {"Autograd": {f"aten::{op}" for op in ops.differentiated}, "CUDA": {f"aten::{op}" for op in ops.new}}
+        for entry in self.patch_set.overrides("native_functions"):
+            if entry.action == "add":
+                for keys in ((entry.value or {}).get("dispatch") or {}):
+                    for key in (k.strip() for k in keys.split(",")):
+                        wanted.setdefault(key, set()).add(f"aten::{entry.key}")
         missing = {key: sorted(names - set(claimed.get(key, []))) for key, names in wanted.items()}
         missing = {key: names for key, names in missing.items() if names}
         if missing:

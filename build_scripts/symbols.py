@@ -54,7 +54,7 @@ def load_interfaces(path: Path) -> list[Interface]:
     return interfaces
 
 
-OVERLAY_KEYS = {"cuda": "CUDA", "autograd": "Autograd"}  # [overlay] field -> dispatch key
+OVERLAY_KEYS = {"cuda": "CUDA", "meta": "Meta", "autograd": "Autograd"}  # [overlay] field -> dispatch key
 
 
 def load_overlay_ops(path: Path) -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ the same formulas and wrappers a patched build compiles:
                    aten library) and their at::_ops entry points
   --dispatch-ops   operators whose dispatch entries our overrides set: for every
                    kernel that differs from upstream's, the wrapper codegen puts in
-                   RegisterCUDA.cpp (the overlay registers no other key)
+                   RegisterCUDA.cpp or RegisterMeta.cpp (the overlay registers no other key)
   --autograd-ops   operators whose derivatives our overrides set: the autograd
                    Nodes (Functions.cpp) and Autograd kernels (VariableType.cpp)
 
@@ -118,12 +118,12 @@ def autograd_code(native_yaml: str, tags_yaml: str, derivatives_yaml: str, templ
     return "\n".join([header, nodes, variable_type, register])
 
 
-OVERLAY_KEYS = ("CUDA",)  # the keys RegisterOverlay.cpp registers generated wrappers for
+OVERLAY_KEYS = ("CUDA", "Meta")  # the keys RegisterOverlay.cpp registers generated wrappers for
 
 
 def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[str, list[NativeFunction]]:
     """Dispatch key -> the operators whose kernel for it differs from upstream's (a new
-    operator: every kernel it has). The overlay can register these for CUDA only."""
+    operator: every kernel it has). The overlay can register these for OVERLAY_KEYS only."""
     changed: dict[str, list[NativeFunction]] = {key: [] for key in OVERLAY_KEYS}
     keys = sorted(set(merged.backend_indices) | set(upstream.backend_indices), key=str)
     for f in functions:

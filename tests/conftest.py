@@ -28,3 +28,35 @@ def patch_set_dirs(tmp_path):
 def patch_set(patch_set_dirs):
     from build_scripts.patchset import PatchSet
     return PatchSet.load(*patch_set_dirs)
+
+
+@pytest.fixture(scope="session")
+def overlay_probe():
+    """overlay_probe(code, **switches): the lines `code` prints in the pinned torch (on the CPU)
+    with the real overlay imported (L0 built and staged it), and no switch in its environment
+    but the given ones (DWCONV_ROUTING, DWCONV_DISABLE_KERNELS)."""
+    import os
+    import subprocess
+    from build_scripts.check import DEFAULT_WORK_DIR, run_l0
+    from build_scripts.patchset import PatchSet
+    from build_scripts.pin import load_pin
+    from build_scripts.runtime_env import ensure_runtime_env
+    from build_scripts.wheel_cache import cache_dir
+
+    pin = load_pin()
+    run_l0(pin, PatchSet.load())
+    python = ensure_runtime_env(pin, cache_dir())
+    prologue = (
+        "import sys, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        f"sys.path.insert(0, {str(DEFAULT_WORK_DIR / 'overlay-staging')!r})\n"
+        "import torch, dwconv_overlay\n"
+    )
+
+    def run(code, **switches):
+        env = {k: v for k, v in os.environ.items() if k not in ("DWCONV_ROUTING", "DWCONV_DISABLE_KERNELS")}
+        env.update(switches)
+        proc = subprocess.run([str(python), "-c", prologue + code], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout.splitlines()
+    return run

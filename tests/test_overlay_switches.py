@@ -4,27 +4,12 @@ the routing (dwconv_overlay.set_routing / routing, DWCONV_ROUTING at start) and 
 start). A bad value is an error that names it. CPU convolutions are untouched by the overlay's
 CUDA kernels."""
 
-import os
-import subprocess
-
 import pytest
 
 from build_scripts import REPO_ROOT
-from build_scripts.check import DEFAULT_WORK_DIR, run_l0
-from build_scripts.patchset import PatchSet
-from build_scripts.pin import load_pin
-from build_scripts.runtime_env import ensure_runtime_env
-from build_scripts.wheel_cache import cache_dir
 
 pytestmark = pytest.mark.l0
 
-SWITCHES_FROM_THE_ENVIRONMENT = ("DWCONV_ROUTING", "DWCONV_DISABLE_KERNELS")
-PROLOGUE = """
-import sys, warnings
-warnings.simplefilter("ignore")
-sys.path.insert(0, {staging!r})
-import torch, dwconv_overlay
-"""
 ROUTING = """
 try:
     print("start", dwconv_overlay.routing())
@@ -82,35 +67,17 @@ print("after", *state())
 """
 
 
-@pytest.fixture(scope="module")
-def probe():
-    """probe(code, **environment): the lines `code` prints in the pinned torch with the overlay
-    imported, with only the given switches in its environment."""
-    pin = load_pin()
-    run_l0(pin, PatchSet.load())
-    python = ensure_runtime_env(pin, cache_dir())
-    prologue = PROLOGUE.format(staging=str(DEFAULT_WORK_DIR / "overlay-staging"))
-
-    def run(code, **switches):
-        env = {k: v for k, v in os.environ.items() if k not in SWITCHES_FROM_THE_ENVIRONMENT}
-        env.update(switches)
-        proc = subprocess.run([str(python), "-c", prologue + code], capture_output=True, text=True, env=env)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        return proc.stdout.splitlines()
-    return run
-
-
-def test_routing_modes_switch_and_a_bad_one_is_refused(probe):
-    lines = probe(ROUTING)
+def test_routing_modes_switch_and_a_bad_one_is_refused(overlay_probe):
+    lines = overlay_probe(ROUTING)
     assert lines[:4] == ["start auto", "set ours", "set upstream", "set auto"]
     assert lines[4] == "refused dwconv routing must be auto, ours or upstream, got 'fastest'"
     assert lines[5].startswith("measured ")
     assert lines[6] == "cpu True"
 
 
-def test_the_environment_sets_the_starting_mode(probe):
-    assert probe(ROUTING, DWCONV_ROUTING="upstream")[0] == "start upstream"
-    assert probe(ROUTING, DWCONV_ROUTING="fastest") == [
+def test_the_environment_sets_the_starting_mode(overlay_probe):
+    assert overlay_probe(ROUTING, DWCONV_ROUTING="upstream")[0] == "start upstream"
+    assert overlay_probe(ROUTING, DWCONV_ROUTING="fastest") == [
         "error DWCONV_ROUTING must be auto, ours or upstream, got 'fastest'"]
 
 
@@ -120,22 +87,22 @@ ALL_PATHS = ("channels_last_tiled,register_tiled,register_tiled_grad_weight,chan
 UNKNOWN_PATH = "no depthwise kernel path is called 'fastest'; the paths are " + ALL_PATHS.replace(",", ", ")
 
 
-def test_kernel_paths_switch_off_and_on_and_an_unknown_one_is_refused(probe):
-    assert probe(KERNEL_PATHS) == [
+def test_kernel_paths_switch_off_and_on_and_an_unknown_one_is_refused(overlay_probe):
+    assert overlay_probe(KERNEL_PATHS) == [
         "start ", "paths " + ALL_PATHS, "set register_tiled,row",
         "refused dwconv.disable_kernels: " + UNKNOWN_PATH,
         "kept register_tiled,row",  # a refused list changes nothing
         "one column", "none "]
 
 
-def test_the_environment_sets_the_starting_kernel_paths(probe):
-    assert probe(KERNEL_PATHS, DWCONV_DISABLE_KERNELS=" tile_vector_loads, large_filter ,")[0] == \
+def test_the_environment_sets_the_starting_kernel_paths(overlay_probe):
+    assert overlay_probe(KERNEL_PATHS, DWCONV_DISABLE_KERNELS=" tile_vector_loads, large_filter ,")[0] == \
         "start large_filter,tile_vector_loads"
-    assert probe(KERNEL_PATHS, DWCONV_DISABLE_KERNELS="row,fastest") == [
+    assert overlay_probe(KERNEL_PATHS, DWCONV_DISABLE_KERNELS="row,fastest") == [
         "error DWCONV_DISABLE_KERNELS: " + UNKNOWN_PATH]
 
 
-def test_each_bench_variant_sets_the_switches_and_puts_them_back(probe):
-    assert probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT))) == [
+def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
+    assert overlay_probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT))) == [
         "stock False [] upstream", "ours True [] upstream", "ours-without-row True ['row'] upstream",
         "routed True [] auto", "after True [] upstream"]

@@ -13,6 +13,9 @@ void register_autograd_kernels(torch::Library& autograd);
 // CUDA wrappers of every kernel our native_functions overrides name for the CUDA key.
 void register_CUDA_kernels(torch::Library& cuda);
 
+// Meta wrappers of every kernel our native_functions overrides name for the Meta key.
+void register_Meta_kernels(torch::Library& meta);
+
 } // namespace dwconv_overlay
 
 // The generated Autograd kernels call VariableType::unpack(), which libtorch defines

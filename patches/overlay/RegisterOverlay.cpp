@@ -2,8 +2,8 @@
 // by registering the patch set's depthwise kernels for aten's CUDA key, pointing
 // conv_depthwise2d_backward_stub at the patch set's kernel, and registering what
 // a patched build gets from codegen on the merged yaml (OverlayGenerated.h): the
-// CUDA kernels of the operators our overrides add, and the Autograd kernels of
-// every operator whose derivatives they set.
+// CUDA and Meta kernels of the operators our overrides add, and the Autograd kernels
+// of every operator whose derivatives they set.
 //
 // Built with the patch set's sources into libdwconv_overlay.so, linked with
 // -Bsymbolic: inside the library, at::native::conv_depthwise2d_cuda(_out) bind
@@ -85,6 +85,7 @@ std::string torch_mismatch() {
 
 std::mutex registration_mutex;
 std::unique_ptr<torch::Library> aten_cuda_kernels;  // non-null while enabled
+std::unique_ptr<torch::Library> aten_meta_kernels;  // likewise
 std::unique_ptr<torch::Library> aten_autograd_kernels;  // likewise
 
 void set_enabled(bool enabled) {
@@ -100,14 +101,19 @@ void set_enabled(bool enabled) {
     kernels->impl("_conv_depthwise2d", TORCH_FN(conv_depthwise2d));
     kernels->impl("_conv_depthwise2d.out", TORCH_FN(conv_depthwise2d_out));
     dwconv_overlay::register_CUDA_kernels(*kernels);
+    auto meta = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::Meta, __FILE__, __LINE__);
+    dwconv_overlay::register_Meta_kernels(*meta);
     auto autograd = std::make_unique<torch::Library>(
         torch::Library::IMPL, "aten", c10::DispatchKey::Autograd, __FILE__, __LINE__);
     dwconv_overlay::register_autograd_kernels(*autograd);
     aten_cuda_kernels = std::move(kernels);
+    aten_meta_kernels = std::move(meta);
     aten_autograd_kernels = std::move(autograd);
     at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::dwconv::depthwise2d_backward_cuda);
   } else {
     aten_cuda_kernels.reset();  // the dispatcher goes back to upstream's kernels
+    aten_meta_kernels.reset();
     aten_autograd_kernels.reset();
     at::native::conv_depthwise2d_backward_stub.set_cuda_dispatch_ptr(&at::native::conv_depthwise2d_backward_cuda);
   }

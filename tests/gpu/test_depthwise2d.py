@@ -657,6 +657,24 @@ class TestDepthwise2d(TestCase):
                     self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with {path} on again")
 
     @onlyCUDA
+    def test_backward_ops_pass_opcheck(self, device):
+        """torch.library.opcheck on the backward ops the overrides add: their schemas, autograd
+        registration, Meta kernels against the CUDA kernels (shapes, strides, dtypes under fake
+        tensors) and AOT dispatch with dynamic shapes; 2D in both layouts, and 3D."""
+        op2d, op3d = torch.ops.aten._conv_depthwise2d_backward.default, torch.ops.aten._conv_depthwise3d_backward.default
+        for memory_format in (torch.contiguous_format, torch.channels_last):
+            with self.subTest(memory_format=memory_format):
+                x = torch.randn(2, 6, 9, 11, device=device, dtype=torch.float64).to(memory_format=memory_format)
+                w = torch.randn(12, 1, 3, 3, device=device, dtype=torch.float64)
+                go = torch.randn(2, 12, 5, 6, device=device, dtype=torch.float64).to(memory_format=memory_format)
+                for mask in ([True, True], [False, True]):
+                    torch.library.opcheck(op2d, (go, x, w, [3, 3], [2, 2], [1, 1], [1, 1], mask))
+        x3 = torch.randn(2, 4, 5, 6, 7, device=device, dtype=torch.float64)
+        w3 = torch.randn(4, 1, 3, 3, 3, device=device, dtype=torch.float64)
+        go3 = torch.randn(2, 4, 5, 6, 7, device=device, dtype=torch.float64)
+        torch.library.opcheck(op3d, (go3, x3, w3, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True]))
+
+    @onlyCUDA
     def test_overlay_switches_kernels(self, device):
         def active(op):
             return [line for line in torch._C._dispatch_dump(op).splitlines() if line.startswith("CUDA:")][0]

@@ -1,0 +1,85 @@
+"""The Meta kernels of the depthwise backward ops, in the real overlay loaded into the pinned
+torch on the CPU: shapes, dtypes and memory formats as the CUDA kernels give them, the CUDA
+kernels' argument checks, and symbolic tracing (make_fx, fake tensors), which needs no GPU."""
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.l0
+
+META = """
+import json
+from torch.fx.experimental.proxy_tensor import make_fx
+op2d, op3d = torch.ops.aten._conv_depthwise2d_backward, torch.ops.aten._conv_depthwise3d_backward
+
+def meta(*shape, fmt=torch.contiguous_format, dtype=torch.float32):
+    return torch.empty(*shape, device="meta", dtype=dtype).to(memory_format=fmt)
+
+def described(t):
+    return None if t is None else [list(t.shape), list(t.stride()), str(t.dtype)]
+
+def error(fn):
+    try:
+        fn()
+    except RuntimeError as err:
+        return str(err).splitlines()[0]
+
+x, w, go = meta(2, 6, 9, 11), meta(12, 1, 3, 3), meta(2, 12, 5, 6)
+x_cl = meta(2, 6, 9, 11, fmt=torch.channels_last)
+s2 = ([3, 3], [2, 2], [1, 1], [1, 1])
+out = {
+    "nchw": [described(t) for t in op2d(go, x, w, *s2, [True, True])],
+    "channels_last": [described(t) for t in op2d(go, x_cl, w, *s2, [True, True])],
+    "weight only": [described(t) for t in op2d(go, x, w, *s2, [False, True])],
+    "bf16": [described(t) for t in op2d(go.bfloat16(), x.bfloat16(), w.bfloat16(), *s2, [True, False])],
+    "3d": [described(t) for t in op3d(meta(2, 4, 5, 6, 7), meta(2, 4, 5, 6, 7, fmt=torch.channels_last_3d),
+                                     meta(4, 1, 3, 3, 3), [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])],
+    "wrong grad_output": error(lambda: op2d(go, x, w, [3, 3], [1, 1], [1, 1], [1, 1], [True, True])),
+    "wrong kernel_size": error(lambda: op2d(go, x, w, [5, 5], [2, 2], [1, 1], [1, 1], [True, True])),
+    "wrong channels": error(lambda: op2d(meta(2, 10, 5, 6), x, meta(10, 1, 3, 3), *s2, [True, True])),
+    "zero stride": error(lambda: op2d(go, x, w, [3, 3], [0, 2], [1, 1], [1, 1], [True, True])),
+}
+
+def both(go, x, w):
+    return op2d(go, x, w, *s2, [True, True])
+
+graph = make_fx(both, tracing_mode="symbolic")(torch.randn(2, 12, 5, 6), torch.randn(2, 6, 9, 11),
+                                               torch.randn(12, 1, 3, 3))
+placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+outputs = [n for n in graph.graph.nodes if n.op == "output"][0].args[0]
+out["symbolic"] = {name: str(list(node.meta["val"].shape)) for name, node in
+                   zip(("grad_output", "input", "weight", "grad_input", "grad_weight"), [*placeholders, *outputs])}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def meta(overlay_probe):
+    return json.loads(overlay_probe(META)[-1])
+
+
+def test_outputs_take_the_cuda_kernels_shapes_dtypes_and_layouts(meta):
+    weight = [[12, 1, 3, 3], [9, 9, 3, 1], "torch.float32"]
+    assert meta["nchw"] == [[[2, 6, 9, 11], [594, 99, 11, 1], "torch.float32"], weight]
+    assert meta["channels_last"] == [[[2, 6, 9, 11], [594, 1, 66, 6], "torch.float32"], weight]  # as the input
+    assert meta["weight only"] == [None, weight]
+    assert meta["bf16"] == [[[2, 6, 9, 11], [594, 99, 11, 1], "torch.bfloat16"], None]
+    # 3D: upstream's kernel, contiguous whatever the input's layout
+    assert meta["3d"] == [[[2, 4, 5, 6, 7], [840, 210, 42, 7, 1], "torch.float32"],
+                          [[4, 1, 3, 3, 3], [27, 27, 9, 3, 1], "torch.float32"]]
+
+
+def test_the_cuda_kernels_checks_hold_on_meta_tensors(meta):
+    assert meta["wrong grad_output"] == ("conv_depthwise2d_backward: grad_output has shape [2, 12, 5, 6] but the "
+                                         "convolution's output has shape [2, 12, 9, 11]")
+    assert meta["wrong kernel_size"] == ("conv_depthwise2d_backward: kernel_size [5, 5] does not match the weight's "
+                                         "[12, 1, 3, 3]")
+    assert meta["wrong channels"] == "conv_depthwise2d_backward: out_channels (10) must be a multiple of in_channels (6)"
+    assert meta["zero stride"] == "conv_depthwise2d_backward: stride must be positive, got [0, 2]"
+
+
+def test_symbolic_tracing_gives_symbolic_shapes(meta):
+    shapes = meta["symbolic"]
+    assert shapes["grad_input"] == shapes["input"] and shapes["grad_input"].startswith("[s"), shapes
+    assert shapes["grad_weight"] == shapes["weight"] and shapes["weight"].startswith("[s"), shapes
