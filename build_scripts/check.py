@@ -40,8 +40,8 @@ from .patchset import PatchSet, digest_tree
 from .resource_report import keep_compiler_report, report_dir
 from .pin import CudaArch, Pin
 from .symbols import (
-    INTERFACES_FILE, defined_symbols, load_interfaces, load_overlay_ops, probe_symbols, signature_problems,
-    undefined_symbols,
+    INTERFACES_FILE, KERNEL_KEYS, defined_symbols, load_interfaces, load_overlay_ops, probe_symbols,
+    signature_problems, undefined_symbols,
 )
 from .toolchain import (
     Toolchain, compile_command, compiler_version, find_toolchain, include_flags, link_command, run_compiler,
@@ -174,11 +174,12 @@ class L0Check:
     def _check_claims_cover_overrides(self, claimed: dict[str, list[str]], ops: OverlayOps) -> None:
         """What the load step checks must include everything the overrides make the overlay register."""
         wanted = {"Autograd": {f"aten::{op}" for op in ops.differentiated}, "CUDA": {f"aten::{op}" for op in ops.new}}
-        for entry in self.patch_set.overrides("native_functions"):
-            if entry.action == "add":
+        for entry in self.patch_set.overrides("native_functions"):  # and the kernels their dispatch names
+            if entry.action != "delete":
                 for keys in ((entry.value or {}).get("dispatch") or {}):
                     for key in (k.strip() for k in keys.split(",")):
-                        wanted.setdefault(key, set()).add(f"aten::{entry.key}")
+                        if key in KERNEL_KEYS:
+                            wanted.setdefault(key, set()).add(f"aten::{entry.key}")
         missing = {key: sorted(names - set(claimed.get(key, []))) for key, names in wanted.items()}
         missing = {key: names for key, names in missing.items() if names}
         if missing:

@@ -55,6 +55,9 @@ def load_interfaces(path: Path) -> list[Interface]:
 
 
 OVERLAY_KEYS = {"cuda": "CUDA", "meta": "Meta", "autograd": "Autograd"}  # [overlay] field -> dispatch key
+# The keys whose kernels the overlay registers where a `dispatch:` entry names them (as
+# build_scripts/torchgen_overlay.py's OVERLAY_KEYS); Autograd kernels come from derivatives.
+KERNEL_KEYS = ("CUDA", "Meta")
 
 
 def load_overlay_ops(path: Path) -> dict[str, list[str]]:

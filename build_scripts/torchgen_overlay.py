@@ -118,7 +118,7 @@ def autograd_code(native_yaml: str, tags_yaml: str, derivatives_yaml: str, templ
     return "\n".join([header, nodes, variable_type, register])
 
 
-OVERLAY_KEYS = ("CUDA", "Meta")  # the keys RegisterOverlay.cpp registers generated wrappers for
+OVERLAY_KEYS = ("CUDA", "Meta")  # the keys RegisterOverlay.cpp registers generated wrappers for (symbols.KERNEL_KEYS)
 
 
 def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[str, list[NativeFunction]]:

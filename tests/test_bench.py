@@ -9,13 +9,16 @@ import math
 
 import pytest
 
-from build_scripts.bench.floor import buffer_sets_needed, pass_bytes
+from build_scripts.bench.floor import buffer_sets_needed, pass_bytes, pass_macs
 from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
-from build_scripts.bench.report import load, look_back, markdown, targets, write_report
+from build_scripts.bench.report import (
+    floor_fraction, load, look_back, markdown, roofline_fraction, targets, write_report,
+)
 from build_scripts.bench.schema import SCHEMA, VARIANTS, parse_variants, problem_row
 from build_scripts.routing_table import points_of, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
+FMA_RATE = 25e9  # multiply-adds per ms: 50 TFLOPS
 
 
 def test_the_layer_sets_are_the_issues():
@@ -66,6 +69,18 @@ def test_the_byte_floor_counts_each_tensor_once_per_pass():
     assert pass_bytes(p, "step") == sum(pass_bytes(p, q) for q in ("forward", "backward_input", "backward_weight"))
     row = problem_row(p, "forward", BANDWIDTH)
     assert row["floor_ms"] == pytest.approx(pass_bytes(p, "forward") / BANDWIDTH)
+    assert row["compute_floor_ms"] is None  # a run that did not measure the FMA rate
+
+
+def test_the_compute_floor_counts_a_multiply_add_per_output_value_and_tap():
+    layer = Layer("T", "t", channels=2, length=4, kernel=3, bias=True)  # output 4x4, 9 taps
+    p = Problem(layer, 3, "float32", "contiguous", TRAINING_PASSES)
+    assert [pass_macs(p, q) for q in TRAINING_PASSES] == [3 * 2 * 16 * 9] * 3 + [3 * 3 * 2 * 16 * 9]
+    conv1d = Problem(Layer("T", "t", channels=5, length=10, kernel=4, conv1d=True, padding=3), 2, "bfloat16",
+                     "contiguous", TRAINING_PASSES)
+    assert pass_macs(conv1d, "forward") == 2 * 5 * 13 * 4
+    row = problem_row(p, "step", BANDWIDTH, FMA_RATE)
+    assert row["macs"] == pass_macs(p, "step") and row["compute_floor_ms"] == pytest.approx(pass_macs(p, "step") / FMA_RATE)
 
 
 @pytest.mark.parametrize("per_set, expected", [
@@ -83,7 +98,7 @@ def synthetic_report(speed_ours=2.5, routed_slower=False) -> dict:
     rows = []
     for problem in problems(["MobileNetV2", "ConvNeXt-T", "RepLKNet-31B", "Mamba conv1d"]):
         for passname in problem.passes:
-            row = problem_row(problem, passname, BANDWIDTH)
+            row = problem_row(problem, passname, BANDWIDTH, FMA_RATE)
             stock = row["floor_ms"] * 4
             routed = stock * (1.1 if routed_slower and problem.layer.name == "960@7" else 1 / speed_ours)
             row["ms"] = {"stock": stock, "cudnn": stock * 0.9, "native": stock * 3, "ours": stock / speed_ours,
@@ -93,7 +108,7 @@ def synthetic_report(speed_ours=2.5, routed_slower=False) -> dict:
             rows.append(row)
     return {"schema": SCHEMA, "command": "python -m build_scripts bench run", "date": "2026-01-01",
             "device": "Synthetic GPU", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91002,
-            "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "copy_bandwidth_GBps": 3000.0,
+            "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "copy_bandwidth_GBps": 3000.0, "fp32_fma_TFLOPS": 50.0,
             "l2_bytes": 50 << 20,
             "settings": {"repeats": 30, "warmup": 3, "check_batch": 2, "tolerance": {}, "cudnn_allow_tf32": True,
                          "cudnn_benchmark": False, "variants": ["stock", "cudnn", "native", "ours", "routed"],
@@ -203,3 +218,21 @@ def test_the_look_back_says_what_each_kernel_path_brings():
     assert f"| register_tiled | {register_tiled_rows} of {len(report['rows'])} | 1.50× | 1.50× | 1.50× |" in text
     assert "| ours | routed | ours without register_tiled | ours without row | floor |" in text
     assert "## Look-back" not in markdown(synthetic_report())
+
+
+def test_the_large_filters_are_judged_against_the_roofline():
+    report = synthetic_report()
+    for row in report["rows"]:
+        fraction, compute = roofline_fraction(row), row["compute_floor_ms"]
+        if row["set"] == "RepLKNet-31B" and row["batch"] > 1:  # compute-bound: the multiply-adds set the roofline
+            assert compute > 2 * row["floor_ms"] and fraction == pytest.approx(compute / row["ms"]["ours"])
+        elif row["set"] == "MobileNetV2" and row["dtype"] == "float32":  # 9 taps in fp32: the bytes do
+            assert compute < row["floor_ms"] and fraction == pytest.approx(floor_fraction(row))
+    text = markdown(report)
+    assert "- FP32 FMA rate 50.0 TFLOPS (cuBLAS SGEMM, TF32 off)" in text
+    assert "| floor | ours % of floor | ours % of roofline | ours / stock |" in text
+    del report["fp32_fma_TFLOPS"]
+    for row in report["rows"]:  # a report from before the compute floor: the byte floor alone
+        row.pop("compute_floor_ms")
+        assert roofline_fraction(row) == floor_fraction(row)
+    assert "FMA rate" not in markdown(report)

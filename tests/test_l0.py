@@ -238,7 +238,10 @@ def test_overlay_built_for_another_commit_refuses_to_patch(tmp_path):
     includes = include_flags([patch_set.files_root / "aten" / "src"], torch, toolchain)
     run_compiler(compile_command(toolchain, patch_set.overlay_root / "RegisterOverlay.cpp", registration,
                                  includes + [f'-DDWCONV_PINNED_COMMIT="{other}"'], ()), "compile")
-    objects = [o for o in sorted((report.library.parent / "obj").rglob("*.o")) if o.name != "RegisterOverlay.cpp.o"]
+    obj_dir = report.library.parent / "obj"
+    series_objects = {obj_dir / f"{item.path}.o" for item in patch_set.compiled_sources()}
+    overlay_objects = {o for o in (obj_dir / "overlay").glob("*.o") if o.name != "RegisterOverlay.cpp.o"}
+    objects = sorted(series_objects | overlay_objects)  # not what an earlier series left in obj/
     library = tmp_path / "libdwconv_overlay.so"
     run_compiler(link_command(toolchain, [*objects, registration], library, torch), "link")
     probe = (

@@ -1,6 +1,7 @@
-"""The Meta kernels of the depthwise backward ops, in the real overlay loaded into the pinned
-torch on the CPU: shapes, dtypes and memory formats as the CUDA kernels give them, the CUDA
-kernels' argument checks, and symbolic tracing (make_fx, fake tensors), which needs no GPU."""
+"""The Meta kernels of _conv_depthwise2d and of the depthwise backward ops, in the real overlay
+loaded into the pinned torch on the CPU: shapes, dtypes and memory formats as the CUDA kernels
+give them, the CUDA kernels' argument checks, and symbolic tracing (make_fx, fake tensors) of the
+ops and of a training step through _conv_depthwise2d's derivative, none of which needs a GPU."""
 
 import json
 
@@ -12,6 +13,7 @@ META = """
 import json
 from torch.fx.experimental.proxy_tensor import make_fx
 op2d, op3d = torch.ops.aten._conv_depthwise2d_backward, torch.ops.aten._conv_depthwise3d_backward
+forward = torch.ops.aten._conv_depthwise2d
 
 def meta(*shape, fmt=torch.contiguous_format, dtype=torch.float32):
     return torch.empty(*shape, device="meta", dtype=dtype).to(memory_format=fmt)
@@ -39,6 +41,11 @@ out = {
     "wrong kernel_size": error(lambda: op2d(go, x, w, [5, 5], [2, 2], [1, 1], [1, 1], [True, True])),
     "wrong channels": error(lambda: op2d(meta(2, 10, 5, 6), x, meta(10, 1, 3, 3), *s2, [True, True])),
     "zero stride": error(lambda: op2d(go, x, w, [3, 3], [0, 2], [1, 1], [1, 1], [True, True])),
+    "forward": described(forward(x, w, [3, 3], meta(12), *s2[1:])),
+    "forward channels_last": described(forward(x_cl, w, [3, 3], None, *s2[1:])),
+    "forward bias": error(lambda: forward(x, w, [3, 3], meta(6), *s2[1:])),
+    "forward 3-D input": error(lambda: forward(meta(6, 9, 11), w, [3, 3], None, *s2[1:])),
+    "forward empty output": error(lambda: forward(x, meta(12, 1, 13, 3), [13, 3], None, [1, 1], [1, 1], [1, 1])),
 }
 
 def both(go, x, w):
@@ -50,6 +57,15 @@ placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
 outputs = [n for n in graph.graph.nodes if n.op == "output"][0].args[0]
 out["symbolic"] = {name: str(list(node.meta["val"].shape)) for name, node in
                    zip(("grad_output", "input", "weight", "grad_input", "grad_weight"), [*placeholders, *outputs])}
+
+def training_step(x, w, b):
+    y = forward(x, w, [3, 3], b, *s2[1:])
+    return torch.autograd.grad(y.square().sum(), (x, w, b))
+
+step = make_fx(training_step, tracing_mode="symbolic")(
+    torch.randn(2, 6, 9, 11, requires_grad=True), torch.randn(12, 1, 3, 3, requires_grad=True),
+    torch.randn(12, requires_grad=True))
+out["step ops"] = sorted({str(n.target) for n in step.graph.nodes if "depthwise" in str(n.target)})
 print(json.dumps(out))
 """
 
@@ -71,15 +87,29 @@ def test_outputs_take_the_cuda_kernels_shapes_dtypes_and_layouts(meta):
 
 
 def test_the_cuda_kernels_checks_hold_on_meta_tensors(meta):
+    """With the CUDA kernel's messages (DepthwiseConv2d.cu): its argument checks, then the backward's."""
     assert meta["wrong grad_output"] == ("conv_depthwise2d_backward: grad_output has shape [2, 12, 5, 6] but the "
                                          "convolution's output has shape [2, 12, 9, 11]")
-    assert meta["wrong kernel_size"] == ("conv_depthwise2d_backward: kernel_size [5, 5] does not match the weight's "
-                                         "[12, 1, 3, 3]")
-    assert meta["wrong channels"] == "conv_depthwise2d_backward: out_channels (10) must be a multiple of in_channels (6)"
-    assert meta["zero stride"] == "conv_depthwise2d_backward: stride must be positive, got [0, 2]"
+    assert meta["wrong kernel_size"] == "conv_depthwise2d: kernel_size [5, 5] does not match the weight's [12, 1, 3, 3]"
+    assert meta["wrong channels"] == "conv_depthwise2d: out_channels (10) must be a multiple of in_channels (6)"
+    assert meta["zero stride"] == "conv_depthwise2d: stride must be positive, got [0, 2]"
 
 
 def test_symbolic_tracing_gives_symbolic_shapes(meta):
     shapes = meta["symbolic"]
     assert shapes["grad_input"] == shapes["input"] and shapes["grad_input"].startswith("[s"), shapes
     assert shapes["grad_weight"] == shapes["weight"] and shapes["weight"].startswith("[s"), shapes
+
+
+def test_the_forward_op_takes_the_cuda_kernels_layout_and_checks(meta):
+    assert meta["forward"] == [[2, 12, 5, 6], [360, 30, 6, 1], "torch.float32"]
+    assert meta["forward channels_last"] == [[2, 12, 5, 6], [360, 1, 72, 12], "torch.float32"]
+    assert meta["forward bias"] == "conv_depthwise2d: bias must have out_channels (12) elements, got [6]"
+    assert meta["forward 3-D input"] == "conv_depthwise2d: expected a 4-D input (N, C, H, W), got 3-D"
+    assert meta["forward empty output"] == ("conv_depthwise2d: the output would be empty: input [2, 6, 9, 11], kernel "
+                                            "[13, 3], stride [1, 1], padding [1, 1], dilation [1, 1] give "
+                                            "[2, 12, -1, 11]")
+
+
+def test_a_training_step_through_the_forward_ops_derivative_traces_symbolically(meta):
+    assert meta["step ops"] == ["aten._conv_depthwise2d.default", "aten._conv_depthwise2d_backward.default"]

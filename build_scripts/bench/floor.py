@@ -8,6 +8,12 @@ and write once, over the copy bandwidth measured on the same GPU:
   step             the three passes above (a bias gradient is taken as fused into them)
 
 The same byte counts size the buffer rotation that keeps L2 from flattering small layers.
+
+Large filters (RepLKNet's 13 to 31) do compute: their passes are bound by multiply-adds, so each
+pass also has a compute floor, its multiply-adds over the fp32 FMA rate measured on the same GPU
+(timing.fma_rate). Every pass makes one multiply-add per output element and filter tap: the
+forward pass for each output value, backward-input and the weight gradient as many again. The
+roofline floor is the larger of the two.
 """
 
 from __future__ import annotations
@@ -35,6 +41,15 @@ def pass_bytes(problem: Problem, passname: str) -> int:
 
 def floor_ms(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> float:
     return pass_bytes(problem, passname) / bandwidth_bytes_per_ms
+
+
+def pass_macs(problem: Problem, passname: str) -> int:
+    macs = prod(problem.output_shape) * prod(problem.weight_shape[2:])
+    return 3 * macs if passname == "step" else macs
+
+
+def compute_floor_ms(problem: Problem, passname: str, macs_per_ms: float) -> float:
+    return pass_macs(problem, passname) / macs_per_ms
 
 
 L2_MULTIPLE = 3  # the rotating buffers' bytes: at least this many times the L2 size

@@ -61,6 +61,13 @@ def floor_fraction(row: dict, variant: str = "ours") -> float | None:
     return row["floor_ms"] / t if t else None
 
 
+def roofline_fraction(row: dict, variant: str = "ours") -> float | None:
+    """The larger of the byte floor and the compute floor, over the time (reports without the
+    compute floor: the byte floor)."""
+    t = row["ms"].get(variant)
+    return max(row["floor_ms"], row.get("compute_floor_ms") or 0) / t if t else None
+
+
 def geomean(values) -> float | None:
     values = [v for v in values if v]
     return exp(sum(log(v) for v in values) / len(values)) if values else None
@@ -135,6 +142,9 @@ def markdown(report: dict) -> str:
         f"routing table measured on: {report['routing_measured_on']}",
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "
         "the bytes a pass must move over it (build_scripts/bench/floor.py)",
+        *([f"- FP32 FMA rate {report['fp32_fma_TFLOPS']:.1f} TFLOPS (cuBLAS SGEMM, TF32 off); the roofline is the "
+           "larger of the floor and the pass's multiply-adds over that rate (it differs from the floor only where a "
+           "pass computes more than it moves: the large filters)"] if report.get("fp32_fma_TFLOPS") else []),
         f"- Times: ms per run, median of {report['settings']['repeats']} CUDA-graph replays over rotating buffer sets "
         f"(together ≥ 3× the {report['l2_bytes'] >> 20} MB L2), CUDA events; random data",
         f"- Checked first against float64 at batch {report['settings']['check_batch']} "
@@ -168,13 +178,14 @@ def markdown(report: dict) -> str:
     for (set_name, config, batch), group in groups.items():
         lines += ["", f"## {set_name}, {config}, batch {batch}", "",
                   "| layer | pass | " + " | ".join(variant_title(v) for v in variants)
-                  + " | floor | ours % of floor | ours / stock | ours / cuDNN | stock runs |",
-                  "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | --- |"]
+                  + " | floor | ours % of floor | ours % of roofline | ours / stock | ours / cuDNN | stock runs |",
+                  "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | ---: | --- |"]
         for r in group:
             times = " | ".join(_fmt(r["ms"].get(v), ".4f") for v in variants)
             lines.append(
                 f"| {r['layer']} | {PASS_TITLES[r['pass']]} | {times} | {r['floor_ms']:.4f} | "
                 f"{_fmt(floor_fraction(r) and 100 * floor_fraction(r), '.0f')} | "
+                f"{_fmt(roofline_fraction(r) and 100 * roofline_fraction(r), '.0f')} | "
                 f"{_fmt(speedup(r, 'ours', 'stock'), '.2f')}× | {_fmt(speedup(r, 'ours', 'cudnn'), '.2f')}× | "
                 f"{r['backends']['stock_forward']} |")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import buffer_sets_needed, pass_bytes
 from .layers import Problem, problems
 from .schema import SCHEMA, parse_variants, problem_row
-from .timing import copy_bandwidth, time_pass
+from .timing import copy_bandwidth, fma_rate, time_pass
 from .variants import (
     DTYPES, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
 )
@@ -89,6 +89,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
     allow_tf32 = torch.backends.cudnn.allow_tf32
     props = torch.cuda.get_device_properties(0)
     bandwidth = copy_bandwidth()
+    macs_per_ms = fma_rate()
     report = {
         "schema": SCHEMA,
         "command": command,
@@ -100,6 +101,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "overlay_patchset": overlay.module.PATCHSET_HASH,
         "routing_measured_on": overlay.module.routing_measured_on(),
         "copy_bandwidth_GBps": bandwidth / 1e6,
+        "fp32_fma_TFLOPS": 2 * macs_per_ms / 1e9,
         "l2_bytes": props.L2_cache_size,
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "tolerance": TOLERANCE,
                      "cudnn_allow_tf32": allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark,
@@ -114,7 +116,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         backends = {"stock_forward": stock_backend(problem, buffer_sets[0]),
                     "cudnn_gradients": cudnn_gradient_backend(problem, buffer_sets[0])}
         for passname in problem.passes:
-            row = problem_row(problem, passname, bandwidth)
+            row = problem_row(problem, passname, bandwidth, macs_per_ms)
             row.update(buffer_sets=sets_needed, backends=backends, check={v: checks[v] for v in variants})
             for name in variants:
                 if "failed" in checks[name]:

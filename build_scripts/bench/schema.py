@@ -4,6 +4,8 @@ build_scripts/routing_table.py read them. One row is one problem and pass:
   set, layer, conv ("1d"/"2d"), batch, channels, height, width, kernel [kh, kw],
   stride [sh, sw], padding [ph, pw], bias, dtype, layout, pass,
   bytes, floor_ms            what the pass must move, and that over the copy bandwidth
+  macs, compute_floor_ms     its multiply-adds, and those over the fp32 FMA rate (null when
+                             the run did not measure it)
   ms {variant: ms | null}    median per run; null where it failed (errors says why). The
                              variants: VARIANTS, and ours-without-<kernel path> (variants.py)
   graph {variant: bool}      timed by CUDA-graph replay (else eagerly)
@@ -15,7 +17,7 @@ conv1d rows are the 2D problem torch runs for them: height 1, kernel [1, k].
 
 from __future__ import annotations
 
-from .floor import floor_ms, pass_bytes
+from .floor import compute_floor_ms, floor_ms, pass_bytes, pass_macs
 from .layers import Problem
 
 SCHEMA = "dwconv-bench/1"
@@ -39,7 +41,8 @@ def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
     return names or VARIANTS
 
 
-def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> dict:
+def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float,
+                macs_per_ms: float | None = None) -> dict:
     layer = problem.layer
     return {
         "set": layer.set, "layer": layer.name, "conv": f"{layer.dims}d", "batch": problem.batch,
@@ -49,5 +52,7 @@ def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) 
         "padding": [0 if layer.conv1d else layer.pad, layer.pad],
         "bias": layer.bias, "dtype": problem.dtype, "layout": problem.layout, "pass": passname,
         "bytes": pass_bytes(problem, passname), "floor_ms": floor_ms(problem, passname, bandwidth_bytes_per_ms),
+        "macs": pass_macs(problem, passname),
+        "compute_floor_ms": compute_floor_ms(problem, passname, macs_per_ms) if macs_per_ms else None,
         "ms": {}, "graph": {}, "errors": {}, "check": {}, "backends": {}, "buffer_sets": 0,
     }

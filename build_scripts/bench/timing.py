@@ -68,6 +68,23 @@ def time_pass(fn: Callable, buffer_sets: list, repeats: int, warmup: int) -> Tim
     return Timing(ms, graph=True)
 
 
+def fma_rate(n: int = 8192, repeats: int = 10) -> float:
+    """Multiply-adds per ms of an fp32 matrix product with TF32 off (cuBLAS SGEMM on the CUDA
+    cores): the FMA rate a depthwise kernel could reach at best, measured as copy_bandwidth is."""
+    a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
+    c = torch.empty_like(a)
+    allowed = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for _ in range(2):
+            torch.mm(a, b, out=c)
+        ms = _median_ms(lambda: torch.mm(a, b, out=c), repeats, 1)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allowed
+    del a, b, c
+    return n ** 3 / ms
+
+
 def copy_bandwidth(nbytes: int = 1 << 30, repeats: int = 20) -> float:
     """Bytes per ms of a device-to-device copy, counting the read and the write."""
     src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()

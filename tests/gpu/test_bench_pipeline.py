@@ -39,6 +39,8 @@ def test_a_small_bench_run(tmp_path, one_layer_set):
         assert all(row["graph"].values()), row["graph"]
         assert row["backends"]["cudnn_gradients"] == "CudnnTranspose"
         assert row["floor_ms"] > 0 and row["buffer_sets"] >= 2
+        assert row["compute_floor_ms"] > 0 and row["macs"] > 0
+    assert 1 < report["fp32_fma_TFLOPS"] < 1000, report["fp32_fma_TFLOPS"]  # measured, in TFLOPS
     channels_last_2d = [r for r in rows if r["conv"] == "2d" and r["layout"] == "channels_last"]
     assert {r["backends"]["stock_forward"] for r in channels_last_2d} == {"Cudnn"}
     text = markdown({**report, "commands": [report["command"]]})

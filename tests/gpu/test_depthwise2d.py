@@ -657,10 +657,11 @@ class TestDepthwise2d(TestCase):
                     self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with {path} on again")
 
     @onlyCUDA
-    def test_backward_ops_pass_opcheck(self, device):
-        """torch.library.opcheck on the backward ops the overrides add: their schemas, autograd
-        registration, Meta kernels against the CUDA kernels (shapes, strides, dtypes under fake
-        tensors) and AOT dispatch with dynamic shapes; 2D in both layouts, and 3D."""
+    def test_ops_pass_opcheck(self, device):
+        """torch.library.opcheck on _conv_depthwise2d and the backward ops the overrides add: their
+        schemas, autograd registration, Meta kernels against the CUDA kernels (shapes, strides,
+        dtypes under fake tensors) and AOT dispatch with dynamic shapes; 2D in both layouts, and 3D."""
+        forward = torch.ops.aten._conv_depthwise2d.default
         op2d, op3d = torch.ops.aten._conv_depthwise2d_backward.default, torch.ops.aten._conv_depthwise3d_backward.default
         for memory_format in (torch.contiguous_format, torch.channels_last):
             with self.subTest(memory_format=memory_format):
@@ -669,6 +670,8 @@ class TestDepthwise2d(TestCase):
                 go = torch.randn(2, 12, 5, 6, device=device, dtype=torch.float64).to(memory_format=memory_format)
                 for mask in ([True, True], [False, True]):
                     torch.library.opcheck(op2d, (go, x, w, [3, 3], [2, 2], [1, 1], [1, 1], mask))
+                for bias in (None, torch.randn(12, device=device, dtype=torch.float64)):
+                    torch.library.opcheck(forward, (x, w, [3, 3], bias, [2, 2], [1, 1], [1, 1]))
         x3 = torch.randn(2, 4, 5, 6, 7, device=device, dtype=torch.float64)
         w3 = torch.randn(4, 1, 3, 3, 3, device=device, dtype=torch.float64)
         go3 = torch.randn(2, 4, 5, 6, 7, device=device, dtype=torch.float64)
