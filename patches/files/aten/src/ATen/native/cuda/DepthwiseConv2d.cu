@@ -66,6 +66,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/CanUse32BitIndexMath.h>
 #include <ATen/native/ConvUtils.h>
+#include <ATen/native/DepthwiseConvChecks.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
@@ -287,19 +288,8 @@ struct Conv2dArgs {
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w;
 };
 
-Conv2dArgs check_conv2d_args(IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding,
-                             IntArrayRef dilation, const Tensor& weight) {
-  TORCH_CHECK(kernel_size.size() == 2, "conv_depthwise2d: kernel_size must have 2 elements, got ", kernel_size.size());
-  TORCH_CHECK(stride.size() == 2, "conv_depthwise2d: stride must have 2 elements, got ", stride.size());
-  TORCH_CHECK(padding.size() == 2, "conv_depthwise2d: padding must have 2 elements, got ", padding.size());
-  TORCH_CHECK(dilation.size() == 2, "conv_depthwise2d: dilation must have 2 elements, got ", dilation.size());
-  TORCH_CHECK(weight.dim() == 4 && weight.size(1) == 1,
-              "conv_depthwise2d: weight must have shape (out_channels, 1, kH, kW), got ", weight.sizes());
-  TORCH_CHECK(weight.size(2) == kernel_size[0] && weight.size(3) == kernel_size[1],
-              "conv_depthwise2d: kernel_size ", kernel_size, " does not match the weight's ", weight.sizes());
-  TORCH_CHECK(stride[0] > 0 && stride[1] > 0, "conv_depthwise2d: stride must be positive, got ", stride);
-  TORCH_CHECK(dilation[0] > 0 && dilation[1] > 0, "conv_depthwise2d: dilation must be positive, got ", dilation);
-  TORCH_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv_depthwise2d: padding must be non-negative, got ", padding);
+// The arguments as the kernels take them, once depthwise_checks has checked them.
+Conv2dArgs conv2d_args(IntArrayRef kernel_size, IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
   return {static_cast<int>(kernel_size[0]), static_cast<int>(kernel_size[1]),
           static_cast<int>(stride[0]), static_cast<int>(stride[1]),
           static_cast<int>(padding[0]), static_cast<int>(padding[1]),
@@ -449,44 +439,25 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
   });
 }
 
-void check_input_and_weight(const Tensor& input, const Tensor& weight) {
-  TORCH_CHECK(input.dim() == 4, "conv_depthwise2d: expected a 4-D input (N, C, H, W), got ", input.dim(), "-D");
-  TORCH_CHECK(input.size(1) > 0 && weight.size(0) % input.size(1) == 0,
-              "conv_depthwise2d: out_channels (", weight.size(0), ") must be a multiple of in_channels (",
-              input.size(1), ")");
-  TORCH_CHECK(input.scalar_type() == weight.scalar_type(), "conv_depthwise2d: input is ", input.scalar_type(),
-              " but weight is ", weight.scalar_type());
-  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, "conv_depthwise2d: empty spatial input ", input.sizes());
+// The shared checks (depthwise_checks, as the Meta kernels make them), then the device: the output's sizes.
+std::vector<int64_t> checked_output_sizes(const Tensor& input, const Tensor& weight, IntArrayRef kernel_size,
+                                          IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
+  auto sizes = depthwise_checks::checked_output_sizes<int64_t>("conv_depthwise2d", 2, input, weight, kernel_size,
+                                                              stride, padding, dilation);
   TORCH_CHECK(input.is_cuda() && weight.is_cuda() && input.device() == weight.device(),
               "conv_depthwise2d: input and weight must be on the same CUDA device");
-}
-
-// The output's shape; refuses shapes that leave no output element.
-std::vector<int64_t> output_sizes(const Tensor& input, const Tensor& weight, IntArrayRef kernel_size,
-                                  IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
-  auto sizes = conv_output_size(input.sizes(), weight.sizes(), padding, stride, dilation);
-  TORCH_CHECK(sizes[2] > 0 && sizes[3] > 0, "conv_depthwise2d: the output would be empty: input ",
-              input.sizes(), ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding, ", dilation ",
-              dilation, " give ", IntArrayRef(sizes));
   return sizes;
 }
 
-// The forward pass into `out`, once the arguments have been checked.
-Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const Conv2dArgs& args,
-                    const std::optional<Tensor>& bias_opt, IntArrayRef kernel_size, IntArrayRef stride,
-                    IntArrayRef padding, IntArrayRef dilation, Tensor& out) {
+// The forward pass into `out`, its arguments checked and the output's sizes known.
+Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias_opt,
+                    const Conv2dArgs& args, IntArrayRef out_sizes, Tensor& out) {
+  depthwise_checks::check_bias("conv_depthwise2d", input_, weight_, bias_opt);
   const c10::cuda::CUDAGuard device_guard(input_.device());
   const Tensor bias = (bias_opt.has_value() && bias_opt->defined()) ? bias_opt->contiguous() : Tensor();
-  TORCH_CHECK(!bias.defined() || (bias.dim() <= 1 && bias.numel() == weight_.size(0)),
-              "conv_depthwise2d: bias must have out_channels (", weight_.size(0), ") elements, got ",
-              bias.defined() ? bias.sizes() : IntArrayRef{});
-  TORCH_CHECK(!bias.defined() || bias.scalar_type() == input_.scalar_type(), "conv_depthwise2d: input is ",
-              input_.scalar_type(), " but bias is ", bias.defined() ? bias.scalar_type() : input_.scalar_type());
-
   const auto layout = layout_of(input_);
   const Tensor input = input_.contiguous(layout);
   const Tensor weight = weight_.contiguous();
-  const auto out_sizes = output_sizes(input, weight, kernel_size, stride, padding, dilation);
   resize_output(out, out_sizes);
   if (out.numel() == 0) return out;  // an empty batch
   const auto g = forward_geometry(input, weight, args, out_sizes);
@@ -511,9 +482,8 @@ Tensor& conv_depthwise2d_cuda_out(
     IntArrayRef padding,
     IntArrayRef dilation,
     Tensor& out) {
-  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight);
-  check_input_and_weight(input, weight);
-  return forward_out(input, weight, args, bias, kernel_size, stride, padding, dilation, out);
+  const auto out_sizes = checked_output_sizes(input, weight, kernel_size, stride, padding, dilation);
+  return forward_out(input, weight, bias, conv2d_args(kernel_size, stride, padding, dilation), out_sizes, out);
 }
 
 Tensor conv_depthwise2d_cuda(
@@ -524,12 +494,10 @@ Tensor conv_depthwise2d_cuda(
     IntArrayRef stride,
     IntArrayRef padding,
     IntArrayRef dilation) {
-  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight);
-  check_input_and_weight(input, weight);
+  const auto out_sizes = checked_output_sizes(input, weight, kernel_size, stride, padding, dilation);
   // The output takes the input's layout: channels_last in, channels_last out.
-  Tensor out = at::empty(output_sizes(input, weight, kernel_size, stride, padding, dilation),
-                         input.options().memory_format(layout_of(input)));
-  return forward_out(input, weight, args, bias, kernel_size, stride, padding, dilation, out);
+  Tensor out = at::empty(out_sizes, input.options().memory_format(layout_of(input)));
+  return forward_out(input, weight, bias, conv2d_args(kernel_size, stride, padding, dilation), out_sizes, out);
 }
 
 namespace dwconv {
@@ -543,15 +511,10 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     IntArrayRef padding,
     IntArrayRef dilation,
     std::array<bool, 2> output_mask) {
-  const auto args = check_conv2d_args(kernel_size, stride, padding, dilation, weight_);
-  check_input_and_weight(self_, weight_);
+  const auto out_sizes = checked_output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
+  depthwise_checks::check_grad_output("conv_depthwise2d", grad_output_, self_, out_sizes);
+  const auto args = conv2d_args(kernel_size, stride, padding, dilation);
   const c10::cuda::CUDAGuard device_guard(self_.device());
-  const auto out_sizes = output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
-  TORCH_CHECK(grad_output_.scalar_type() == self_.scalar_type(), "conv_depthwise2d_backward: input is ",
-              self_.scalar_type(), " but grad_output is ", grad_output_.scalar_type());
-  TORCH_CHECK(grad_output_.sizes() == IntArrayRef(out_sizes),
-              "conv_depthwise2d_backward: grad_output has shape ", grad_output_.sizes(),
-              " but the convolution's output has shape ", IntArrayRef(out_sizes));
 
   const auto layout = layout_of(self_);
   const Tensor grad_output = grad_output_.contiguous(layout);
