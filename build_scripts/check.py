@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import REPO_ROOT
+from .cache_prune import prune, touch
 from .codegen import GeneratedCode, OverlayOps, generate_overlay_code, run_codegen, syntax_check_autograd
 from . import overlay
 from .errors import HarnessError
@@ -75,6 +76,10 @@ class L0Report:
         wall = time.monotonic() - self.started
         steps = ", ".join(f"{n} {s:.1f}s" for n, s in self.timings.items())
         return "\n".join([f"L0 passed in {wall:.1f}s (autograd and compile overlap: {steps})", *self.notes])
+
+
+# Compiled objects L0 keeps for reuse (build/l0/objcache), least recently used dropped first.
+OBJECT_CACHE_BYTES = 1 << 30
 
 
 @dataclass
@@ -268,6 +273,7 @@ class L0Check:
             if is_cuda:
                 shutil.rmtree(report, ignore_errors=True)
             if cached.exists() and (not is_cuda or report_dir(cached).is_dir()):
+                touch(cached)
                 shutil.copyfile(cached, obj)
                 if is_cuda:
                     shutil.copytree(report_dir(cached), report)
@@ -289,6 +295,8 @@ class L0Check:
         with self.report.step("compile"):
             for future in [pool.submit(compile_one, *unit) for unit in units]:
                 future.result()
+        objcache = self.work / "objcache"
+        prune([[o, report_dir(o)] for o in objcache.glob("*.o")], max_bytes=OBJECT_CACHE_BYTES)
         return objects
 
     def _project_files_digest(self, toolchain: Toolchain) -> str:

@@ -7,7 +7,8 @@ autograd code see operators as the merged yaml defines them.
 
 Codegen is a pure function of the merged yaml and the pinned torchgen, so its
 output is kept under the hash of those inputs (in build/l0/codegen: `make clean`
-removes it) and reused while they stay the same.
+removes it) and reused while they stay the same; the CODEGEN_RUNS_KEPT most
+recently used runs are kept.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cache_prune import prune, touch
 from .errors import HarnessError
 from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, compiler_version, include_flags, run_compiler
 from .wheel_cache import PinnedTorch
+
+
+CODEGEN_RUNS_KEPT = 4  # about 100 MB each
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,10 @@ def run_codegen(native_functions: str, derivatives: str, torch: PinnedTorch, cac
     """Generate ATen and autograd code for the merged yaml texts (or reuse a cached run)."""
     dest = cache / _codegen_key(native_functions, derivatives, torch)
     if (dest / ".complete").exists():
+        touch(dest)
         return GeneratedCode(dest, cached=True)
+    if cache.is_dir():  # room for the run about to be made
+        prune([[run] for run in cache.iterdir() if run.is_dir()], max_entries=CODEGEN_RUNS_KEPT - 1)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     try:
