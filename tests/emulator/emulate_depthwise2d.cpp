@@ -464,8 +464,8 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
       if (!plan) continue;
       const auto go = p.grad_output.store<T>(false);
       const auto in = p.input.store<T>(false);
+      plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
       for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
-        plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
         plan->tile.vector_loads = vector_loads;
         auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,

@@ -1,8 +1,8 @@
 #pragma once
-// The argument checks of the depthwise convolutions, shared by the CUDA kernels
-// (cuda/DepthwiseConv2d.cu) and the Meta kernels (DepthwiseConvMeta.cpp), so that a bad call
-// fails alike on both, with the same message; on concrete (int64_t) or symbolic (c10::SymInt)
-// sizes. `name` is conv_depthwise2d or conv_depthwise3d.
+// What the CUDA kernels (cuda/DepthwiseConv2d.cu) and the Meta kernels (DepthwiseConvMeta.cpp) of
+// the depthwise convolutions must agree on: the argument checks, so that a bad call fails alike
+// on both, with the same message, on concrete (int64_t) or symbolic (c10::SymInt) sizes (`name`
+// is conv_depthwise2d or conv_depthwise3d); and the 2D outputs' memory format.
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
@@ -84,6 +84,13 @@ void check_grad_output(const char* name, const Tensor& grad_output, const Tensor
               " but grad_output is ", grad_output.scalar_type());
   TORCH_CHECK(sizes_of<T>(grad_output) == ArrayRef<T>(output_sizes), name, "_backward: grad_output has shape ",
               sizes_of<T>(grad_output), " but the convolution's output has shape ", ArrayRef<T>(output_sizes));
+}
+
+// The 2D kernels' layout, which their output and grad_input take: channels_last where the input
+// suggests it, else contiguous.
+inline MemoryFormat layout_2d(const Tensor& input) {
+  return input.suggest_memory_format() == MemoryFormat::ChannelsLast ? MemoryFormat::ChannelsLast
+                                                                     : MemoryFormat::Contiguous;
 }
 
 } // namespace at::native::depthwise_checks

@@ -32,11 +32,6 @@
 namespace at::native {
 namespace {
 
-MemoryFormat layout_2d(const Tensor& input) {
-  return input.suggest_memory_format() == MemoryFormat::ChannelsLast ? MemoryFormat::ChannelsLast
-                                                                     : MemoryFormat::Contiguous;
-}
-
 std::tuple<Tensor, Tensor> depthwise_backward_meta(
     const char* name,
     int64_t spatial_dims,
@@ -72,7 +67,7 @@ Tensor _conv_depthwise2d_meta_symint(
   const auto sizes = depthwise_checks::checked_output_sizes("conv_depthwise2d", 2, input, weight, kernel_size, stride,
                                                             padding, dilation);
   depthwise_checks::check_bias("conv_depthwise2d", input, weight, bias_opt);
-  return at::empty_symint(sizes, input.options().memory_format(layout_2d(input)));
+  return at::empty_symint(sizes, input.options().memory_format(depthwise_checks::layout_2d(input)));
 }
 
 std::tuple<Tensor, Tensor> _conv_depthwise2d_backward_meta_symint(
@@ -85,7 +80,7 @@ std::tuple<Tensor, Tensor> _conv_depthwise2d_backward_meta_symint(
     SymIntArrayRef dilation,
     std::array<bool, 2> output_mask) {
   return depthwise_backward_meta("conv_depthwise2d", 2, grad_output, self, weight, kernel_size, stride, padding,
-                                 dilation, output_mask, layout_2d(self));
+                                 dilation, output_mask, depthwise_checks::layout_2d(self));
 }
 
 std::tuple<Tensor, Tensor> _conv_depthwise3d_backward_meta_symint(

@@ -143,6 +143,12 @@ Tiling tiling_of(const Tensor& src, const Tensor& dst) {
   return layout;
 }
 
+// Whether a register tile of g is staged from 16-byte vectors of src: the path is on and src allows it.
+bool tile_vector_loads(const PassGeometry& g, const Tensor& src) {
+  return kernel_path_enabled(KernelPath::TileVectorLoads) &&
+         register_tile_vector_loads(g, src.const_data_ptr(), src.element_size());
+}
+
 // Whether the register tiles may serve g: `path` is on, and at stride 2 so are the stride-2 tiles.
 bool register_tiled_enabled(KernelPath path, const PassGeometry& g) {
   return kernel_path_enabled(path) && (g.stride_h == 1 || kernel_path_enabled(KernelPath::RegisterTiledStride2));
@@ -246,8 +252,7 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
                       : std::nullopt;
       if (plan) {
         plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
-        plan->tile.vector_loads = kernel_path_enabled(KernelPath::TileVectorLoads) &&
-                                  register_tile_vector_loads(*tiled_geometry, src.const_data_ptr(), sizeof(scalar_t));
+        plan->tile.vector_loads = tile_vector_loads(*tiled_geometry, src);
         const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h,
                                                                                   tiled_geometry->stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -277,11 +282,6 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
       dst.mutable_data_ptr<scalar_t>(), direct_geometry, strides_of(src), strides_of(dst),
       channels_fastest, static_cast<index_t>(total));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-MemoryFormat layout_of(const Tensor& t) {
-  return t.suggest_memory_format() == MemoryFormat::ChannelsLast ? MemoryFormat::ChannelsLast
-                                                                 : MemoryFormat::Contiguous;
 }
 
 struct Conv2dArgs {
@@ -369,8 +369,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     if (both_nchw_contiguous && !index64 && register_tiled_enabled(KernelPath::RegisterTiledGradWeight, g)) {
       if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
         plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
-        plan->tile.vector_loads = kernel_path_enabled(KernelPath::TileVectorLoads) &&
-                                  register_tile_vector_loads(g, in, sizeof(scalar_t));
+        plan->tile.vector_loads = tile_vector_loads(g, input);
         auto partial = new_partial(plan->grid.y);
         const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
         kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
@@ -455,7 +454,7 @@ Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const std::opti
   depthwise_checks::check_bias("conv_depthwise2d", input_, weight_, bias_opt);
   const c10::cuda::CUDAGuard device_guard(input_.device());
   const Tensor bias = (bias_opt.has_value() && bias_opt->defined()) ? bias_opt->contiguous() : Tensor();
-  const auto layout = layout_of(input_);
+  const auto layout = depthwise_checks::layout_2d(input_);
   const Tensor input = input_.contiguous(layout);
   const Tensor weight = weight_.contiguous();
   resize_output(out, out_sizes);
@@ -496,7 +495,7 @@ Tensor conv_depthwise2d_cuda(
     IntArrayRef dilation) {
   const auto out_sizes = checked_output_sizes(input, weight, kernel_size, stride, padding, dilation);
   // The output takes the input's layout: channels_last in, channels_last out.
-  Tensor out = at::empty(out_sizes, input.options().memory_format(layout_of(input)));
+  Tensor out = at::empty(out_sizes, input.options().memory_format(depthwise_checks::layout_2d(input)));
   return forward_out(input, weight, bias, conv2d_args(kernel_size, stride, padding, dilation), out_sizes, out);
 }
 
@@ -516,7 +515,7 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
   const auto args = conv2d_args(kernel_size, stride, padding, dilation);
   const c10::cuda::CUDAGuard device_guard(self_.device());
 
-  const auto layout = layout_of(self_);
+  const auto layout = depthwise_checks::layout_2d(self_);
   const Tensor grad_output = grad_output_.contiguous(layout);
   const auto g = forward_geometry(self_, weight_, args, out_sizes);
 
