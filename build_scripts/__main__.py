@@ -156,12 +156,12 @@ def cmd_bench(args) -> None:
         raise HarnessError("make bench runs in a Python with torch 2.11.0+cu130 and a GPU (GPU_PYTHON); "
                            f"{sys.executable} has no torch") from None
     from .bench.run import device_slug, failed_checks, run_bench
+    from .bench.schema import comma_separated
     if not torch.cuda.is_available():
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
-    sets = [s.strip() for s in args.sets.split(",") if s.strip()] if args.sets else None
-    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    name = "-".join(["bench", *(device_slug(s) for s in sets or []), *(device_slug(v) for v in variants)]) + ".json"
+    sets = comma_separated(args.sets) or None
+    name = "-".join(["bench", *map(device_slug, sets or []), *map(device_slug, comma_separated(args.variants))]) + ".json"
     out = Path(args.results) / device_slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:

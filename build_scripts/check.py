@@ -179,12 +179,9 @@ class L0Check:
     def _check_claims_cover_overrides(self, claimed: dict[str, list[str]], ops: OverlayOps) -> None:
         """What the load step checks must include everything the overrides make the overlay register."""
         wanted = {"Autograd": {f"aten::{op}" for op in ops.differentiated}, "CUDA": {f"aten::{op}" for op in ops.new}}
-        for entry in self.patch_set.overrides("native_functions"):  # and the kernels their dispatch names
-            if entry.action != "delete":
-                for keys in ((entry.value or {}).get("dispatch") or {}):
-                    for key in (k.strip() for k in keys.split(",")):
-                        if key in KERNEL_KEYS:
-                            wanted.setdefault(key, set()).add(f"aten::{entry.key}")
+        for entry, dispatch in self._override_dispatches():  # and the kernels their dispatch entries name
+            for key in dispatch.keys() & set(KERNEL_KEYS):
+                wanted.setdefault(key, set()).add(f"aten::{entry.key}")
         missing = {key: sorted(names - set(claimed.get(key, []))) for key, names in wanted.items()}
         missing = {key: names for key, names in missing.items() if names}
         if missing:
@@ -349,13 +346,18 @@ class L0Check:
         if problems:
             raise HarnessError("\n".join(problems))
 
+    def _override_dispatches(self):
+        """(override entry, dispatch key -> kernel) for each native_functions override with a
+        `dispatch:` ("CPU, CUDA: k" gives both keys)."""
+        for entry in self.patch_set.overrides("native_functions"):
+            dispatch = entry.value.get("dispatch") if isinstance(entry.value, dict) else None
+            if dispatch:
+                yield entry, {key.strip(): kernel for keys, kernel in dispatch.items() for key in keys.split(",")}
+
     def _dispatch_kernels(self) -> dict[str, tuple[set[str], str]]:
         """header -> (at::native kernels named by our dispatch entries, the override naming them)."""
         kernels: dict[str, tuple[set[str], str]] = {}
-        for entry in self.patch_set.overrides("native_functions"):
-            dispatch = entry.value.get("dispatch") if isinstance(entry.value, dict) else None
-            if not dispatch:
-                continue
+        for entry, dispatch in self._override_dispatches():
             header = f"ATen/ops/{entry.key.split('.')[0]}_native.h"
             names, _ = kernels.setdefault(header, (set(), entry.origin))
             names.update(f"at::native::{kernel}" for kernel in dispatch.values())

@@ -30,10 +30,15 @@ def switched_off_path(variant: str) -> str | None:
     return variant[len(WITHOUT):] if variant.startswith(WITHOUT) else None
 
 
+def comma_separated(text: str) -> list[str]:
+    """SETS=a,b and VARIANTS=a,b: the names, spaces and empty items dropped."""
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
 def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
     """VARIANTS=a,b: names of VARIANTS, or ours-without-<path> for a path of kernel_paths (the
     overlay's). Empty: VARIANTS."""
-    names = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    names = tuple(dict.fromkeys(comma_separated(text)))
     for name in names:
         if name not in VARIANTS and switched_off_path(name) not in kernel_paths:
             raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, and "
