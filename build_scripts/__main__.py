@@ -165,7 +165,8 @@ def cmd_bench(args) -> None:
     out = Path(args.results) / device_slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
-        report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command)
+        report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
+                           stop_after_s=args.stop_after)
     except ValueError as err:
         raise HarnessError(f"bench: {err}") from None
     print(f"wrote {out}")
@@ -245,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                               help="run: comma-separated variants (default: stock, cudnn, native, ours, routed), "
                                    "ours-without-<kernel path> among them")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
+            verb.add_argument("--stop-after", type=float, default=float(os.environ.get("BENCH_STOP_AFTER") or 0) or None,
+                              help="run: start no problem that would end past this many seconds (default: no limit)")
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")
             verb.add_argument("--out", help="report: the output directory (default: beside the first report)")

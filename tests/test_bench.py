@@ -14,7 +14,7 @@ from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, pr
 from build_scripts.bench.report import (
     floor_fraction, load, look_back, markdown, roofline_fraction, targets, write_report,
 )
-from build_scripts.bench.schema import SCHEMA, VARIANTS, parse_variants, problem_row
+from build_scripts.bench.schema import SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row
 from build_scripts.routing_table import points_of, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
@@ -149,6 +149,24 @@ def test_a_failed_check_is_reported():
     assert "## Failed checks" in markdown(report) and "ours: RuntimeError: boom" in markdown(report)
 
 
+def test_a_run_with_a_time_limit_starts_no_problem_it_cannot_finish():
+    assert ends_in_time(elapsed_s=0.0, longest_problem_s=0.0, stop_after_s=None)
+    assert ends_in_time(elapsed_s=1e6, longest_problem_s=50.0, stop_after_s=None)
+    assert ends_in_time(elapsed_s=100.0, longest_problem_s=20.0, stop_after_s=120.0)
+    assert not ends_in_time(elapsed_s=100.5, longest_problem_s=20.0, stop_after_s=120.0)
+
+
+def test_a_report_cut_short_says_what_it_did_not_measure(tmp_path):
+    cut = {"problems_done": 7, "problems": 60, "stop_after_s": 480.0, "next": "MobileNetV2 192@28 b64 float32 contiguous"}
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    paths[0].write_text(json.dumps({**synthetic_report(), "cut_short": cut}))
+    paths[1].write_text(json.dumps(synthetic_report()))
+    text = markdown(load(paths))
+    assert ("- **Cut short** at its limit of 480 s: 7 of 60 problems measured; not measured from MobileNetV2 192@28 "
+            "b64 float32 contiguous on") in text
+    assert "Cut short" not in markdown(load(paths[1:]))
+
+
 def test_write_report_draws_the_plots(tmp_path):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(synthetic_report()))
@@ -186,12 +204,16 @@ def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     assert points_of(report, "r", "2.11.0+cu130")[0].ours_faster
 
 
-def test_variants_are_the_five_or_ours_without_a_kernel_path():
+def test_variants_are_the_five_or_ours_without_a_kernel_path_or_the_look_back():
     paths = ["register_tiled", "row"]
     assert parse_variants("", paths) == VARIANTS
     assert parse_variants(" ours, ours-without-row,ours ,", paths) == ("ours", "ours-without-row")
+    assert parse_variants("look-back", paths) == ("ours", "ours-without-register_tiled", "ours-without-row")
+    assert parse_variants("stock,look-back,ours-without-row", paths) == (
+        "stock", "ours", "ours-without-register_tiled", "ours-without-row")
     with pytest.raises(ValueError, match=r"unknown variant 'ours-without-column'; the variants are stock, cudnn, "
-                                         r"native, ours, routed, and ours-without-<path> for a path of register_tiled, row"):
+                                         r"native, ours, routed, ours-without-<path> for a path of register_tiled, row, "
+                                         r"and look-back"):
         parse_variants("ours,ours-without-column", paths)
     with pytest.raises(ValueError, match="unknown variant 'fastest'"):
         parse_variants("fastest", paths)

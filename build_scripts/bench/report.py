@@ -42,7 +42,15 @@ def load(paths: list[Path]) -> dict:
     merged = dict(first)
     merged["rows"] = [row for r in reports for row in r["rows"]]
     merged["commands"] = [r["command"] for r in reports]
+    merged["cut_short"] = [r["cut_short"] for r in reports if "cut_short" in r]
     return merged
+
+
+def cut_short_lines(report: dict) -> list[str]:
+    """What a run with a time limit (run_bench's stop_after_s) left unmeasured."""
+    cuts = report.get("cut_short") or []
+    return [f"- **Cut short** at its limit of {c['stop_after_s']:.0f} s: {c['problems_done']} of {c['problems']} "
+            f"problems measured; not measured from {c['next']} on" for c in ([cuts] if isinstance(cuts, dict) else cuts)]
 
 
 def config_title(row: dict) -> str:
@@ -138,6 +146,7 @@ def markdown(report: dict) -> str:
         "",
         *(f"Command: `{c}`" for c in report.get("commands", [report.get("command", "")])),
         "",
+        *cut_short_lines(report),
         f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}; overlay patch set {report['overlay_patchset']}; "
         f"routing table measured on: {report['routing_measured_on']}",
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "

@@ -1,7 +1,9 @@
 """The GPU run of `make bench`: check every implementation against float64, then time it.
 
 Writes the report (JSON, schema dwconv-bench/1) after every problem, so that a run cut
-short still leaves what it measured. Each row is one problem and pass, with the time of
+short still leaves what it measured. Given stop_after_s, it starts no problem that would end
+past that many seconds, judged by the longest problem so far, and the report says where it
+stopped (`cut_short`), so that a device call with a time limit ends with a whole report. Each row is one problem and pass, with the time of
 every variant (ms, median per run), the byte floor beside it, and the checks it passed.
 """
 
@@ -20,7 +22,7 @@ import torch
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import buffer_sets_needed, pass_bytes
 from .layers import Problem, problems
-from .schema import SCHEMA, parse_variants, problem_row
+from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
 from .variants import (
     DTYPES, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
@@ -82,12 +84,14 @@ def _bytes_per_set(problem: Problem) -> int:
 
 
 def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
-              warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "") -> dict:
+              warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "",
+              stop_after_s: float | None = None) -> dict:
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
     chosen = problems(set_names)
     allow_tf32 = torch.backends.cudnn.allow_tf32
     props = torch.cuda.get_device_properties(0)
+    started = time.monotonic()
     bandwidth = copy_bandwidth()
     macs_per_ms = fma_rate()
     report = {
@@ -108,8 +112,17 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                      "variants": list(variants), "sets": set_names or "all"},
         "rows": [],
     }
-    started = time.monotonic()
+    longest_problem_s = 0.0
     for index, problem in enumerate(chosen, 1):
+        if not ends_in_time(time.monotonic() - started, longest_problem_s, stop_after_s):
+            report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
+                                   "next": f"{problem.layer.set} {problem.layer.name} b{problem.batch} "
+                                           f"{problem.dtype} {problem.layout}"}
+            print(f"stopping: {index - 1} of {len(chosen)} problems measured, the next would end past "
+                  f"{stop_after_s:.0f} s", flush=True)
+            _write(out_path, report)
+            break
+        problem_started = time.monotonic()
         checks = check(problem, overlay, variants, allow_tf32)
         sets_needed = buffer_sets_needed(_bytes_per_set(problem), props.L2_cache_size, memory_budget_bytes)
         buffer_sets = [make_buffers(problem) for _ in range(sets_needed)]
@@ -137,6 +150,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         del buffer_sets
         torch.cuda.empty_cache()
         _write(out_path, report)
+        longest_problem_s = max(longest_problem_s, time.monotonic() - problem_started)
     return report
 
 

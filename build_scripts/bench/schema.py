@@ -13,6 +13,9 @@ build_scripts/routing_table.py read them. One row is one problem and pass:
   backends, buffer_sets      what stock selected; how many buffer sets rotated
 
 conv1d rows are the 2D problem torch runs for them: height 1, kernel [1, k].
+
+A run given a time limit (stop_after_s) that stopped before its last problem also has
+  cut_short {problems_done, problems, stop_after_s, next}   next: the first problem not measured
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .layers import Problem
 SCHEMA = "dwconv-bench/1"
 VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
 WITHOUT = "ours-without-"
+LOOK_BACK = "look-back"  # VARIANTS=look-back: ours, and ours without each kernel path
 
 
 def switched_off_path(variant: str) -> str | None:
@@ -37,13 +41,24 @@ def comma_separated(text: str) -> list[str]:
 
 def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
     """VARIANTS=a,b: names of VARIANTS, or ours-without-<path> for a path of kernel_paths (the
-    overlay's). Empty: VARIANTS."""
-    names = tuple(dict.fromkeys(comma_separated(text)))
-    for name in names:
-        if name not in VARIANTS and switched_off_path(name) not in kernel_paths:
-            raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, and "
-                             f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)}")
-    return names or VARIANTS
+    overlay's), or look-back for ours and ours without each path. Empty: VARIANTS."""
+    names = []
+    for name in comma_separated(text):
+        if name == LOOK_BACK:
+            names += ["ours", *(WITHOUT + path for path in kernel_paths)]
+        elif name in VARIANTS or switched_off_path(name) in kernel_paths:
+            names.append(name)
+        else:
+            raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, "
+                             f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)}, and {LOOK_BACK} (ours and "
+                             "ours without each path)")
+    return tuple(dict.fromkeys(names)) or VARIANTS
+
+
+def ends_in_time(elapsed_s: float, longest_problem_s: float, stop_after_s: float | None) -> bool:
+    """Whether a problem started elapsed_s into the run, taking as long as the longest so far,
+    ends within stop_after_s (None: no limit)."""
+    return stop_after_s is None or elapsed_s + longest_problem_s <= stop_after_s
 
 
 def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float,

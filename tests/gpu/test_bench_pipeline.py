@@ -14,7 +14,7 @@ if not torch.cuda.is_available():
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from build_scripts.bench import layers  # noqa: E402
 from build_scripts.bench.report import markdown  # noqa: E402
-from build_scripts.bench.run import failed_checks, run_bench  # noqa: E402
+from build_scripts.bench.run import failed_checks, import_overlay, run_bench  # noqa: E402
 from build_scripts.bench.variants import VARIANTS  # noqa: E402
 
 
@@ -58,3 +58,16 @@ def test_a_look_back_run_times_ours_without_a_kernel_path(tmp_path, one_layer_se
     assert "## Look-back: what each kernel path brings" in text and "| register_tiled_stride2 |" in text
     with pytest.raises(ValueError, match="unknown variant 'ours-without-fastest'"):
         run_bench(tmp_path / "refused.json", one_layer_set, "ours,ours-without-fastest")
+
+
+def test_a_run_past_its_time_limit_stops_between_problems_and_says_where(tmp_path, one_layer_set):
+    out = tmp_path / "bench.json"
+    report = run_bench(out, one_layer_set, "ours", repeats=5, warmup=1, command="test", stop_after_s=0.0)
+    assert report["rows"] == []  # measuring the copy bandwidth alone took longer than no time
+    assert report["cut_short"] == {"problems_done": 0, "problems": 8, "stop_after_s": 0.0,
+                                   "next": "Tiny 64@28 s2 b8 float32 contiguous"}
+    assert "cut_short" in out.read_text()
+    whole = run_bench(out, one_layer_set, "look-back", repeats=3, warmup=1, command="test", stop_after_s=600.0)
+    assert "cut_short" not in whole and len(whole["rows"]) == 3 * (4 + 1) + 2 * 4
+    paths = import_overlay().kernel_paths()
+    assert whole["settings"]["variants"] == ["ours", *(f"ours-without-{path}" for path in paths)] and len(paths) == 11

@@ -1,0 +1,203 @@
+"""`make gpu-session`: one device call's worth of GPU work, within the call's time limit.
+
+A lent GPU machine takes a command of at most 10 minutes and gives back what it wrote under
+$OUT and the tail of its output. This runs the GPU verbs named in STEPS one after another,
+each in its own process with its output in OUT/<step>.log, and stops each in time to end
+with a summary (OUT/session.md, printed last) rather than being cut off mid-step:
+
+  probe      the card as found (nvidia-smi, read only) and the overlay's self-test
+             (docker/runtime/selftest.py --overlay: our kernels run, values match float64)
+  tests      make test-gpu (pytest's JUnit XML in OUT/tests.xml)
+  bench      make bench SETS=... VARIANTS=... into OUT/results, told to start no problem that
+             would end past the budget (its report then says where it stopped)
+  look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
+  upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
+
+Needs only the standard library: it runs in the GPU machine's Python, which has no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import REPO_ROOT
+from .errors import HarnessError
+
+DEFAULT_BUDGET_S = 540  # the device's 10-minute command limit, less start-up and copying back
+RESERVE_S = 15          # kept back from every step: stopping it, then the summary
+MIN_STEP_S = 30         # a step is not started with less than this left
+BENCH_REPORT_S = 30     # kept back from the bench's own limit: its markdown and plots
+FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go into the summary too
+
+NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
+                    "temperature.gpu,utilization.gpu,memory.used,memory.total")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    commands: list[list[str]]  # run in order, each while time is left; the step fails at the first failure
+    summary: re.Pattern        # the lines of its output that say how it went
+
+
+@dataclass
+class Outcome:
+    step: str
+    status: str  # passed, failed (exit N), stopped at the budget, skipped
+    seconds: float
+    lines: list[str]
+
+
+def steps(out: Path, python: str, make: str, sets: str, variants: str) -> dict[str, Step]:
+    make_vars = ["--no-print-directory", f"GPU_PYTHON={python}"]
+    return {
+        "probe": Step("probe", [
+            ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"],
+            ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory", "--format=csv"],
+            [python, "docker/runtime/selftest.py", "--overlay"],
+        ], re.compile(r"^(GPU:|torch |patch set|conv backend|routing|selftest:|name, |NVIDIA |pid, |\d+, )")),
+        "tests": Step("tests", [
+            [make, "test-gpu", *make_vars, f"PYTEST_ARGS=--junitxml={out / 'tests.xml'}"],
+        ], re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR )")),
+        "bench": Step("bench", [
+            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", f"VARIANTS={variants}"],
+        ], re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")),
+        "look-back": Step("look-back", [
+            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", "VARIANTS=look-back"],
+        ], re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")),
+        "upstream": Step("upstream", [
+            [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
+        ], re.compile(r"(new failure|passed|failed|wrote )")),
+    }
+
+
+def _tee(stream, log, echo) -> None:
+    for line in iter(stream.readline, ""):
+        log.write(line)
+        log.flush()
+        echo.write(line)
+        echo.flush()
+
+
+def run_command(command: list[str], log, seconds: float, env: dict[str, str]) -> int | None:
+    """Run command with its output into log and stdout; its exit status, or None if it was stopped
+    (with its whole process group) after seconds."""
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    try:
+        process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, errors="replace", start_new_session=True)
+    except FileNotFoundError:
+        log.write(f"{command[0]}: not found\n")
+        print(f"{command[0]}: not found", flush=True)
+        return 127
+    reader = threading.Thread(target=_tee, args=(process.stdout, log, sys.stdout), daemon=True)
+    reader.start()
+    try:
+        status = process.wait(timeout=max(seconds, 0))
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        process.wait()
+        status = None
+    reader.join(timeout=5)
+    return status
+
+
+def run_step(step: Step, out: Path, deadline: float, env: dict[str, str]) -> Outcome:
+    started = time.monotonic()
+    log_path = out / f"{step.name}.log"
+    print(f"\n=== {step.name} ({deadline - started:.0f} s left) ===", flush=True)
+    status = "passed"
+    with log_path.open("w") as log:
+        for command in step.commands:
+            seconds = deadline - time.monotonic() - RESERVE_S
+            if seconds < MIN_STEP_S:
+                status = "stopped at the budget" if command is not step.commands[0] else "skipped"
+                break
+            step_env = dict(env, BENCH_STOP_AFTER=str(int(max(seconds - BENCH_REPORT_S, 1))))
+            code = run_command(command, log, seconds, step_env)
+            if code is None:
+                status = "stopped at the budget"
+                break
+            if code != 0:
+                status = f"failed (exit {code})"
+                break
+    text = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line for line in text if step.summary.search(line)][-12:]
+    if status != "passed":  # and where it ended
+        lines += [line for line in text[-FAILURE_TAIL_LINES:] if line not in lines]
+    return Outcome(step.name, status, time.monotonic() - started, lines)
+
+
+def summary_markdown(outcomes: list[Outcome], budget_s: float, context: str) -> str:
+    lines = [f"# GPU session: {context}", "", f"Budget {budget_s:.0f} s; logs: <step>.log beside this file.", "",
+             "| step | status | seconds |", "| --- | --- | ---: |"]
+    lines += [f"| {o.step} | {o.status} | {o.seconds:.0f} |" for o in outcomes]
+    for o in outcomes:
+        if o.lines:
+            lines += ["", f"## {o.step}", "", "```", *o.lines, "```"]
+    return "\n".join(lines) + "\n"
+
+
+def run_session(names: list[str], out: Path, budget_s: float, available: dict[str, Step],
+                env: dict[str, str] | None = None, context: str = "") -> list[Outcome]:
+    unknown = [n for n in names if n not in available]
+    if unknown or not names:
+        raise HarnessError(f"gpu-session: unknown step(s) {unknown or names}; STEPS takes a comma-separated list "
+                           f"of {', '.join(available)}")
+    out.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + budget_s
+    outcomes = []
+    for name in names:
+        if deadline - time.monotonic() - RESERVE_S < MIN_STEP_S:
+            outcomes.append(Outcome(name, "skipped", 0.0, []))
+            continue
+        outcomes.append(run_step(available[name], out, deadline, dict(os.environ if env is None else env)))
+    summary = summary_markdown(outcomes, budget_s, context or " ".join(names))
+    (out / "session.md").write_text(summary)
+    print("\n" + summary, flush=True)
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m build_scripts.gpu_session", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", default=os.environ.get("STEPS") or "probe,tests")
+    parser.add_argument("--out", default=os.environ.get("OUT") or "")
+    parser.add_argument("--budget", type=float, default=float(os.environ.get("BUDGET") or DEFAULT_BUDGET_S))
+    parser.add_argument("--sets", default=os.environ.get("SETS", ""))
+    parser.add_argument("--variants", default=os.environ.get("VARIANTS", ""))
+    args = parser.parse_args(argv)
+    try:
+        if not args.out:
+            raise HarnessError("gpu-session: say where the logs and results go: OUT=<folder> (on the device: $OUT)")
+        out = Path(args.out).resolve()
+        available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants)
+        names = [n.strip() for n in args.steps.split(",") if n.strip()]
+        outcomes = run_session(names, out, args.budget, available, context=args.steps)
+    except HarnessError as err:
+        print(err, file=sys.stderr)
+        return 2
+    return 0 if all(o.status == "passed" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""`make gpu-session` (build_scripts/gpu_session.py): steps run in order within a budget, each
+stopped in time with its whole process group, every outcome summarised. Stand-in steps here;
+the real ones need a GPU."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT, gpu_session
+from build_scripts.errors import HarnessError
+from build_scripts.gpu_session import Step, run_session, steps
+
+ANY_LINE = re.compile(r"\S")
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie waits for a PID 1 that may never reap it)."""
+    time.sleep(0.2)
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def python_step(name: str, *programs: str, summary=ANY_LINE) -> Step:
+    return Step(name, [[sys.executable, "-c", program] for program in programs], summary)
+
+
+@pytest.fixture
+def quick_limits(monkeypatch):
+    monkeypatch.setattr(gpu_session, "RESERVE_S", 0.5)
+    monkeypatch.setattr(gpu_session, "MIN_STEP_S", 1.0)
+    monkeypatch.setattr(gpu_session, "BENCH_REPORT_S", 0.0)
+
+
+def test_steps_run_in_order_with_a_log_each_and_a_summary(tmp_path, quick_limits, capsys):
+    available = {
+        "first": python_step("first", "print('one passed in 0.1s')"),
+        "broken": python_step("broken", "import sys; print('it broke'); sys.exit(3)", "print('never reached')",
+                              summary=re.compile("no line says this")),
+        "last": python_step("last", "print('last ran')"),
+    }
+    outcomes = run_session(["first", "broken", "last"], tmp_path, 60, available, env=dict(os.environ))
+    assert [(o.step, o.status) for o in outcomes] == [
+        ("first", "passed"), ("broken", "failed (exit 3)"), ("last", "passed")]
+    assert "never reached" not in (tmp_path / "broken.log").read_text()
+    assert "it broke" in (tmp_path / "broken.log").read_text() and "it broke" in outcomes[1].lines  # where it ended
+    summary = (tmp_path / "session.md").read_text()
+    assert "| broken | failed (exit 3) |" in summary and "one passed in 0.1s" in summary
+    assert capsys.readouterr().out.rstrip().endswith(summary.rstrip().splitlines()[-1])  # printed last
+
+
+def test_a_step_past_the_budget_is_stopped_with_its_children_and_the_rest_skipped(tmp_path, quick_limits):
+    pid_file = tmp_path / "child.pid"
+    hang = f"import subprocess; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()"
+    available = {"hang": python_step("hang", hang), "after": python_step("after", "print('ran')")}
+    started = time.monotonic()
+    outcomes = run_session(["hang", "after"], tmp_path, 3, available, env=dict(os.environ))
+    assert time.monotonic() - started < 3 + 6  # the budget, and the grace given to SIGTERM at most
+    assert [(o.step, o.status) for o in outcomes] == [("hang", "stopped at the budget"), ("after", "skipped")]
+    assert not running(int(pid_file.read_text()))
+    assert "| after | skipped | 0 |" in (tmp_path / "session.md").read_text()
+
+
+def test_the_bench_is_told_to_stop_before_the_budget(tmp_path, quick_limits, monkeypatch):
+    monkeypatch.setattr(gpu_session, "BENCH_REPORT_S", 5.0)
+    available = {"env": python_step("env", "import os; print('limit', os.environ['BENCH_STOP_AFTER'])")}
+    run_session(["env"], tmp_path, 60, available, env=dict(os.environ))
+    limit = int(re.search(r"limit (\d+)", (tmp_path / "env.log").read_text()).group(1))
+    assert 50 <= limit <= 60 - 0.5 - 5
+
+
+def test_the_summary_keeps_the_lines_that_say_how_a_step_went(tmp_path, quick_limits):
+    pytest_like = python_step("tests", "print('collected 3 items'); print('FAILED tests/gpu/a.py::b'); "
+                                       "print('==== 1 failed, 2 passed in 4.20s ====')",
+                              summary=steps(tmp_path, "python", "make", "", "")["tests"].summary)
+    outcome, = run_session(["tests"], tmp_path, 60, {"tests": pytest_like}, env=dict(os.environ))
+    assert outcome.lines == ["FAILED tests/gpu/a.py::b", "==== 1 failed, 2 passed in 4.20s ===="]
+
+
+def test_unknown_steps_are_refused_with_the_list_and_nothing_runs(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(HarnessError, match=r"unknown step\(s\) \['benchmark'\]; STEPS takes a comma-separated list "
+                                           r"of probe, tests, bench, look-back, upstream"):
+        run_session(["probe", "benchmark"], out, 60, steps(out, "python", "make", "", ""))
+    assert not out.exists()
+
+
+def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path):
+    real = steps(tmp_path, "/gpu/python3", "make", "MobileNetV2,Mamba conv1d", "ours,ours-without-row")
+    assert list(real) == ["probe", "tests", "bench", "look-back", "upstream"]
+    assert real["tests"].commands == [["make", "test-gpu", "--no-print-directory", "GPU_PYTHON=/gpu/python3",
+                                       f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'}"]]
+    bench = real["bench"].commands[0]
+    assert f"RESULTS={tmp_path / 'results'}" in bench and "SETS=MobileNetV2,Mamba conv1d" in bench
+    assert "VARIANTS=ours,ours-without-row" in bench
+    assert "VARIANTS=look-back" in real["look-back"].commands[0]
+    assert real["probe"].commands[-1] == ["/gpu/python3", "docker/runtime/selftest.py", "--overlay"]
+    assert all((REPO_ROOT / c[1]).is_file() for c in real["probe"].commands if c[1].endswith(".py"))
+
+
+def test_the_make_verb_asks_for_out():
+    result = subprocess.run([sys.executable, "-m", "build_scripts.gpu_session", "--steps", "probe"], cwd=REPO_ROOT,
+                            env={k: v for k, v in os.environ.items() if k != "OUT"}, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "say where the logs and results go: OUT=<folder>" in result.stderr
