@@ -63,23 +63,25 @@ lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts
 
 # The GPU tests run in the Python that has torch 2.11.0+cu130 (not .venv), on the overlay
 # staged by `make overlay` (build/l0/overlay-staging; DWCONV_OVERLAY_DIR overrides).
-# torch.testing._internal needs expecttest: `make gpu-deps` fetches it into .whl/ for a
-# GPU machine that cannot reach PyPI, and test-gpu installs what .whl/ holds first.
+# torch.testing._internal needs expecttest, and `make gpu-session` stops a hung test with
+# pytest-timeout: `make gpu-deps` fetches both into .whl/ for a GPU machine that cannot reach
+# PyPI, and test-gpu installs what .whl/ holds first. GPU_TESTS: a file or folder of tests/gpu.
 GPU_PYTHON ?= python3
 # The GPU verbs run on the overlay that `make overlay` stages (or DWCONV_OVERLAY_DIR).
 REQUIRE_STAGED_OVERLAY = test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
 	echo "make $@: no staged overlay: run \`make overlay\` first (or set DWCONV_OVERLAY_DIR)" >&2; exit 2; }
 GPU_SITE := build/gpu-site
+GPU_TESTS ?= tests/gpu
 test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2.11.0+cu130, `make overlay` first)
 	@$(GPU_PYTHON) -c 'import torch, pytest' 2>/dev/null || { \
 	    echo "make test-gpu: $(GPU_PYTHON) cannot import torch and pytest; run it where python3 has torch 2.11.0+cu130 and a GPU, or set GPU_PYTHON" >&2; exit 2; }
 	@$(REQUIRE_STAGED_OVERLAY)
 	@if ls .whl/*.whl >/dev/null 2>&1; then \
 	    $(GPU_PYTHON) -m pip install -q --no-index --no-deps --upgrade --target $(GPU_SITE) .whl/*.whl; fi
-	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest tests/gpu -v -s -rs $(PYTEST_ARGS)
+	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest $(GPU_TESTS) -v -s -rs $(PYTEST_ARGS)
 
 gpu-deps:  ## download the GPU tests' pure-Python dependencies into .whl/ (to carry to a GPU machine)
-	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl expecttest==0.3.0
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl expecttest==0.3.0 pytest-timeout==2.3.1
 
 # Runs where the torch under test is, on a GPU machine that may have no network: this
 # part of the harness needs only the standard library, so GPU_PYTHON runs it (no .venv).
@@ -98,7 +100,7 @@ bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,bench,look-back,upstream within BUDGET s (540), logs in OUT
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,upstream within BUDGET s (540), logs in OUT
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session

@@ -7,7 +7,9 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
 
   probe      the card as found (nvidia-smi, read only) and the overlay's self-test
              (docker/runtime/selftest.py --overlay: our kernels run, values match float64)
-  tests      make test-gpu (pytest's JUnit XML in OUT/tests.xml)
+  tests      make test-gpu but the sanitizer (JUnit XML in OUT/tests.xml), a test that hangs
+             stopped after TEST_TIMEOUT_S (pytest-timeout, from make gpu-deps)
+  sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
   bench      make bench SETS=... VARIANTS=... into OUT/results, told to start no problem that
              would end past the budget (its report then says where it stopped)
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
@@ -38,6 +40,10 @@ MIN_STEP_S = 30         # a step is not started with less than this left
 BENCH_REPORT_S = 30     # kept back from the bench's own limit: its markdown and plots
 FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go into the summary too
 
+TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
+SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowest: a step of its own
+PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
+
 NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
                     "temperature.gpu,utilization.gpu,memory.used,memory.total")
 
@@ -66,8 +72,12 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str) -> dict[s
             [python, "docker/runtime/selftest.py", "--overlay"],
         ], re.compile(r"^(GPU:|torch |patch set|conv backend|routing|selftest:|name, |NVIDIA |pid, |\d+, )")),
         "tests": Step("tests", [
-            [make, "test-gpu", *make_vars, f"PYTEST_ARGS=--junitxml={out / 'tests.xml'}"],
-        ], re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR )")),
+            [make, "test-gpu", *make_vars, f"GPU_TESTS=tests/gpu --ignore={SANITIZER_TESTS}",
+             f"PYTEST_ARGS=--junitxml={out / 'tests.xml'} --timeout={TEST_TIMEOUT_S} --timeout-method=thread"],
+        ], PYTEST_SUMMARY),
+        "sanitizer": Step("sanitizer", [
+            [make, "test-gpu", *make_vars, f"GPU_TESTS={SANITIZER_TESTS}", f"PYTEST_ARGS=--junitxml={out / 'sanitizer.xml'}"],
+        ], PYTEST_SUMMARY),
         "bench": Step("bench", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", f"VARIANTS={variants}"],
         ], re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")),

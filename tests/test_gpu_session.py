@@ -87,22 +87,27 @@ def test_the_summary_keeps_the_lines_that_say_how_a_step_went(tmp_path, quick_li
 def test_unknown_steps_are_refused_with_the_list_and_nothing_runs(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(HarnessError, match=r"unknown step\(s\) \['benchmark'\]; STEPS takes a comma-separated list "
-                                           r"of probe, tests, bench, look-back, upstream"):
+                                           r"of probe, tests, sanitizer, bench, look-back, upstream"):
         run_session(["probe", "benchmark"], out, 60, steps(out, "python", "make", "", ""))
     assert not out.exists()
 
 
 def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path):
     real = steps(tmp_path, "/gpu/python3", "make", "MobileNetV2,Mamba conv1d", "ours,ours-without-row")
-    assert list(real) == ["probe", "tests", "bench", "look-back", "upstream"]
-    assert real["tests"].commands == [["make", "test-gpu", "--no-print-directory", "GPU_PYTHON=/gpu/python3",
-                                       f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'}"]]
+    assert list(real) == ["probe", "tests", "sanitizer", "bench", "look-back", "upstream"]
+    make_gpu = ["make", "test-gpu", "--no-print-directory", "GPU_PYTHON=/gpu/python3"]
+    assert real["tests"].commands == [[*make_gpu, "GPU_TESTS=tests/gpu --ignore=tests/gpu/test_sanitizer.py",
+                                       f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'} --timeout=300 "
+                                       "--timeout-method=thread"]]
+    assert real["sanitizer"].commands == [[*make_gpu, "GPU_TESTS=tests/gpu/test_sanitizer.py",
+                                           f"PYTEST_ARGS=--junitxml={tmp_path / 'sanitizer.xml'}"]]
+    assert (REPO_ROOT / "tests/gpu/test_sanitizer.py").is_file()
     bench = real["bench"].commands[0]
     assert f"RESULTS={tmp_path / 'results'}" in bench and "SETS=MobileNetV2,Mamba conv1d" in bench
     assert "VARIANTS=ours,ours-without-row" in bench
     assert "VARIANTS=look-back" in real["look-back"].commands[0]
     assert real["probe"].commands[-1] == ["/gpu/python3", "docker/runtime/selftest.py", "--overlay"]
-    assert all((REPO_ROOT / c[1]).is_file() for c in real["probe"].commands if c[1].endswith(".py"))
+    assert (REPO_ROOT / "docker/runtime/selftest.py").is_file()
 
 
 def test_the_make_verb_asks_for_out():
