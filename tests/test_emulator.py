@@ -59,7 +59,15 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 17 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 19 and proc.returncode == 0, proc.stdout
+
+
+def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
+    """The emulator refuses blocks of more than kThreads threads (a GPU refuses a launch past a
+    kernel's __launch_bounds__); that is every kernel's bound only if each names kThreads."""
+    bounds = [m.group(1) for header in KERNEL_HEADERS
+              for m in re.finditer(r"__launch_bounds__\(\s*([^,)]+)", (OURS / header).read_text())]
+    assert len(bounds) >= 15 and set(bounds) == {"kThreads"}, bounds
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 struct dim3 {
@@ -36,6 +37,9 @@ inline dim3 grid_dim;
 constexpr std::size_t kSharedBytes = 1 << 20;
 alignas(64) inline unsigned char shared_memory[kSharedBytes];
 inline long misaligned_vector_accesses = 0;
+// The threads a block may have: the kernels' __launch_bounds__ (which the emulation cannot read
+// off each kernel, so a program sets the bound its kernels share). A GPU refuses a launch of more.
+inline unsigned launch_bound_threads = 1024;
 
 // One emulated GPU thread: a stack (below it a page that faults, so an overflow crashes
 // instead of writing over its neighbour) and where it stopped.
@@ -125,6 +129,10 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   if (block.x > 1024 || block.y > 1024 || block.z > 64 || block.x * block.y * block.z > 1024 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
     throw std::runtime_error("emulated launch has a block or grid shape no GPU accepts");
+  }
+  if (block.x * block.y * block.z > launch_bound_threads) {
+    throw std::runtime_error("emulated launch has more threads a block than the kernels' __launch_bounds__ (" +
+                             std::to_string(launch_bound_threads) + "): a GPU refuses it");
   }
   grid_dim = grid;
   block_dim = block;

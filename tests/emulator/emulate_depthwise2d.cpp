@@ -730,6 +730,7 @@ void check_stride2_layers_planned(const char* dtype) {
 
 // Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all)
 int main(int argc, char** argv) {
+  dwconv_emu::launch_bound_threads = at::native::dwconv::kThreads;  // every kernel's __launch_bounds__ maximum
   const auto cases = sweep();
   size_t begin = 0, end = cases.size();
   if (argc > 1) {

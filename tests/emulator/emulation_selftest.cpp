@@ -155,6 +155,11 @@ int main() {
          "a grid 70000 blocks high is refused");
   expect(launch_error(dim3(1), dim3(32), 48 * 1024 + 16, vector_access, nullptr).find("48 KB") != std::string::npos,
          "more than 48 KB of dynamic shared memory is refused");
+  dwconv_emu::launch_bound_threads = 256;
+  expect(launch_error(dim3(1), dim3(16, 16), 0, vector_access, nullptr).empty(), "a block at the launch bound runs");
+  expect(launch_error(dim3(1), dim3(16, 17), 0, vector_access, nullptr).find("__launch_bounds__ (256)") !=
+             std::string::npos,
+         "a block past the launch bound is refused");
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
