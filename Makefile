@@ -64,8 +64,9 @@ lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts
 # The GPU tests run in the Python that has torch 2.11.0+cu130 (not .venv), on the overlay
 # staged by `make overlay` (build/l0/overlay-staging; DWCONV_OVERLAY_DIR overrides).
 # torch.testing._internal needs expecttest, and `make gpu-session` stops a hung test with
-# pytest-timeout: `make gpu-deps` fetches both into .whl/ for a GPU machine that cannot reach
-# PyPI, and test-gpu installs what .whl/ holds first. GPU_TESTS: a file or folder of tests/gpu.
+# pytest-timeout (tests/gpu/requirements.txt): `make gpu-deps` fetches them into .whl/ for a GPU
+# machine that cannot reach PyPI, and test-gpu installs what .whl/ holds first.
+# GPU_TESTS: a file or folder of tests/gpu.
 GPU_PYTHON ?= python3
 # The GPU verbs run on the overlay that `make overlay` stages (or DWCONV_OVERLAY_DIR).
 REQUIRE_STAGED_OVERLAY = test -f build/l0/overlay-staging/dwconv_overlay/__init__.py || test -n "$$DWCONV_OVERLAY_DIR" || { \
@@ -81,7 +82,7 @@ test-gpu:  ## GPU tests of the kernels through the overlay (needs a GPU, torch 2
 	PYTHONPATH=$(GPU_SITE) PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m pytest $(GPU_TESTS) -v -s -rs $(PYTEST_ARGS)
 
 gpu-deps:  ## download the GPU tests' pure-Python dependencies into .whl/ (to carry to a GPU machine)
-	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl expecttest==0.3.0 pytest-timeout==2.3.1
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: -d .whl -r tests/gpu/requirements.txt
 
 # Runs where the torch under test is, on a GPU machine that may have no network: this
 # part of the harness needs only the standard library, so GPU_PYTHON runs it (no .venv).

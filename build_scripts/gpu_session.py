@@ -8,7 +8,7 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
   probe      the card as found (nvidia-smi, read only) and the overlay's self-test
              (docker/runtime/selftest.py --overlay: our kernels run, values match float64)
   tests      make test-gpu but the sanitizer (JUnit XML in OUT/tests.xml), a test that hangs
-             stopped after TEST_TIMEOUT_S (pytest-timeout, from make gpu-deps)
+             stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps)
   sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
   bench      make bench SETS=... VARIANTS=... into OUT/results, told to start no problem that
              would end past the budget (its report then says where it stopped)
@@ -21,6 +21,7 @@ Needs only the standard library: it runs in the GPU machine's Python, which has 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import signal
@@ -63,7 +64,14 @@ class Outcome:
     lines: list[str]
 
 
-def steps(out: Path, python: str, make: str, sets: str, variants: str) -> dict[str, Step]:
+def can_stop_hung_tests() -> bool:
+    """Whether pytest-timeout is there: in this Python, or among the wheels test-gpu installs."""
+    return importlib.util.find_spec("pytest_timeout") is not None or any(
+        (REPO_ROOT / ".whl").glob("pytest_timeout-*.whl"))
+
+
+def steps(out: Path, python: str, make: str, sets: str, variants: str,
+          stop_hung_tests: bool = True) -> dict[str, Step]:
     make_vars = ["--no-print-directory", f"GPU_PYTHON={python}"]
     return {
         "probe": Step("probe", [
@@ -73,7 +81,8 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str) -> dict[s
         ], re.compile(r"^(GPU:|torch |patch set|conv backend|routing|selftest:|name, |NVIDIA |pid, |\d+, )")),
         "tests": Step("tests", [
             [make, "test-gpu", *make_vars, f"GPU_TESTS=tests/gpu --ignore={SANITIZER_TESTS}",
-             f"PYTEST_ARGS=--junitxml={out / 'tests.xml'} --timeout={TEST_TIMEOUT_S} --timeout-method=thread"],
+             f"PYTEST_ARGS=--junitxml={out / 'tests.xml'}" + (
+                 f" --timeout={TEST_TIMEOUT_S} --timeout-method=thread" if stop_hung_tests else "")],
         ], PYTEST_SUMMARY),
         "sanitizer": Step("sanitizer", [
             [make, "test-gpu", *make_vars, f"GPU_TESTS={SANITIZER_TESTS}", f"PYTEST_ARGS=--junitxml={out / 'sanitizer.xml'}"],
@@ -200,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.out:
             raise HarnessError("gpu-session: say where the logs and results go: OUT=<folder> (on the device: $OUT)")
         out = Path(args.out).resolve()
-        available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants)
+        available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants,
+                          stop_hung_tests=can_stop_hung_tests())
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:

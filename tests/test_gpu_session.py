@@ -102,6 +102,8 @@ def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path)
     assert real["sanitizer"].commands == [[*make_gpu, "GPU_TESTS=tests/gpu/test_sanitizer.py",
                                            f"PYTEST_ARGS=--junitxml={tmp_path / 'sanitizer.xml'}"]]
     assert (REPO_ROOT / "tests/gpu/test_sanitizer.py").is_file()
+    without_timeout = steps(tmp_path, "/gpu/python3", "make", "", "", stop_hung_tests=False)["tests"].commands[0]
+    assert without_timeout[-1] == f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'}"
     bench = real["bench"].commands[0]
     assert f"RESULTS={tmp_path / 'results'}" in bench and "SETS=MobileNetV2,Mamba conv1d" in bench
     assert "VARIANTS=ours,ours-without-row" in bench
