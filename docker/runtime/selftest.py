@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"patch set {patch_set_hash(args.overlay)}" + (" (overlay)" if args.overlay else ""))
         print(routing_state())
         if not torch.cuda.is_available():
-            raise SelfTestFailure("no CUDA device is visible: run the image with `docker run --gpus all`")
+            raise SelfTestFailure("no CUDA device is visible: " + (
+                "run it on a machine with an NVIDIA GPU" if args.overlay else "run the image with `docker run --gpus all`"))
         print(f"GPU: {torch.cuda.get_device_name()} (sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
         for line in check_kernels_and_values():
             print(line)
