@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="run: comma-separated layer sets (default: all)")
             verb.add_argument("--variants", default=os.environ.get("VARIANTS", ""),
                               help="run: comma-separated variants (default: stock, cudnn, native, ours, routed), "
-                                   "ours-without-<kernel path> among them")
+                                   "ours-without-<kernel path> among them; look-back: ours and ours without each path")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
             verb.add_argument("--stop-after", type=float, default=float(os.environ.get("BENCH_STOP_AFTER") or 0) or None,
                               help="run: start no problem that would end past this many seconds (default: no limit)")

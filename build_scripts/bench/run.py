@@ -1,10 +1,11 @@
 """The GPU run of `make bench`: check every implementation against float64, then time it.
 
 Writes the report (JSON, schema dwconv-bench/1) after every problem, so that a run cut
-short still leaves what it measured. Given stop_after_s, it starts no problem that would end
-past that many seconds, judged by the longest problem so far, and the report says where it
-stopped (`cut_short`), so that a device call with a time limit ends with a whole report. Each row is one problem and pass, with the time of
+short still leaves what it measured. Each row is one problem and pass, with the time of
 every variant (ms, median per run), the byte floor beside it, and the checks it passed.
+Given stop_after_s, it starts no problem that would end past that many seconds, judged by
+the longest problem so far, and the report says where it stopped (`cut_short`), so that a
+device call with a time limit ends with a whole report.
 """
 
 from __future__ import annotations
