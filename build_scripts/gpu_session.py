@@ -39,10 +39,12 @@ DEFAULT_BUDGET_S = 540  # the device's 10-minute command limit, less start-up an
 RESERVE_S = 15          # kept back from every step: stopping it, then the summary
 MIN_STEP_S = 30         # a step is not started with less than this left
 BENCH_REPORT_S = 30     # kept back from the bench's own limit: its markdown and plots
+KILL_GRACE_S = 5        # between asking a stopped step to end and killing what is left of it
 FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go into the summary too
 
 TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
 SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowest: a step of its own
+BENCH_SUMMARY = re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
 
 NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
@@ -89,10 +91,10 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         ], PYTEST_SUMMARY),
         "bench": Step("bench", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", f"VARIANTS={variants}"],
-        ], re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")),
+        ], BENCH_SUMMARY),
         "look-back": Step("look-back", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", "VARIANTS=look-back"],
-        ], re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")),
+        ], BENCH_SUMMARY),
         "upstream": Step("upstream", [
             [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
         ], re.compile(r"(new failure|passed|failed|wrote )")),
@@ -105,6 +107,13 @@ def _tee(stream, log, echo) -> None:
         log.flush()
         echo.write(line)
         echo.flush()
+
+
+def _signal_group(group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass
 
 
 def run_command(command: list[str], log, seconds: float, env: dict[str, str]) -> int | None:
@@ -124,16 +133,12 @@ def run_command(command: list[str], log, seconds: float, env: dict[str, str]) ->
     try:
         status = process.wait(timeout=max(seconds, 0))
     except subprocess.TimeoutExpired:
-        for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                process.wait(timeout=grace)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        _signal_group(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        _signal_group(process.pid, signal.SIGKILL)  # what is left of the group: a process stuck in the driver
         process.wait()
         status = None
     reader.join(timeout=5)

@@ -56,9 +56,11 @@ def test_steps_run_in_order_with_a_log_each_and_a_summary(tmp_path, quick_limits
     assert capsys.readouterr().out.rstrip().endswith(summary.rstrip().splitlines()[-1])  # printed last
 
 
-def test_a_step_past_the_budget_is_stopped_with_its_children_and_the_rest_skipped(tmp_path, quick_limits):
+def test_a_step_past_the_budget_is_stopped_with_all_its_processes_and_the_rest_skipped(tmp_path, quick_limits):
     pid_file = tmp_path / "child.pid"
-    hang = f"import subprocess; p = subprocess.Popen(['sleep', '60']); open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()"
+    # The step's child ignores SIGTERM, as a process stuck in the driver would not answer it.
+    hang = ("import subprocess; p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; exec sleep 60']); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()")
     available = {"hang": python_step("hang", hang), "after": python_step("after", "print('ran')")}
     started = time.monotonic()
     outcomes = run_session(["hang", "after"], tmp_path, 3, available, env=dict(os.environ))
