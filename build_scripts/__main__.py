@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "routing-table":
             verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
         if name == "test-upstream":
-            verb.add_argument("--with", dest="mode", default=os.environ.get("WITH", "overlay"),
+            verb.add_argument("--with", dest="mode", default=os.environ.get("WITH") or "overlay",
                               choices=("overlay", "local", "image"), help="which patched torch (default: WITH or overlay)")
     args = parser.parse_args(argv)
     try:

@@ -40,6 +40,7 @@ RESERVE_S = 15          # kept back from every step: stopping it, then the summa
 MIN_STEP_S = 30         # a step is not started with less than this left
 BENCH_REPORT_S = 30     # kept back from the bench's own limit: its markdown and plots
 KILL_GRACE_S = 5        # between asking a stopped step to end and killing what is left of it
+SUMMARY_LINES = 12      # of a step's output, the last lines its pattern picks go into the summary
 FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go into the summary too
 
 TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
@@ -165,10 +166,11 @@ def run_step(step: Step, out: Path, deadline: float, env: dict[str, str]) -> Out
                 status = f"failed (exit {code})"
                 break
     text = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
-    lines = [line for line in text if step.summary.search(line)][-12:]
+    kept = {i for i, line in enumerate(text) if step.summary.search(line)}
+    kept = set(sorted(kept)[-SUMMARY_LINES:])
     if status != "passed":  # and where it ended
-        lines += [line for line in text[-FAILURE_TAIL_LINES:] if line not in lines]
-    return Outcome(step.name, status, time.monotonic() - started, lines)
+        kept |= set(range(max(len(text) - FAILURE_TAIL_LINES, 0), len(text)))
+    return Outcome(step.name, status, time.monotonic() - started, [text[i] for i in sorted(kept)])
 
 
 def summary_markdown(outcomes: list[Outcome], budget_s: float, context: str) -> str:
