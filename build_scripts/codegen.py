@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .cache_prune import prune, touch
 from .errors import HarnessError
+from .symbols import KERNEL_KEYS
 from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, compiler_version, include_flags, run_compiler
 from .wheel_cache import PinnedTorch
 
@@ -137,7 +138,8 @@ class OverlayOps:
     differentiated: tuple[str, ...]  # operators whose derivatives our overrides set
 
     def arguments(self) -> list[str]:
-        return ["--new-ops", *self.new, "--dispatch-ops", *self.dispatched, "--autograd-ops", *self.differentiated]
+        return ["--new-ops", *self.new, "--dispatch-ops", *self.dispatched, "--autograd-ops", *self.differentiated,
+                "--kernel-keys", *KERNEL_KEYS]
 
 
 def generate_overlay_code(generated: GeneratedCode, torch: PinnedTorch, ops: OverlayOps) -> Path:

@@ -55,8 +55,8 @@ def load_interfaces(path: Path) -> list[Interface]:
 
 
 OVERLAY_KEYS = {"cuda": "CUDA", "meta": "Meta", "autograd": "Autograd"}  # [overlay] field -> dispatch key
-# The keys whose kernels the overlay registers where a `dispatch:` entry names them (as
-# build_scripts/torchgen_overlay.py's OVERLAY_KEYS); Autograd kernels come from derivatives.
+# The keys whose kernels the overlay registers where a `dispatch:` entry names them (codegen
+# hands them to build_scripts/torchgen_overlay.py); Autograd kernels come from derivatives.
 KERNEL_KEYS = ("CUDA", "Meta")
 
 

@@ -118,13 +118,12 @@ def autograd_code(native_yaml: str, tags_yaml: str, derivatives_yaml: str, templ
     return "\n".join([header, nodes, variable_type, register])
 
 
-OVERLAY_KEYS = ("CUDA", "Meta")  # the keys RegisterOverlay.cpp registers generated wrappers for (symbols.KERNEL_KEYS)
-
-
-def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[str, list[NativeFunction]]:
+def changed_kernels(merged, upstream, functions: list[NativeFunction],
+                    kernel_keys: list[str]) -> dict[str, list[NativeFunction]]:
     """Dispatch key -> the operators whose kernel for it differs from upstream's (a new
-    operator: every kernel it has). The overlay can register these for OVERLAY_KEYS only."""
-    changed: dict[str, list[NativeFunction]] = {key: [] for key in OVERLAY_KEYS}
+    operator: every kernel it has). The overlay can register these for kernel_keys only (the
+    keys RegisterOverlay.cpp registers generated wrappers for: symbols.KERNEL_KEYS)."""
+    changed: dict[str, list[NativeFunction]] = {key: [] for key in kernel_keys}
     keys = sorted(set(merged.backend_indices) | set(upstream.backend_indices), key=str)
     for f in functions:
         for key in keys:
@@ -135,7 +134,7 @@ def changed_kernels(merged, upstream, functions: list[NativeFunction]) -> dict[s
             if str(key) not in changed:
                 raise GenerationError(
                     f"{f.func.name}: its {key} kernel differs from upstream's, but the overlay can only "
-                    f"register {', '.join(OVERLAY_KEYS)} kernels on a stock torch")
+                    f"register {', '.join(kernel_keys)} kernels on a stock torch")
             if ours is None:
                 raise GenerationError(f"{f.func.name}: the overlay cannot take away upstream's {key} kernel")
             changed[str(key)].append(f)
@@ -178,6 +177,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--new-ops", nargs="*", default=[])
     parser.add_argument("--dispatch-ops", nargs="*", default=[])
     parser.add_argument("--autograd-ops", nargs="*", default=[])
+    parser.add_argument("--kernel-keys", nargs="+", required=True, help="the dispatch keys the overlay registers")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
 
@@ -185,7 +185,8 @@ def main(argv: list[str]) -> int:
         parsed = parse_native_yaml(args.native_functions, args.tags)
         upstream = parse_native_yaml(args.upstream_native_functions, args.tags)
         changed = changed_kernels(parsed, upstream,
-                                  _functions_by_name(parsed.native_functions, args.dispatch_ops, "--dispatch-ops"))
+                                  _functions_by_name(parsed.native_functions, args.dispatch_ops, "--dispatch-ops"),
+                                  args.kernel_keys)
         new_ops = _functions_by_name(parsed.native_functions, args.new_ops, "--new-ops")
         includes = ["ATen/ops/" + str(f.root_name) + "_native.h" for fs in changed.values() for f in fs]
         includes += ["ATen/ops/" + str(f.root_name) + "_ops.h" for f in new_ops]
