@@ -44,10 +44,12 @@ def run(binary: Path, *args: str):
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
+                   "register-tiled NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
-    "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores"] + [
+    "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
+    "forward register-tiled NHWC stride 2"] + [
       "grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW",
       "grad-weight register-tiled NCHW row loads", "grad-weight register-tiled NCHW stride 2",
       "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
@@ -68,6 +70,18 @@ def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
     bounds = [m.group(1) for header in KERNEL_HEADERS
               for m in re.finditer(r"__launch_bounds__\(\s*([^,)]+)", (OURS / header).read_text())]
     assert len(bounds) >= 15 and set(bounds) == {"kThreads"}, bounds
+
+
+def test_the_emulator_plans_the_layers_the_bench_times():
+    """The emulator checks that every layer of the geomean sets gets the register-tiled plans; its
+    list of those layers must be the bench's."""
+    from build_scripts.bench.layers import GEOMEAN_SETS, SETS
+
+    source = (EMULATOR / "emulate_depthwise2d.cpp").read_text()
+    table = re.search(r"kGeomeanLayers\[\] = \{(.*?)\n\};", source, re.S).group(1)
+    emulated = [tuple(map(int, row)) for row in re.findall(r"\{(\d+), (\d+), (\d+), (\d+)\}", table)]
+    benched = [(l.channels, l.length, l.kernel, l.stride) for name in GEOMEAN_SETS for l in SETS[name]]
+    assert emulated == benched
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
@@ -148,9 +162,9 @@ MUTATIONS = [
     # The staging walks of the register-tiled and channels_last tiled kernels:
     (("GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});",
       "GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w + 1});"), "18:19"),
-    (("GridWalk<int, 3> at(tid, kThreads, {0, t.tile_in_w, vectors});",
-      "GridWalk<int, 3> at(tid, kThreads, {0, vectors, t.tile_in_w});"), "12:13"),
-    (("GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});", "GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors + 1});"),
+    (("GridWalk<int, 3> at(tid, threads, {0, t.tile_in_w, vectors});",
+      "GridWalk<int, 3> at(tid, threads, {0, vectors, t.tile_in_w});"), "12:13"),
+    (("GridWalk<int, 2> tap_at(tid, threads, {0, vectors});", "GridWalk<int, 2> tap_at(tid, threads, {0, vectors + 1});"),
      "12:13"),
     # The row kernels (conv1d), over the cases written for them:
     (("take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});",
@@ -212,6 +226,17 @@ MUTATIONS = [
      "52:53"),  # rows of the tile overlapping
     (("  } else if (shape.by > 1) {\n    split_tile_rows(shape);\n  } else {", "  } else {"),
      "52:53"),  # 56x56 left unplanned
+    # The register-tiled channels_last kernel, over the cases written for it:
+    (("const int kh = r - row * kStride;", "const int kh = r - row;"), "56:57"),  # stride 2
+    (("const Vec loaded = window[r * row_step + kw * vectors];", "const Vec loaded = window[r * row_step + kw];"),
+     "54:55"),  # the window's columns, a pixel's vectors apart
+    (("const int y0 = static_cast<int>(blockIdx.x / t.tiles_w) * lane_rows * kBlockRows;",
+      "const int y0 = static_cast<int>(blockIdx.x / t.tiles_w) * lane_rows;"), "54:55"),  # tiles down the plane
+    (("__syncthreads();  // the tile and the weights staged by every thread", "// barrier removed"), "54:55"),
+    (("if (vec >= live_vectors || y >= g.dst_h || x >= g.dst_w) return;", "if (y >= g.dst_h || x >= g.dst_w) return;"),
+     "55:56"),  # idle vectors of a part-filled group write the next pixel's channels
+    (("x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, threads);",
+      "x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, kThreads);"), "54:55"),  # blocks under 256 threads
     # The register tiles' 16-byte staging:
     (("const int lead = ((src_x0 % V) + V) % V;", "const int lead = 0;"), "0:1"),  # the tile's columns off by the padding
     (("const int row_vectors = (lead + t.tile_in_w + V - 1) / V;", "const int row_vectors = (t.tile_in_w + V - 1) / V;"),

@@ -92,7 +92,7 @@ def test_missing_report_says_how_to_make_it(tmp_path):
 
 @pytest.mark.l0
 def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
-    """`make resource-report` as a user runs it; the channels_last tiled kernel must move every
+    """`make resource-report` as a user runs it; the channels_last tiled kernels must move every
     channel vector as one 16-byte access (nvcc 13 once split its 64-bit-index stores in four),
     the register-tiled kernels (forward and backward-input, weight gradient) must stage their tiles
     from 16-byte global loads and read each input row of a thread's window with 16-byte shared
@@ -111,6 +111,17 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for row in tiled:
         loads, stores = map(int, row["wide_global"].split("/"))
         assert loads >= 1 and stores >= 1, row
+    # The register-tiled channels_last kernel: 16-byte vectors everywhere, and in shared memory one
+    # load per input vector of a thread's window and per 16 bytes of a column's weights (acc_t).
+    channels_last_register = [r for r in rows if r["kernel"].startswith("channels_last_register_tiled_kernel<")]
+    assert len(channels_last_register) == 2 * 4 * (2 * 3 + 2)  # archs x dtypes x (passes x sizes + stride-2 forward)
+    for row in channels_last_register:
+        kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-2:])
+        weight_loads = 2 if "Half" in row["kernel"] or "BFloat16" in row["kernel"] else 1
+        loads, _ = map(int, row["wide_shared"].split("/"))
+        assert loads == kernel_size * (3 * stride + kernel_size) + kernel_size ** 2 * weight_loads, row
+        global_loads, stores = map(int, row["wide_global"].split("/"))
+        assert global_loads >= 1 and stores >= 4, row  # the tile staged, a thread's 4 rows stored
     register_tiled = [r for r in rows if r["kernel"].startswith("register_tiled_nchw_kernel<")]
     # archs x dtypes x (2 passes x 3 kernel sizes at stride 1 + the forward's 2 sizes at stride 2)
     assert len(register_tiled) == 2 * 4 * (2 * 3 + 2)
@@ -158,7 +169,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     general = [r for r in rows if r["kernel"].startswith(("direct_kernel<", "grad_weight_nchw_kernel<",
                                                           "grad_weight_channels_last_kernel<"))]
     # The tiles the register-tiled and channels_last tiled kernels stage are walked with carries too.
-    staged = [r for r in rows if r["kernel"].startswith(("register_tiled_nchw_kernel<", "tiled_channels_last_kernel<"))]
+    staged = [r for r in rows if r["kernel"].startswith(("register_tiled_nchw_kernel<", "tiled_channels_last_kernel<",
+                                                         "channels_last_register_tiled_kernel<"))]
     assert len(general) == 2 * 4 * 2 * 2 + 2 * 4 * (3 + 2) * 2  # direct; weight gradient in 3 (int) or 2 (long) slot sizes
     for r in general + staged + conv1d_kernels + conv1d_grad_weight_kernels + stride2:
         assert r["loop_divisions"] == 0, r

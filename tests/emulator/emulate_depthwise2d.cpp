@@ -311,6 +311,28 @@ void check_column(const std::string& kernel, const std::string& tag, const Probl
   }
 }
 
+// The register-tiled channels_last kernel, where the pass has one (32-bit indexing only, as on the
+// GPU), planned for a small GPU and a very large one.
+template <typename T, typename index_t, bool kBackward>
+void check_channels_last_register_tiled(const std::string& pass, const std::string& tag, const Problem& p,
+                                        const PassGeometry& g, const Tensor4& src, const T* bias,
+                                        const Tensor4& ref, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto weight = p.weight.store<T>(false);
+    const auto in = src.store<T>(true);
+    for (const int64_t min_blocks : kMinBlocks) {
+      const auto plan = plan_channels_last_register_tiled<T>(g, min_blocks);
+      if (!plan) continue;
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                         channels_last_register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h, g.stride_h),
+                         in.data(), weight.data(), bias, out.data(), g, plan->tile);
+      expect_close(pass + " register-tiled NHWC" + stride_tag(g), tag + vectors_tag(*plan), p.k, out, ref, true,
+                   terms);
+    }
+  }
+}
+
 // The stride-2 backward-input kernels, where they take the pass (32-bit indexing only, as on the
 // GPU): NCHW, and channels_last where it has a plan, each planned for a one-SM GPU (threads
 // walking several blocks) and a large one.
@@ -369,6 +391,7 @@ void check_forward(const Problem& p, const char* dtype) {
   check_row<T, index_t, false>("forward row NCHW", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_column<T, index_t, false>("forward column NHWC", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
       const auto in = p.input.store<T>(true);
@@ -414,6 +437,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
                                    p.grad_input, terms);
     check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
                                          p.grad_input, terms);
+    check_channels_last_register_tiled<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output,
+                                                         nullptr, p.grad_input, terms);
     for (const int64_t min_blocks : kMinBlocks) {
       if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
         const auto go = p.grad_output.store<T>(true);
@@ -681,12 +706,18 @@ std::vector<Case> sweep() {
       // The register-tiled kernels at stride 2 (forward and weight gradient; cases 1, 13, 45-50 above too):
       {1, 2, 1, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, true},    // a 56x56 output: the tile splits its rows to fit
       {2, 3, 2, 21, 270, 5, 5, 2, 2, 2, 2, 1, 1, false},    // 5x5, multiplier 2: two tiles across, part-filled
+      // The register-tiled channels_last kernel (channels whole 16-byte vectors; cases 12-14, 19 and 45-53 too):
+      {1, 64, 1, 40, 70, 7, 7, 1, 1, 3, 3, 1, 1, true},     // 8 vectors a block (half), two channel blocks (float)
+      {2, 40, 1, 14, 14, 7, 7, 1, 1, 3, 3, 1, 1, false},    // a part-filled channel group; lanes past the edge
+      {1, 16, 1, 57, 41, 3, 3, 2, 2, 1, 1, 1, 1, true},     // stride 2, odd sizes: rows of lanes past the edge
+      {2, 8, 1, 23, 30, 5, 5, 2, 2, 0, 0, 1, 1, false},     // 5x5 at stride 2 without padding
+      {2, 16, 1, 9, 30, 3, 3, 1, 1, 0, 2, 1, 1, true},      // uneven padding: 7 output rows
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 68) {  // 14 random cases
+  while (cases.size() < 73) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
@@ -701,27 +732,50 @@ std::vector<Case> sweep() {
   return cases;
 }
 
-// The stride-2 layers of MobileNetV2 and EfficientNet-B0 (build_scripts/bench/layers.py) must get
-// register-tiled plans, forward and weight gradient, in every dtype at batch 64 and 1: no tile
-// may outgrow shared memory and send them back to the general kernels unnoticed.
-template <typename acc_t>
-void check_stride2_layers_planned(const char* dtype) {
-  struct Layer { int channels, size, kernel; };
-  for (const Layer l : {Layer{96, 112, 3}, Layer{144, 56, 3}, Layer{192, 28, 3}, Layer{576, 14, 3}, Layer{144, 56, 5},
-                        Layer{240, 28, 3}, Layer{672, 14, 5}}) {
+// The layers of MobileNetV2, EfficientNet-B0 and ConvNeXt-T as build_scripts/bench/layers.py has
+// them (channels, size, kernel, stride); tests/test_emulator.py checks that the two lists agree.
+struct BenchLayer { int channels, size, kernel, stride; };
+constexpr BenchLayer kGeomeanLayers[] = {
+    {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {144, 56, 3, 2}, {192, 28, 3, 1},  // MobileNetV2
+    {192, 28, 3, 2}, {384, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 3, 2}, {960, 7, 3, 1},
+    {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 5, 2}, {240, 28, 5, 1}, {240, 28, 3, 2},  // EfficientNet-B0
+    {480, 14, 3, 1}, {672, 14, 5, 1}, {672, 14, 5, 2}, {1152, 7, 5, 1},
+    {96, 56, 7, 1}, {192, 28, 7, 1}, {384, 14, 7, 1}, {768, 7, 7, 1},  // ConvNeXt-T
+};
+
+PassGeometry bench_layer_geometry(const BenchLayer& l, int batch) {
+  const int pad = l.kernel / 2, out = (l.size + 2 * pad - l.kernel) / l.stride + 1;
+  return PassGeometry{batch, l.channels, l.size, l.size, l.channels, out, out, l.kernel, l.kernel, l.stride, l.stride,
+                      pad, pad, 1, 1, 1};
+}
+
+void expect_planned(bool planned, const char* dtype, const BenchLayer& l, int batch, const char* what) {
+  if (planned) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL %s %d@%d k%d s%d batch %d: no %s plan\n", dtype, l.channels, l.size, l.kernel, l.stride, batch,
+                what);
+  }
+}
+
+// Every benchmark layer must get the register-tiled plans at batch 64 and 1, so that no tile may
+// outgrow shared memory (or idle too many lanes) and send a layer back to the general kernels
+// unnoticed: NCHW (forward and weight gradient, stride 2 included) in acc_t, and channels_last
+// (forward, and backward-input at stride 1) in scalar_t.
+template <typename scalar_t>
+void check_bench_layers_planned(const char* dtype) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  for (const BenchLayer& l : kGeomeanLayers) {
     for (const int batch : {64, 1}) {
-      const int pad = l.kernel / 2, out = (l.size + 2 * pad - l.kernel) / 2 + 1;
-      const PassGeometry g{batch, l.channels, l.size, l.size, l.channels, out, out, l.kernel, l.kernel, 2, 2, pad, pad,
-                           1, 1, 1};
-      const bool planned = plan_register_tiled<acc_t>(g, 132).has_value() &&
-                           plan_register_grad_weight<acc_t>(g, 132).has_value();
-      if (planned) {
-        ++passed;
-      } else {
-        ++failed;
-        std::printf("FAIL %s %d@%d k%d s2 batch %d: no register-tiled plan\n", dtype, l.channels, l.size, l.kernel,
-                    batch);
-      }
+      const PassGeometry g = bench_layer_geometry(l, batch);
+      expect_planned(plan_register_tiled<acc_t>(g, 132).has_value() &&
+                         plan_register_grad_weight<acc_t>(g, 132).has_value(),
+                     dtype, l, batch, "register-tiled NCHW");
+      const auto correlation = backward_input_as_correlation(g);
+      expect_planned(plan_channels_last_register_tiled<scalar_t>(g, 132).has_value() &&
+                         (!correlation || plan_channels_last_register_tiled<scalar_t>(*correlation, 132).has_value()),
+                     dtype, l, batch, "register-tiled channels_last");
     }
   }
 }
@@ -739,8 +793,9 @@ int main(int argc, char** argv) {
     if (colon != std::string::npos) begin = std::stoul(range.substr(0, colon));
     end = std::min(end, size_t(std::stoul(colon == std::string::npos ? range : range.substr(colon + 1))));
   }
-  check_stride2_layers_planned<float>("float");  // float and bf16/half accumulate in float
-  check_stride2_layers_planned<double>("double");
+  check_bench_layers_planned<c10::Half>("half");  // bf16's sizes are half's
+  check_bench_layers_planned<float>("float");
+  check_bench_layers_planned<double>("double");
   for (size_t i = begin; i < end; ++i) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
     const Problem p(cases[i], rng);

@@ -98,6 +98,7 @@ def channels_last_misaligned(x):
 
 
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
+CHANNELS_LAST_REGISTER_TILED = "channels_last_register_tiled_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
@@ -115,8 +116,10 @@ STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 # channels_last), size, kernel, stride, padding, {pass: the kernel it runs with every path on}).
 # tile_vector_loads changes how the register tiles are staged, not which kernel runs.
 KERNEL_PATH_CASES = [
-    ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
+    ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
+    ("channels_last_register_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
+     {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
     ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
@@ -225,24 +228,31 @@ class TestDepthwise2d(TestCase):
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_channels_last_tiled_kernel(self, device, dtype):
-        """Which channels_last calls the 16-byte tiled kernel takes (multiplier 1, channels a whole
+        """Which channels_last calls the 16-byte tiled kernels take (multiplier 1, channels a whole
         number of 16-byte vectors, 16-byte aligned data, a tile that fits in shared memory; for
-        backward-input also stride 1), and that its forward and backward-input match float64."""
+        backward-input also stride 1): the register-tiled one for square 3, 5 and 7 at stride 1 and
+        3 and 5 at stride 2 (dilation 1) where its tile uses two thirds of its lanes, the general
+        one for the rest; and that their forward and backward-input match float64."""
         atol, rtol = TOLERANCES[dtype]
         vector = 16 // torch.empty((), dtype=dtype).element_size()
-        cases = [  # (channels, size, kernel, stride, padding, dilation, multiplier, aligned, expect tiled)
-            (8 * vector, (20, 33), 3, 1, 1, 1, 1, True, True),        # 8 vectors a block
-            (18 * vector, (9, 9), 3, 2, 1, 1, 1, True, True),         # blocks of 4 vectors, the last one half idle
-            (3 * vector, (14, 14), 7, 1, 3, 1, 1, True, True),
-            (4 * vector, (11, 60), 5, 2, 2, 1, 1, True, True),
-            (2 * vector, (12, 12), 3, 1, 2, 2, 1, True, True),        # dilation
-            (16 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, True),  # conv1d, one long tile row
-            (4 * vector + 1, (16, 16), 3, 1, 1, 1, 1, True, False),   # channels not whole vectors
-            (4 * vector, (16, 16), 3, 1, 1, 1, 2, True, False),       # multiplier 2
-            (4 * vector, (16, 16), 3, 1, 1, 1, 1, False, False),      # data off a 16-byte boundary
-            (8 * vector, (40, 40), 31, 1, 15, 1, 1, True, False),     # no tile fits in shared memory
+        tiled, register = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED
+        cases = [  # (channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
+            (8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),     # 8 vectors a block
+            (8 * vector, (56, 56), 5, 1, 2, 1, 1, True, register),     # several tiles down and across
+            (3 * vector, (14, 14), 7, 1, 3, 1, 1, True, register),
+            (4 * vector, (11, 60), 5, 2, 2, 1, 1, True, register),     # stride 2: backward-input elsewhere
+            (18 * vector, (9, 9), 3, 2, 1, 1, 1, True, tiled),         # 5x5 outputs: too few for 4-row lanes
+            (8 * vector, (2, 40), 3, 1, 1, 1, 1, True, tiled),         # 2 rows: half of each lane idle
+            (8 * vector, (20, 20), 7, 2, 3, 1, 1, True, tiled),        # 7x7 is not compiled for stride 2
+            (2 * vector, (12, 12), 3, 1, 2, 2, 1, True, tiled),        # dilation
+            (8 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, tiled),  # conv1d, one long tile row
+            (16 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, COLUMN),  # 16 vectors: the column kernel
+            (4 * vector + 1, (16, 16), 3, 1, 1, 1, 1, True, None),    # channels not whole vectors
+            (4 * vector, (16, 16), 3, 1, 1, 1, 2, True, None),        # multiplier 2
+            (4 * vector, (16, 16), 3, 1, 1, 1, 1, False, None),       # data off a 16-byte boundary
+            (8 * vector, (40, 40), 31, 1, 15, 1, 1, True, None),      # no tile fits in shared memory
         ]
-        for c, size, kernel, stride, padding, dilation, m, aligned, tiled in cases:
+        for c, size, kernel, stride, padding, dilation, m, aligned, forward_kernel in cases:
             with self.subTest(c=c, size=size, kernel=kernel, stride=stride, multiplier=m, aligned=aligned):
                 kernel = kernel if isinstance(kernel, tuple) else (kernel, kernel)
                 padding = padding if isinstance(padding, tuple) else (padding, padding)
@@ -253,7 +263,9 @@ class TestDepthwise2d(TestCase):
                 args = ((stride, stride), padding, (dilation, dilation))
 
                 names = op_names(lambda: depthwise(x, w, b, *args))
-                self.assertEqual(any(CHANNELS_LAST_TILED in n for n in names), tiled)
+                self.assertEqual(launched(names, register), forward_kernel == register)
+                self.assertEqual(launched(names, tiled), forward_kernel == tiled)
+                self.assertTrue(forward_kernel is None or launched(names, forward_kernel))
                 out = depthwise(x, w, b, *args)
                 ref, x64, w64, _ = reference(x, w, b, *args)
                 self.assertTrue(out.is_contiguous(memory_format=torch.channels_last))
@@ -264,7 +276,9 @@ class TestDepthwise2d(TestCase):
                 backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
                     grad_out, x, w, kernel, *args, [True, False])
                 names = op_names(backward)
-                self.assertEqual(any(CHANNELS_LAST_TILED in n for n in names), tiled and stride == 1)
+                backward_kernel = forward_kernel if stride == 1 else None  # same-size planes at stride 1
+                self.assertEqual(launched(names, register), backward_kernel == register)
+                self.assertEqual(launched(names, tiled), backward_kernel == tiled)
                 grad_input = backward()[0]
                 ref.backward(grad_out.double().cpu())
                 self.assertTrue(grad_input.is_contiguous(memory_format=torch.channels_last))

@@ -31,6 +31,9 @@
 //   for a group of channels; every global load and store is a 16-byte channel
 //   vector, staged through shared memory. Needs multiplier 1, channels a multiple
 //   of the vector and 16-byte aligned data.
+// - channels_last_register_tiled_kernel: that tile for the register-tiled filters and strides,
+//   with a thread computing 4 output rows of one column and channel vector, walking its window a
+//   column at a time (each input vector converted once, the column's weights in registers).
 // - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
 //   thread computes chunks of 8 outputs from the 16-byte vectors that hold their inputs, in
 //   registers. grad_weight_row_kernel is its weight gradient.
@@ -218,6 +221,20 @@ void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, co
         column_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<grid, kThreads, 0, stream>>>(
             src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
             dst.mutable_data_ptr<scalar_t>(), *tiled_geometry);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
+    }
+    if constexpr (std::is_same_v<index_t, int32_t>) {  // the register tiles: 32-bit indexing only
+      const auto plan = kernel_path_enabled(KernelPath::ChannelsLastRegisterTiled)
+                            ? plan_channels_last_register_tiled<scalar_t>(*tiled_geometry, sm_count())
+                            : std::nullopt;
+      if (plan) {
+        const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, index_t, kBackward>(
+            tiled_geometry->kernel_h, tiled_geometry->stride_h);
+        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
+            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
+            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
         return;
       }

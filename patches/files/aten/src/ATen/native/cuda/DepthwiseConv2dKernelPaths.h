@@ -29,13 +29,14 @@ enum class KernelPath : int {
   Stride2GradInput,                // backward-input at stride 2, 3x3 and 5x5
   RegisterTiledStride2,            // the register tiles at stride 2 (forward and weight gradient)
   TileVectorLoads,                 // register tiles staged from 16-byte global loads
+  ChannelsLastRegisterTiled,       // forward and backward-input, channels_last, 3x3/5x5/7x7 register tiles
   kCount
 };
 
 inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCount)> kKernelPathNames = {
     "channels_last_tiled", "register_tiled", "register_tiled_grad_weight", "channels_last_register_grad_weight",
     "large_filter", "large_filter_grad_weight", "row", "column", "stride2_grad_input", "register_tiled_stride2",
-    "tile_vector_loads"};
+    "tile_vector_loads", "channels_last_register_tiled"};
 
 using KernelPathMask = std::uint32_t;
 

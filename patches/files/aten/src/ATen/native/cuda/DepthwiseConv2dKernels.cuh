@@ -772,16 +772,16 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 // The filters of a block's `vectors` channel vectors from channel c0, in shared memory as
 // [tap][vector][kVector16<scalar_t> channels] values of staged_t (scalar_t, or acc_t where each
 // is used once a thread and converting it there would cost as much as its multiply-add), loaded
-// by the block's kThreads threads together in 16-byte pieces; the taps in reverse order when
+// by the block's `threads` threads together in 16-byte pieces; the taps in reverse order when
 // `flip`, and zero for channels past the last.
 template <typename staged_t, typename scalar_t, typename index_t>
 __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scalar_t* weight, index_t c0,
                                                      index_t channels, int taps_count, int vectors, int tid,
-                                                     bool flip) {
+                                                     int threads, bool flip) {
   constexpr int V = kVector16<scalar_t>;
   constexpr int kPiece = kVector16<staged_t>;  // staged values in 16 bytes
-  GridWalk<int, 2> tap_at(tid, kThreads, {0, vectors});  // (tap, vector)
-  for (int i = tid; i < taps_count * vectors; i += kThreads, tap_at.advance()) {
+  GridWalk<int, 2> tap_at(tid, threads, {0, vectors});  // (tap, vector)
+  for (int i = tid; i < taps_count * vectors; i += threads, tap_at.advance()) {
     const int vec = tap_at.at[1];
     const int tap_slot = tap_at.at[0];
     const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
@@ -799,11 +799,32 @@ __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scala
 }
 
 struct ChannelsLastTile {
-  int lanes_w;          // pixel lanes along a tile row; kThreads / vectors / lanes_w rows
-  int cols_per_thread;
+  int lanes_w;          // pixel lanes along a tile row; blockDim.y / lanes_w rows of lanes
+  int cols_per_thread;  // (tiled_channels_last_kernel; the register-tiled kernel's lanes have one)
   int tile_in_h, tile_in_w;
   int tiles_w;          // blockIdx.x = tile row * tiles_w + tile column
 };
+
+// A channels_last block's input tile, [tile row][tile column][vector] 16-byte vectors from
+// src_image (its image at the block's first channel) starting at (src_y0, src_x0), zeros for
+// padding and for the vectors past the last channel, staged by the block's `threads` threads:
+// consecutive threads read consecutive vectors of one pixel, each pixel's channels in one piece.
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_channels_last_tile(Vector16<scalar_t>* tile, const scalar_t* src_image,
+                                                         const ChannelsLastTile& t, int src_y0, int src_x0,
+                                                         int live_vectors, index_t src_h, index_t src_w,
+                                                         index_t channels, int tid, int threads) {
+  constexpr int V = kVector16<scalar_t>;
+  const int vectors = blockDim.x;
+  GridWalk<int, 3> at(tid, threads, {0, t.tile_in_w, vectors});  // (tile row, tile column, vector)
+  for (int i = tid; i < t.tile_in_h * t.tile_in_w * vectors; i += threads, at.advance()) {
+    const int vec = at.at[2];
+    const int sy = src_y0 + at.at[0];
+    const int sx = src_x0 + at.at[1];
+    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
+                                  src_image + (sy * src_w + sx) * channels + vec * V);
+  }
+}
 
 // Bounded at 4 blocks an SM (64 registers), double at 2: left to itself, ptxas held the float and
 // double kernels to 48 registers on sm_80 and spilled once the staging walks carried their
@@ -838,18 +859,11 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
   const int src_x0 = x0 * g.stride_w - g.pad_w;
   const index_t src_h = g.src_h, src_w = g.src_w;
 
-  // Consecutive threads read consecutive vectors of one pixel: each pixel's channels in one piece.
-  const scalar_t* src_image = src + n * src_h * src_w * channels + c0;
-  GridWalk<int, 3> at(tid, kThreads, {0, t.tile_in_w, vectors});  // (tile row, tile column, vector)
-  for (int i = tid; i < tile_pixels * vectors; i += kThreads, at.advance()) {
-    const int vec = at.at[2];
-    const int sy = src_y0 + at.at[0];
-    const int sx = src_x0 + at.at[1];
-    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
-                                  src_image + (sy * src_w + sx) * channels + vec * V);
-  }
+  stage_channels_last_tile(tile, src + n * src_h * src_w * channels + c0, t, src_y0, src_x0, live_vectors, src_h, src_w,
+                           channels, tid, kThreads);
   // Backward-input correlates with the kernel flipped in both directions.
-  stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, tid, kBackward);
+  stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, tid, kThreads,
+                       kBackward);
   __syncthreads();
 
   const int vec = threadIdx.x;
@@ -896,6 +910,106 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
         for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[j][k]);
         store_vector(dst_row + x * channels, out);
       }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Register-tiled kernel (channels_last, multiplier 1) for the register-tiled filters (square 3x3,
+// 5x5, 7x7 at stride 1; 3x3 and 5x5 at stride 2; dilation 1): the forward pass and the stride-1
+// backward-input pass. The tile, its staging and the block's channel vectors are
+// tiled_channels_last_kernel's; what changes is a thread's work. Lane p of the block's
+// (blockDim.y / lanes_w) x lanes_w pixel lanes computes kBlockRows output rows of one column,
+// y0 + (p / lanes_w) * kBlockRows + i for i < kBlockRows, column x0 + p % lanes_w, for its channel
+// vector. It walks its window a column at a time: the column's kKernel weights (staged in acc_t,
+// converted once a block) in registers, each input vector of the column read from shared memory
+// and converted once and applied to every output row it feeds. For 7x7 in bf16 that is 17.5 input
+// vectors and 24.5 weight loads a thread's output vector instead of 49 and 12 (with 49 conversions
+// of an input value an output instead of 17.5): the conversions and shared loads, not the
+// multiply-adds, bounded tiled_channels_last_kernel at k >= 5.
+template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
+__global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const ChannelsLastTile t) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  using Vec = Vector16<scalar_t>;
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int kWindowRows = (kBlockRows - 1) * kStride + kKernel;
+  DWCONV_SHARED_BYTES(shared_bytes);
+  const int vectors = blockDim.x;
+  const int threads = vectors * blockDim.y;
+  Vec* tile = reinterpret_cast<Vec*>(shared_bytes);                                 // [tile pixel][vector]
+  acc_t* taps = reinterpret_cast<acc_t*>(tile + t.tile_in_h * t.tile_in_w * vectors);  // [tap][vector][V]
+
+  const int tid = threadIdx.y * vectors + threadIdx.x;
+  const index_t channels = g.dst_channels;
+  const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
+  const int live_vectors = static_cast<int>(smaller<index_t>(vectors, (channels - c0) / V));
+  const index_t n = blockIdx.z;
+  const int lane_rows = blockDim.y / t.lanes_w;
+  const int y0 = static_cast<int>(blockIdx.x / t.tiles_w) * lane_rows * kBlockRows;
+  const int x0 = static_cast<int>(blockIdx.x % t.tiles_w) * t.lanes_w;
+  const index_t src_h = g.src_h, src_w = g.src_w;
+  stage_channels_last_tile(tile, src + n * src_h * src_w * channels + c0, t, y0 * kStride - g.pad_h,
+                           x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, threads);
+  // Backward-input correlates with the kernel flipped in both directions.
+  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
+  __syncthreads();  // the tile and the weights staged by every thread
+
+  const int vec = threadIdx.x;
+  const int ty = threadIdx.y / t.lanes_w;
+  const int tx = threadIdx.y % t.lanes_w;
+  const int y = y0 + ty * kBlockRows;
+  const int x = x0 + tx;
+  // Idle vectors of a part-filled group and lanes past the plane's edge: no barrier follows.
+  if (vec >= live_vectors || y >= g.dst_h || x >= g.dst_w) return;
+
+  acc_t acc[kBlockRows][V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + vec * V + k]) : acc_t(0);
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) acc[i][k] = start;
+  }
+  const int row_step = t.tile_in_w * vectors;  // between tile rows, in vectors
+  const Vec* window = tile + (ty * kBlockRows * kStride * t.tile_in_w + tx * kStride) * vectors + vec;
+#pragma unroll
+  for (int kw = 0; kw < kKernel; ++kw) {
+    acc_t w[kKernel][V];
+#pragma unroll
+    for (int kh = 0; kh < kKernel; ++kh) {
+      load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + ((kh * kKernel + kw) * vectors + vec) * V, w[kh]);
+    }
+#pragma unroll
+    for (int r = 0; r < kWindowRows; ++r) {
+      const Vec loaded = window[r * row_step + kw * vectors];
+      acc_t in[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) in[k] = static_cast<acc_t>(loaded.v[k]);
+#pragma unroll
+      for (int row = 0; row < kBlockRows; ++row) {
+        const int kh = r - row * kStride;
+        if (kh >= 0 && kh < kKernel) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[row][k] += in[k] * w[kh][k];
+        }
+      }
+    }
+  }
+
+  const index_t dst_h = g.dst_h, dst_w = g.dst_w;
+  scalar_t* dst_column = dst + ((n * dst_h + y) * dst_w + x) * channels + c0 + vec * V;
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+    if (y + i < g.dst_h) {
+      Vec out;
+#pragma unroll
+      for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[i][k]);
+      store_vector(dst_column + i * dst_w * channels, out);
     }
   }
 }
@@ -2417,6 +2531,109 @@ std::optional<ChannelsLastLaunch> plan_tiled_channels_last(const PassGeometry& g
     }
   }
   return fullest ? fullest : largest;
+}
+
+// The register-tiled channels_last kernel for a filter size and stride (those of
+// has_register_tiled_filter; backward-input at stride 1 only), or null.
+template <typename scalar_t, typename index_t, bool kBackward>
+using ChannelsLastRegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*,
+                                                 PassGeometry, ChannelsLastTile);
+
+template <typename scalar_t, typename index_t, bool kBackward>
+ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_register_tiled_kernel_for(int kernel,
+                                                                                                      int stride) {
+  if constexpr (!kBackward) {
+    if (stride == 2) {
+      switch (kernel) {
+        case 3: return channels_last_register_tiled_kernel<scalar_t, index_t, false, 3, 2>;
+        case 5: return channels_last_register_tiled_kernel<scalar_t, index_t, false, 5, 2>;
+        default: return nullptr;
+      }
+    }
+  }
+  if (stride != 1) return nullptr;
+  switch (kernel) {
+    case 3: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 3, 1>;
+    case 5: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 5, 1>;
+    case 7: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 7, 1>;
+    default: return nullptr;
+  }
+}
+
+// The least share of a register-tiled channels_last launch's output slots (a lane's kBlockRows
+// outputs, over whole warps) that must be outputs of the plane: below it (planes of fewer rows
+// than kBlockRows, mostly) the idle slots would cost more than the kernel saves over
+// tiled_channels_last_kernel, which then serves the pass.
+constexpr double kMinRegisterTileUse = 2.0 / 3.0;
+
+// A register-tiled channels_last launch, or nothing where the kernel does not serve the pass (the
+// filter, the multiplier, channels not a whole number of 16-byte vectors) or no tile uses
+// kMinRegisterTileUse of its slots. The caller checks 32-bit indexing and 16-byte alignment.
+// For each block of vectors (as many as channel_vectors_per_block allows, then fewer) and each
+// most rows of lanes (8 down to 1), the plane's rows of thread blocks and its columns are shared
+// evenly by the fewest tiles, so that few slots fall past the plane's edge (a 56x56 plane gets
+// 28 x 8 tiles: 7 rows of 8 lanes). Of the tiles that fit in shared memory, those giving
+// `min_blocks` blocks come first (else the most blocks), so that small problems (batch 1) still
+// spread over the GPU; then the best use of slots (in steps of 1/16), the most vectors (the widest
+// global accesses), and the fewest input vectors staged an output.
+template <typename scalar_t>
+std::optional<ChannelsLastLaunch> plan_channels_last_register_tiled(const PassGeometry& g, int64_t min_blocks) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  if (!has_register_tiled_filter(g) || g.multiplier != 1 || g.dst_channels % V != 0 ||
+      g.src_channels != g.dst_channels || g.batch > 65535) {
+    return std::nullopt;
+  }
+  const int64_t channel_vectors = g.dst_channels / V;
+  const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
+  const size_t tap_bytes = size_t(g.kernel_h) * g.kernel_w * V * sizeof(acc_t);  // a vector's weights
+  struct Candidate {
+    ChannelsLastLaunch launch;
+    int64_t blocks;
+    int use_sixteenths;
+    int vectors;
+    double staged_per_output;
+  };
+  const auto better = [min_blocks](const Candidate& a, const Candidate& b) {
+    const bool a_fills = a.blocks >= min_blocks, b_fills = b.blocks >= min_blocks;
+    if (a_fills != b_fills) return a_fills;
+    if (!a_fills && a.blocks != b.blocks) return a.blocks > b.blocks;
+    if (a.use_sixteenths != b.use_sixteenths) return a.use_sixteenths > b.use_sixteenths;
+    if (a.vectors != b.vectors) return a.vectors > b.vectors;
+    return a.staged_per_output < b.staged_per_output;
+  };
+  std::optional<Candidate> best;
+  for (int vectors = channel_vectors_per_block(channel_vectors); vectors >= 1; vectors /= 2) {
+    const int lanes = kThreads / vectors;
+    const int64_t channel_blocks = (channel_vectors + vectors - 1) / vectors;
+    if (channel_blocks > 65535) continue;
+    for (int most_rows = std::min(8, lanes); most_rows >= 1; --most_rows) {
+      const int64_t tiles_h = (block_rows + most_rows - 1) / most_rows;
+      const int lane_rows = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
+      if (lane_rows != most_rows) continue;  // the shape of a smaller most_rows
+      const int most_w = lanes / lane_rows;
+      const int64_t tiles_w = (g.dst_w + most_w - 1) / most_w;
+      const int lanes_w = static_cast<int>((g.dst_w + tiles_w - 1) / tiles_w);
+      const int tile_in_h = input_extent(lane_rows * kBlockRows, g.stride_h, g.kernel_h, 1);
+      const int tile_in_w = input_extent(lanes_w, g.stride_w, g.kernel_w, 1);
+      const size_t bytes = size_t(tile_in_h) * tile_in_w * vectors * sizeof(Vector16<scalar_t>) + tap_bytes * vectors;
+      if (bytes > kMaxSharedBytes || tiles_h * tiles_w > std::numeric_limits<int32_t>::max()) continue;
+      const int threads = vectors * lane_rows * lanes_w;
+      const double warp_lanes = double((threads + 31) / 32 * 32) / vectors;  // a tile's lanes, idle ones too
+      const double use = double(g.dst_h) * g.dst_w / (double(tiles_h) * tiles_w * warp_lanes * kBlockRows);
+      if (use < kMinRegisterTileUse) continue;
+      const Candidate c{
+          ChannelsLastLaunch{dim3(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(channel_blocks),
+                                  static_cast<unsigned>(g.batch)),
+                             dim3(vectors, lane_rows * lanes_w),
+                             ChannelsLastTile{lanes_w, 1, tile_in_h, tile_in_w, static_cast<int>(tiles_w)}, bytes},
+          tiles_h * tiles_w * channel_blocks * g.batch, static_cast<int>(use * 16), vectors,
+          double(tile_in_h) * tile_in_w / (lane_rows * kBlockRows * lanes_w)};
+      if (!best || better(c, *best)) best = c;
+    }
+  }
+  if (!best) return std::nullopt;
+  return best->launch;
 }
 
 // Backward-input as a stride-1 correlation of grad_output with the flipped kernel:

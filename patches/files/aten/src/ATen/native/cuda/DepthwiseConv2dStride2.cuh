@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
   const index_t channels = g.dst_channels;
   const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
   stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors,
-                       static_cast<int>(threadIdx.y * vectors + threadIdx.x), false);
+                       static_cast<int>(threadIdx.y * vectors + threadIdx.x), kThreads, false);
   __syncthreads();
   const int vec = threadIdx.x;
   if (c0 + vec * V >= channels) return;  // a part-filled group's idle vectors: no barrier follows
