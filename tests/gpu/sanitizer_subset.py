@@ -29,8 +29,11 @@ CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 136, 1, 1, 47, (1, 4), (1, 1), (0, 3), (1, 1)),    # channels_last conv1d: column kernels (bf16: 17
                                                            # vectors, a part-filled group), segments past the ends
     (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation (NCHW tiled), channels over one lane group
-    (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last: 16-byte tiles, the last block part idle;
+    (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last register tiles: a lane row past the plane;
                                                            # register weight gradient, 8 channel lanes for bf16
+    (2, 40, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last register tiles, 7x7 (bf16: 5 vectors, a
+                                                           # part-filled group), blocks under 256 threads
+    (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # channels_last register tiles at stride 2, no padding
     (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,
                                                            # register weight gradient at stride 2, chunked sums
     (2, 3, 1, 28, 30, (13, 13), (1, 1), (6, 6), (1, 1)),   # large-filter kernels, both layouts: a 1-tap rest,
