@@ -939,6 +939,7 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   using Vec = Vector16<scalar_t>;
   constexpr int V = kVector16<scalar_t>;
   constexpr int kWindowRows = (kBlockRows - 1) * kStride + kKernel;
+  static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
   const int vectors = blockDim.x;
   const int threads = vectors * blockDim.y;
@@ -2147,25 +2148,35 @@ template <typename scalar_t, typename index_t, bool kBackward>
 using RegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
                                      RegisterTile);
 
-// Stride 2 is compiled for the forward pass only (backward-input is a stride-1 correlation).
-template <typename scalar_t, typename index_t, bool kBackward>
-RegisterTiledKernel<scalar_t, index_t, kBackward> register_tiled_kernel_for(int kernel, int stride) {
-  if constexpr (!kBackward) {
+// A register-tiled kernel's instance for a filter size and stride (has_register_tiled_filter's:
+// square 3, 5, 7 at stride 1; 3 and 5 at stride 2, which only forward-type passes have, backward-input
+// being a stride-1 correlation), as kernel_of(size, stride) gives it from integral constants, or null.
+template <bool kStride2, typename KernelOf>
+auto register_tiled_instance(int kernel, int stride, KernelOf kernel_of) {
+  using Kernel = decltype(kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 1>{}));
+  if constexpr (kStride2) {
     if (stride == 2) {
       switch (kernel) {
-        case 3: return register_tiled_nchw_kernel<scalar_t, index_t, false, 3, 2>;
-        case 5: return register_tiled_nchw_kernel<scalar_t, index_t, false, 5, 2>;
-        default: return nullptr;
+        case 3: return Kernel{kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 2>{})};
+        case 5: return Kernel{kernel_of(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{})};
+        default: return Kernel{nullptr};
       }
     }
   }
-  if (stride != 1) return nullptr;
+  if (stride != 1) return Kernel{nullptr};
   switch (kernel) {
-    case 3: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 3, 1>;
-    case 5: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 5, 1>;
-    case 7: return register_tiled_nchw_kernel<scalar_t, index_t, kBackward, 7, 1>;
-    default: return nullptr;
+    case 3: return kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 1>{});
+    case 5: return kernel_of(std::integral_constant<int, 5>{}, std::integral_constant<int, 1>{});
+    case 7: return kernel_of(std::integral_constant<int, 7>{}, std::integral_constant<int, 1>{});
+    default: return Kernel{nullptr};
   }
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+RegisterTiledKernel<scalar_t, index_t, kBackward> register_tiled_kernel_for(int kernel, int stride) {
+  return register_tiled_instance<!kBackward>(kernel, stride, [](auto k, auto s) {
+    return &register_tiled_nchw_kernel<scalar_t, index_t, kBackward, decltype(k)::value, decltype(s)::value>;
+  });
 }
 
 struct RegisterTiledLaunch {
@@ -2542,22 +2553,9 @@ using ChannelsLastRegisterTiledKernel = void (*)(const scalar_t*, const scalar_t
 template <typename scalar_t, typename index_t, bool kBackward>
 ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_register_tiled_kernel_for(int kernel,
                                                                                                       int stride) {
-  if constexpr (!kBackward) {
-    if (stride == 2) {
-      switch (kernel) {
-        case 3: return channels_last_register_tiled_kernel<scalar_t, index_t, false, 3, 2>;
-        case 5: return channels_last_register_tiled_kernel<scalar_t, index_t, false, 5, 2>;
-        default: return nullptr;
-      }
-    }
-  }
-  if (stride != 1) return nullptr;
-  switch (kernel) {
-    case 3: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 3, 1>;
-    case 5: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 5, 1>;
-    case 7: return channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, 7, 1>;
-    default: return nullptr;
-  }
+  return register_tiled_instance<!kBackward>(kernel, stride, [](auto k, auto s) {
+    return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, decltype(k)::value, decltype(s)::value>;
+  });
 }
 
 // The least share of a register-tiled channels_last launch's output slots (a lane's kBlockRows
@@ -2710,19 +2708,9 @@ using RegisterGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::
 
 template <typename scalar_t, typename index_t>
 RegisterGradWeightKernel<scalar_t, index_t> grad_weight_register_tiled_kernel_for(int kernel, int stride) {
-  if (stride == 2) {
-    switch (kernel) {
-      case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3, 2>;
-      case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5, 2>;
-      default: return nullptr;
-    }
-  }
-  switch (kernel) {
-    case 3: return grad_weight_register_tiled_kernel<scalar_t, index_t, 3, 1>;
-    case 5: return grad_weight_register_tiled_kernel<scalar_t, index_t, 5, 1>;
-    case 7: return grad_weight_register_tiled_kernel<scalar_t, index_t, 7, 1>;
-    default: return nullptr;
-  }
+  return register_tiled_instance<true>(kernel, stride, [](auto k, auto s) {
+    return &grad_weight_register_tiled_kernel<scalar_t, index_t, decltype(k)::value, decltype(s)::value>;
+  });
 }
 
 struct RegisterGradWeightLaunch {
