@@ -924,9 +924,9 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
 // vector. It walks its window a column at a time: the column's kKernel weights (staged in acc_t,
 // converted once a block) in registers, each input vector of the column read from shared memory
 // and converted once and applied to every output row it feeds. For 7x7 in bf16 that is 17.5 input
-// vectors and 24.5 weight loads a thread's output vector instead of 49 and 12 (with 49 conversions
-// of an input value an output instead of 17.5): the conversions and shared loads, not the
-// multiply-adds, bounded tiled_channels_last_kernel at k >= 5.
+// and 24.5 weight loads from shared memory a thread's output vector instead of 49 and 12, and 17.5
+// conversions an output value instead of 61: the conversions and shared loads, not the
+// multiply-adds, bounded tiled_channels_last_kernel at k >= 5 (notes/performance.md, v15).
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
 __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kernel(
     const scalar_t* __restrict__ src,
