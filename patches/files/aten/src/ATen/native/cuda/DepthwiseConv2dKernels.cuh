@@ -2149,16 +2149,16 @@ using RegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const sca
                                      RegisterTile);
 
 // A register-tiled kernel's instance for a filter size and stride (has_register_tiled_filter's:
-// square 3, 5, 7 at stride 1; 3 and 5 at stride 2, which only forward-type passes have, backward-input
-// being a stride-1 correlation), as kernel_of(size, stride) gives it from integral constants, or null.
+// square 3, 5, 7 at stride 1; 3 and 5 at stride 2 where kStride2, false for backward-input, a
+// stride-1 correlation), as kernel_of(size, stride) gives it from integral constants, or null.
 template <bool kStride2, typename KernelOf>
 auto register_tiled_instance(int kernel, int stride, KernelOf kernel_of) {
   using Kernel = decltype(kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 1>{}));
   if constexpr (kStride2) {
     if (stride == 2) {
       switch (kernel) {
-        case 3: return Kernel{kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 2>{})};
-        case 5: return Kernel{kernel_of(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{})};
+        case 3: return kernel_of(std::integral_constant<int, 3>{}, std::integral_constant<int, 2>{});
+        case 5: return kernel_of(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{});
         default: return Kernel{nullptr};
       }
     }
