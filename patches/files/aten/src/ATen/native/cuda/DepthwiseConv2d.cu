@@ -72,6 +72,7 @@
 #include <ATen/native/DepthwiseConvChecks.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/cuda/DepthwiseConv2d.h>
+#include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
@@ -89,10 +90,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <tuple>
-#include <type_traits>
+#include <variant>
 #include <vector>
 
 namespace at::native {
@@ -109,7 +109,8 @@ int sm_count() {
 }
 
 // ---------------------------------------------------------------------------
-// Host side.
+// Host side: DepthwiseConv2dKernelChoice.cuh chooses each pass's kernel and plan; this file
+// launches it.
 
 bool needs_64bit_indexing(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
@@ -123,181 +124,121 @@ dim3 grid_for(int64_t total) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
 }
 
-enum class Tiling { kNone, kNchw, kChannelsLast };
-
-bool is_16_byte_aligned(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+std::uintptr_t address_of(const Tensor& t) {
+  return reinterpret_cast<std::uintptr_t>(t.const_data_ptr());
 }
 
-// The layout src and dst share, if they are both NCHW- or both channels_last-contiguous.
-Tiling shared_layout_of(const Tensor& src, const Tensor& dst) {
-  if (src.is_contiguous() && dst.is_contiguous()) return Tiling::kNchw;
-  if (src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast)) {
-    return Tiling::kChannelsLast;
+KernelPathMask disabled_paths() {
+  return disabled_kernel_paths().load(std::memory_order_relaxed);
+}
+
+// f(int32_t{}) or f(int64_t{}): the index type of a kernel compiled for both.
+template <typename F>
+void with_index_type(bool index64, F&& f) {
+  if (index64) {
+    f(int64_t{});
+  } else {
+    f(int32_t{});
   }
-  return Tiling::kNone;
 }
 
-// Which tiled kernel a pass from src into dst may use: both NCHW-contiguous, or both
-// channels_last-contiguous and 16-byte aligned (the kernel moves whole channel vectors).
-Tiling tiling_of(const Tensor& src, const Tensor& dst) {
-  const Tiling layout = shared_layout_of(src, dst);
-  if (layout == Tiling::kChannelsLast && !(is_16_byte_aligned(src) && is_16_byte_aligned(dst))) return Tiling::kNone;
-  return layout;
+// What a pass from src into dst reads of its tensors.
+PassOperands pass_operands(const Tensor& src, const Tensor& weight, const Tensor& dst) {
+  return PassOperands{src.is_contiguous() && dst.is_contiguous(),
+                      src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast),
+                      address_of(src),
+                      address_of(dst),
+                      address_of(weight),
+                      static_cast<int>(src.element_size()),
+                      needs_64bit_indexing({&src, &dst})};
 }
 
-// Whether a register tile of g is staged from 16-byte vectors of src: the path is on and src allows it.
-bool tile_vector_loads(const PassGeometry& g, const Tensor& src) {
-  return kernel_path_enabled(KernelPath::TileVectorLoads) &&
-         register_tile_vector_loads(g, src.const_data_ptr(), src.element_size());
-}
-
-// Whether the register tiles may serve g: `path` is on, and at stride 2 so are the stride-2 tiles.
-bool register_tiled_enabled(KernelPath path, const PassGeometry& g) {
-  return kernel_path_enabled(path) && (g.stride_h == 1 || kernel_path_enabled(KernelPath::RegisterTiledStride2));
-}
-
-// Backward-input at stride 2 through a stride-2 kernel, where one takes it (32-bit indexing only);
-// false, having launched nothing, where none does. g: backward_input_direct's geometry.
-template <typename scalar_t>
-bool launch_stride2_grad_input(const Tensor& grad_output, const Tensor& weight, const Tensor& grad_input,
-                               const PassGeometry& g) {
-  if (!kernel_path_enabled(KernelPath::Stride2GradInput) || !has_stride2_grad_input(g)) return false;
+// Launches the pass `choice` names (forward, or backward-input when kBackward) from src into dst.
+// The specialised kernels are compiled for 32-bit indexing only, which the choice respects.
+template <typename scalar_t, bool kBackward>
+void launch_pass(const PassChoice& choice, bool index64, const Tensor& src, const Tensor& weight, const Tensor& bias,
+                 const Tensor& dst) {
   const auto stream = at::cuda::getCurrentCUDAStream();
-  const Tiling layout = tiling_of(grad_output, grad_input);
-  if (layout == Tiling::kNchw) {
-    const dim3 grid = plan_stride2_grad_input_nchw(g, sm_count());
-    const bool row_access = register_tile_row_access(g, grad_input.const_data_ptr(), sizeof(scalar_t));
-    stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g)<<<grid, kThreads, 0, stream>>>(
-        grad_output.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
-        grad_input.mutable_data_ptr<scalar_t>(), g, row_access);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    return true;
-  }
-  if (layout == Tiling::kChannelsLast) {
-    if (const auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, sm_count())) {
-      stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g)
-          <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-              grad_output.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
-              grad_input.mutable_data_ptr<scalar_t>(), g);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return true;
+  const scalar_t* in = src.const_data_ptr<scalar_t>();
+  const scalar_t* w = weight.const_data_ptr<scalar_t>();
+  const scalar_t* b = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
+  scalar_t* out = dst.mutable_data_ptr<scalar_t>();
+  const PassGeometry& g = choice.geometry;
+  switch (choice.kernel) {
+    case PassKernel::kLargeFilter: {
+      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
+      large_filter_kernel<scalar_t, int32_t, kBackward><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
+          in, w, b, out, g, plan.tile, strides_of(src), strides_of(dst));
+      break;
     }
-  }
-  return false;
-}
-
-// Runs one pass (forward, or backward-input when kBackward) from src into dst.
-// `tiled_geometry` is the pass as the tiled kernels see it (for backward, rewritten as a
-// stride-1 correlation), or null where only the direct kernel can serve it.
-template <typename scalar_t, typename index_t, bool kBackward>
-void launch_pass(const Tensor& src, const Tensor& weight, const Tensor& bias, const Tensor& dst,
-                 const PassGeometry& direct_geometry, const PassGeometry* tiled_geometry) {
-  using acc_t = at::acc_type<scalar_t, true>;
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  const scalar_t* bias_ptr = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
-  // The large-filter kernel (32-bit indexing only) takes either layout and any alignment.
-  if constexpr (std::is_same_v<index_t, int32_t>) {
-    const Tiling layout = tiled_geometry != nullptr ? shared_layout_of(src, dst) : Tiling::kNone;
-    if (layout != Tiling::kNone && kernel_path_enabled(KernelPath::LargeFilter)) {
-      if (auto plan = plan_large_filter<acc_t>(*tiled_geometry, sm_count())) {
-        plan->tile.row_access = layout == Tiling::kNchw &&
-                                register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
-        large_filter_kernel<scalar_t, index_t, kBackward><<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile, strides_of(src), strides_of(dst));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
+    case PassKernel::kRegisterTiled: {
+      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
+      register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h)
+          <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
+      break;
+    }
+    case PassKernel::kChannelsLastRegisterTiled: {
+      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
+      channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h)
+          <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
+      break;
+    }
+    case PassKernel::kRow: {
+      const auto& plan = std::get<RowLaunch>(choice.plan);
+      row_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
+          in, w, b, out, g, plan.chunks_per_row);
+      break;
+    }
+    case PassKernel::kColumn: {
+      const auto& plan = std::get<ColumnLaunch>(choice.plan);
+      column_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
+          in, w, b, out, g);
+      break;
+    }
+    case PassKernel::kTiledNchw: {
+      const auto& plan = std::get<TiledLaunch>(choice.plan);
+      with_index_type(index64, [&](auto index) {
+        tiled_nchw_kernel<scalar_t, decltype(index), kBackward><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
+            in, w, b, out, g, plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);
+      });
+      break;
+    }
+    case PassKernel::kTiledChannelsLast: {
+      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
+      with_index_type(index64, [&](auto index) {
+        tiled_channels_last_kernel<scalar_t, decltype(index), kBackward>
+            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
+      });
+      break;
+    }
+    case PassKernel::kStride2GradInputNchw:
+    case PassKernel::kStride2GradInputChannelsLast: {
+      if constexpr (kBackward) {
+        if (choice.kernel == PassKernel::kStride2GradInputNchw) {
+          const auto& plan = std::get<Stride2NchwLaunch>(choice.plan);
+          stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g)<<<plan.grid, kThreads, 0, stream>>>(
+              in, w, out, g, plan.row_access);
+        } else {
+          const auto& plan = std::get<Stride2ChannelsLastLaunch>(choice.plan);
+          stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g)
+              <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, out, g);
+        }
+      } else {
+        TORCH_INTERNAL_ASSERT(false, "conv_depthwise2d: a stride-2 backward-input kernel chosen for a forward pass");
       }
+      break;
+    }
+    case PassKernel::kDirect: {
+      const int64_t total = dst.numel();
+      const bool channels_fastest = dst.stride(1) == 1 && dst.size(1) > 1;
+      with_index_type(index64, [&](auto index) {
+        using index_t = decltype(index);
+        direct_kernel<scalar_t, index_t, kBackward><<<grid_for(total), kThreads, 0, stream>>>(
+            in, w, b, out, g, strides_of(src), strides_of(dst), channels_fastest, static_cast<index_t>(total));
+      });
+      break;
     }
   }
-  const Tiling tiling = tiled_geometry != nullptr ? tiling_of(src, dst) : Tiling::kNone;
-  if (tiling == Tiling::kChannelsLast) {
-    if constexpr (std::is_same_v<index_t, int32_t>) {  // the column kernels: 32-bit indexing only
-      if (kernel_path_enabled(KernelPath::Column) && has_column_kernel(*tiled_geometry, kVector16<scalar_t>) &&
-          is_16_byte_aligned(weight)) {
-        // A segment a thread: a cap would leave some threads two segments and the rest one.
-        const dim3 grid = plan_column(*tiled_geometry, kVector16<scalar_t>, std::numeric_limits<int32_t>::max());
-        column_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<grid, kThreads, 0, stream>>>(
-            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
-      }
-    }
-    if constexpr (std::is_same_v<index_t, int32_t>) {  // the register tiles: 32-bit indexing only
-      const auto plan = kernel_path_enabled(KernelPath::ChannelsLastRegisterTiled)
-                            ? plan_channels_last_register_tiled<scalar_t>(*tiled_geometry, sm_count())
-                            : std::nullopt;
-      if (plan) {
-        const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, index_t, kBackward>(
-            tiled_geometry->kernel_h, tiled_geometry->stride_h);
-        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
-      }
-    }
-    const auto plan = kernel_path_enabled(KernelPath::ChannelsLastTiled)
-                          ? plan_tiled_channels_last<scalar_t>(*tiled_geometry, sm_count())
-                          : std::nullopt;
-    if (plan) {
-      tiled_channels_last_kernel<scalar_t, index_t, kBackward>
-          <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-              src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-              dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
-  }
-  if (tiling == Tiling::kNchw) {
-    // The row and register-tiled kernels are compiled for 32-bit indexing only; 64-bit passes
-    // keep the general tiled kernel.
-    if constexpr (std::is_same_v<index_t, int32_t>) {
-      if (kernel_path_enabled(KernelPath::Row) && has_row_kernel(*tiled_geometry) && is_16_byte_aligned(src) &&
-          is_16_byte_aligned(dst)) {
-        const auto plan = plan_row(*tiled_geometry, sm_count());
-        row_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
-            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan.chunks_per_row);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
-      }
-      auto plan = register_tiled_enabled(KernelPath::RegisterTiled, *tiled_geometry)
-                      ? plan_register_tiled<acc_t>(*tiled_geometry, sm_count())
-                      : std::nullopt;
-      if (plan) {
-        plan->tile.row_access = register_tile_row_access(*tiled_geometry, dst.const_data_ptr(), sizeof(scalar_t));
-        plan->tile.vector_loads = tile_vector_loads(*tiled_geometry, src);
-        const auto kernel = register_tiled_kernel_for<scalar_t, index_t, kBackward>(tiled_geometry->kernel_h,
-                                                                                  tiled_geometry->stride_h);
-        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-            src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-            dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->tile);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        return;
-      }
-    }
-    if (const auto plan = plan_tiled<acc_t>(*tiled_geometry)) {
-      tiled_nchw_kernel<scalar_t, index_t, kBackward>
-          <<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-              src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-              dst.mutable_data_ptr<scalar_t>(), *tiled_geometry, plan->cols_per_thread,
-              plan->tile_in_h, plan->tile_in_w);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      return;
-    }
-  }
-  if constexpr (kBackward && std::is_same_v<index_t, int32_t>) {
-    if (tiled_geometry == nullptr && launch_stride2_grad_input<scalar_t>(src, weight, dst, direct_geometry)) return;
-  }
-  const int64_t total = dst.numel();
-  const bool channels_fastest = dst.stride(1) == 1 && dst.size(1) > 1;
-  direct_kernel<scalar_t, index_t, kBackward><<<grid_for(total), kThreads, 0, stream>>>(
-      src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(), bias_ptr,
-      dst.mutable_data_ptr<scalar_t>(), direct_geometry, strides_of(src), strides_of(dst),
-      channels_fastest, static_cast<index_t>(total));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -325,133 +266,108 @@ PassGeometry forward_geometry(const Tensor& input, const Tensor& weight, const C
 
 void forward_into(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output,
                   const PassGeometry& g) {
+  const auto operands = pass_operands(input, weight, output);
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, input.scalar_type(), "conv_depthwise2d_forward_cuda", [&] {
-    if (needs_64bit_indexing({&input, &output})) {
-      launch_pass<scalar_t, int64_t, false>(input, weight, bias, output, g, &g);
-    } else {
-      launch_pass<scalar_t, int32_t, false>(input, weight, bias, output, g, &g);
-    }
+    const auto choice = choose_forward<scalar_t>(g, operands, disabled_paths(), sm_count());
+    launch_pass<scalar_t, false>(choice, operands.index64, input, weight, bias, output);
   });
 }
 
 void backward_input_into(const Tensor& grad_output, const Tensor& weight, const Tensor& grad_input,
                          const PassGeometry& fwd) {
-  const auto direct = backward_input_direct(fwd);
-  const auto correlation = backward_input_as_correlation(fwd);
-  const PassGeometry* tiled = correlation ? &*correlation : nullptr;
+  const auto operands = pass_operands(grad_output, weight, grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_backward_cuda", [&] {
-    if (needs_64bit_indexing({&grad_output, &grad_input})) {
-      launch_pass<scalar_t, int64_t, true>(grad_output, weight, Tensor(), grad_input, direct, tiled);
-    } else {
-      launch_pass<scalar_t, int32_t, true>(grad_output, weight, Tensor(), grad_input, direct, tiled);
-    }
+    const auto choice = choose_backward_input<scalar_t>(fwd, operands, disabled_paths(), sm_count());
+    launch_pass<scalar_t, true>(choice, operands.index64, grad_output, weight, Tensor(), grad_input);
   });
 }
 
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const PassGeometry& g) {
   const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
-  const bool both_nchw_contiguous = grad_output.is_contiguous() && input.is_contiguous();
-  const bool both_channels_last_contiguous = grad_output.is_contiguous(MemoryFormat::ChannelsLast) &&
-                                             input.is_contiguous(MemoryFormat::ChannelsLast);
-  const bool index64 = needs_64bit_indexing({&grad_output, &input});
+  const GradWeightOperands operands{
+      grad_output.is_contiguous() && input.is_contiguous(),
+      grad_output.is_contiguous(MemoryFormat::ChannelsLast) && input.is_contiguous(MemoryFormat::ChannelsLast),
+      address_of(grad_output),
+      address_of(input),
+      static_cast<int>(grad_output.element_size()),
+      needs_64bit_indexing({&grad_output, &input})};
   const auto stream = at::cuda::getCurrentCUDAStream();
 
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
     const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
     const scalar_t* in = input.const_data_ptr<scalar_t>();
-    // Each path sums its slices into `partial` [slices][channels][taps]; the finish kernel adds them in order.
+    // Each kernel sums its slices into `partial` [slices][channels][taps]; the finish kernel adds them in order.
     auto new_partial = [&](int64_t slices) {
       return at::empty({slices, g.dst_channels, taps}, grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
     };
-    auto finish = [&](const Tensor& partial) {
-      const int64_t values = g.dst_channels * taps;
-      grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(
-          partial.const_data_ptr<acc_t>(), grad_weight.mutable_data_ptr<scalar_t>(), partial.size(0), values);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-
-    // The row and register-blocked kernels are compiled for 32-bit indexing only.
-    if (both_nchw_contiguous && !index64 && kernel_path_enabled(KernelPath::Row) && has_row_kernel(g) &&
-        is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
-      const auto plan = plan_row_grad_weight(g, sm_count());
-      auto partial = new_partial(plan.grid.y);
-      grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
-          go, in, partial.mutable_data_ptr<acc_t>(), g, plan.chunks_per_row, plan.chunks_per_slice);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      finish(partial);
-      return;
-    }
-    if (both_nchw_contiguous && !index64 && register_tiled_enabled(KernelPath::RegisterTiledGradWeight, g)) {
-      if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count())) {
-        plan->tile.row_access = register_tile_row_access(g, go, sizeof(scalar_t));
-        plan->tile.vector_loads = tile_vector_loads(g, input);
-        auto partial = new_partial(plan->grid.y);
-        const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-        kernel<<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, plan->tile, plan->work);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        finish(partial);
-        return;
+    const auto choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), sm_count());
+    Tensor partial;
+    switch (choice.kernel) {
+      case GradWeightKernel::kRow: {
+        const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
+        partial = new_partial(plan.grid.y);
+        grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.chunks_per_row, plan.chunks_per_slice);
+        break;
       }
-    }
-    if (both_channels_last_contiguous && !index64 && kernel_path_enabled(KernelPath::Column) &&
-        has_column_kernel(g, kVector16<scalar_t>) && is_16_byte_aligned(grad_output) && is_16_byte_aligned(input)) {
-      const auto plan = plan_column_grad_weight(g, kVector16<scalar_t>, sm_count());
-      auto partial = new_partial(plan.grid.y);
-      grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, plan.block, 0, stream>>>(
-          go, in, partial.mutable_data_ptr<acc_t>(), g, plan.items_per_slice);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      finish(partial);
-      return;
-    }
-    if (both_channels_last_contiguous && !index64 && kernel_path_enabled(KernelPath::ChannelsLastRegisterGradWeight) &&
-        has_channels_last_register_grad_weight(g, go, in, sizeof(scalar_t))) {
-      const auto plan = plan_channels_last_register_grad_weight<scalar_t>(g, sm_count());
-      auto partial = new_partial(plan.grid.y);
-      const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      kernel<<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
-                                                                    plan.work);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-      finish(partial);
-      return;
-    }
-    if ((both_nchw_contiguous || both_channels_last_contiguous) && !index64 &&
-        kernel_path_enabled(KernelPath::LargeFilterGradWeight)) {
-      if (const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count())) {
-        auto partial = new_partial(plan->grid.y);
-        grad_weight_large_filter_kernel<scalar_t, int32_t><<<plan->grid, plan->block, plan->shared_bytes, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, plan->tile, plan->work, strides_of(grad_output),
+      case GradWeightKernel::kRegisterTiled: {
+        const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
+        partial = new_partial(plan.grid.y);
+        grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h)
+            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
+                                                                   plan.tile, plan.work);
+        break;
+      }
+      case GradWeightKernel::kColumn: {
+        const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
+        partial = new_partial(plan.grid.y);
+        grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, plan.block, 0, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.items_per_slice);
+        break;
+      }
+      case GradWeightKernel::kChannelsLastRegister: {
+        const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
+        partial = new_partial(plan.grid.y);
+        grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h)
+            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
+                                                                   plan.work);
+        break;
+      }
+      case GradWeightKernel::kLargeFilter: {
+        const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
+        partial = new_partial(plan.grid.y);
+        grad_weight_large_filter_kernel<scalar_t, int32_t><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
+            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.tile, plan.work, strides_of(grad_output),
             strides_of(input));
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-        finish(partial);
-        return;
+        break;
+      }
+      case GradWeightKernel::kNchw:
+      case GradWeightKernel::kChannelsLast: {
+        const auto& plan = std::get<GradWeightPlan>(choice.plan);
+        partial = new_partial(plan.slices);
+        const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
+        with_index_type(operands.index64, [&](auto index) {
+          using index_t = decltype(index);
+          if (plan.channels_last) {
+            grad_weight_channels_last_kernel_for<scalar_t, index_t>(static_cast<int>(taps))
+                <<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
+                    go, in, partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input),
+                    plan.rows_per_slice);
+          } else {
+            grad_weight_nchw_kernel_for<scalar_t, index_t>(static_cast<int>(taps))<<<grid, kThreads, 0, stream>>>(
+                go, in, partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
+          }
+        });
+        break;
       }
     }
-
-    const auto plan = plan_grad_weight(g, both_nchw_contiguous, sm_count());
-    auto partial = new_partial(plan.slices);
-    const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
-    auto run = [&](auto index_tag) {
-      using index_t = decltype(index_tag);
-      if (plan.channels_last) {
-        const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(static_cast<int>(taps));
-        kernel<<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input),
-            plan.rows_per_slice);
-      } else {
-        const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(static_cast<int>(taps));
-        kernel<<<grid, kThreads, 0, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
-      }
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (index64) {
-      run(int64_t{});
-    } else {
-      run(int32_t{});
-    }
-    finish(partial);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    const int64_t values = g.dst_channels * taps;
+    grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(
+        partial.const_data_ptr<acc_t>(), grad_weight.mutable_data_ptr<scalar_t>(), partial.size(0), values);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 

@@ -81,11 +81,8 @@ inline std::vector<std::string> kernel_path_names(KernelPathMask mask) {
   return names;
 }
 
-// The paths switched off now (DepthwiseConv2dKernelPaths.cpp).
+// The paths switched off now (DepthwiseConv2dKernelPaths.cpp); DepthwiseConv2dKernelChoice.cuh
+// chooses the kernels around them.
 std::atomic<KernelPathMask>& disabled_kernel_paths();
-
-inline bool kernel_path_enabled(KernelPath path) {
-  return !(disabled_kernel_paths().load(std::memory_order_relaxed) >> static_cast<int>(path) & 1);
-}
 
 } // namespace at::native::dwconv

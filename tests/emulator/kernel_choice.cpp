@@ -1,0 +1,185 @@
+// Which kernel each pass of a depthwise 2D call takes: DepthwiseConv2dKernelChoice.cuh's functions,
+// compiled with g++ and run on a CPU, on the operands DepthwiseConv2d.cu would give them for the
+// call. tests/test_kernel_choice.py checks the GPU tests' expectations with it.
+//
+// Reads one call per line from stdin:
+//   <dtype> <pass> <layout> N C H W multiplier kh kw sh sw ph pw dh dw input_offset grad_output_offset
+//   sm_count disabled
+// dtype: double | float | half | bfloat16; pass: forward | backward-input | grad-weight;
+// layout: nchw | cl, the input's memory format, which grad_output shares and the output and
+// grad_input take; the offsets: how many elements past a 512-byte boundary (where the caching
+// allocator's blocks start) the input's and grad_output's data start, every other tensor being
+// freshly allocated; disabled: the kernel paths switched off, comma-separated, or "-".
+// Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
+// With --names, prints every name the choice can give instead.
+
+#include <ATen/AccumulateType.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "cuda_emulation.h"
+
+#include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
+
+using namespace at::native::dwconv;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& why) {
+  std::cout << "error: " << why << std::endl;
+  std::exit(2);
+}
+
+struct Call {
+  std::string dtype, pass, layout;
+  int64_t n, c, h, w;
+  int multiplier, kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t input_offset, grad_output_offset;
+  int sm_count;
+  std::string disabled;
+};
+
+// A dense 4D tensor as the choice sees it: its sizes and strides, and where its data start.
+struct DenseTensor {
+  std::array<int64_t, 4> sizes, strides;
+  std::uintptr_t address;
+
+  DenseTensor(std::array<int64_t, 4> sizes_, bool channels_last, std::uintptr_t address_)
+      : sizes(sizes_), address(address_) {
+    const auto [n, c, h, w] = sizes;
+    strides = channels_last ? std::array<int64_t, 4>{h * w * c, 1, w * c, c} : std::array<int64_t, 4>{c * h * w, h * w, w, 1};
+  }
+
+  int64_t numel() const { return sizes[0] * sizes[1] * sizes[2] * sizes[3]; }
+
+  // torch's rule: dims of size 1 do not count, nor does anything in an empty tensor. `order`: the
+  // dims from the innermost out.
+  bool dense_in(std::array<int, 4> order) const {
+    if (numel() == 0) return true;
+    int64_t expected = 1;
+    for (const int d : order) {
+      if (sizes[d] == 1) continue;
+      if (strides[d] != expected) return false;
+      expected *= sizes[d];
+    }
+    return true;
+  }
+  bool is_contiguous() const { return dense_in({3, 2, 1, 0}); }
+  bool is_channels_last_contiguous() const { return dense_in({1, 3, 2, 0}); }
+  // canUse32BitIndexMath's negation for a dense tensor.
+  bool needs_64bit_indexing() const { return numel() > std::numeric_limits<int32_t>::max(); }
+};
+
+Call read_call(const std::string& line) {
+  std::istringstream in(line);
+  Call k;
+  in >> k.dtype >> k.pass >> k.layout >> k.n >> k.c >> k.h >> k.w >> k.multiplier >> k.kh >> k.kw >> k.sh >> k.sw >>
+      k.ph >> k.pw >> k.dh >> k.dw >> k.input_offset >> k.grad_output_offset >> k.sm_count >> k.disabled;
+  if (!in) fail("malformed call line: " + line);
+  if (k.layout != "nchw" && k.layout != "cl") fail("layout must be nchw or cl, not " + k.layout);
+  return k;
+}
+
+KernelPathMask disabled_mask(const std::string& text) {
+  KernelPathMask mask = 0;
+  std::string unknown;
+  if (text != "-" && !kernel_path_mask(split_kernel_path_list(text), &mask, &unknown)) {
+    fail("no kernel path is named " + unknown);
+  }
+  return mask;
+}
+
+int64_t output_extent(int64_t in, int kernel, int stride, int pad, int dilation) {
+  return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+template <typename scalar_t>
+std::string choose(const Call& k) {
+  constexpr std::uintptr_t kBlockStart = std::uintptr_t{1} << 40;  // a caching allocator block: 512-byte aligned
+  const int64_t ho = output_extent(k.h, k.kh, k.sh, k.ph, k.dh), wo = output_extent(k.w, k.kw, k.sw, k.pw, k.dw);
+  if (ho <= 0 || wo <= 0) fail("the output would be empty");
+  const bool cl = k.layout == "cl";
+  const std::uintptr_t input_address = kBlockStart + k.input_offset * sizeof(scalar_t);
+  const std::uintptr_t grad_output_address = kBlockStart + k.grad_output_offset * sizeof(scalar_t);
+  const int64_t out_channels = k.c * k.multiplier;
+  const DenseTensor input({k.n, k.c, k.h, k.w}, cl, input_address);
+  const DenseTensor output({k.n, out_channels, ho, wo}, cl, kBlockStart);
+  const DenseTensor grad_output({k.n, out_channels, ho, wo}, cl, grad_output_address);
+  const DenseTensor grad_input({k.n, k.c, k.h, k.w}, cl, kBlockStart);
+  const std::uintptr_t weight_address = kBlockStart;
+
+  const PassGeometry fwd{k.n, k.c, k.h, k.w, out_channels, ho, wo, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw,
+                         k.multiplier};
+  const KernelPathMask disabled = disabled_mask(k.disabled);
+  auto pass_operands = [&](const DenseTensor& src, const DenseTensor& dst) {
+    return PassOperands{src.is_contiguous() && dst.is_contiguous(),
+                        src.is_channels_last_contiguous() && dst.is_channels_last_contiguous(),
+                        src.address,
+                        dst.address,
+                        weight_address,
+                        static_cast<int>(sizeof(scalar_t)),
+                        src.needs_64bit_indexing() || dst.needs_64bit_indexing()};
+  };
+  if (k.pass == "forward") {
+    return kernel_name(choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.sm_count).kernel);
+  }
+  if (k.pass == "backward-input") {
+    return kernel_name(
+        choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled, k.sm_count).kernel);
+  }
+  if (k.pass == "grad-weight") {
+    const GradWeightOperands operands{
+        grad_output.is_contiguous() && input.is_contiguous(),
+        grad_output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
+        grad_output.address,
+        input.address,
+        static_cast<int>(sizeof(scalar_t)),
+        grad_output.needs_64bit_indexing() || input.needs_64bit_indexing()};
+    return kernel_name(choose_grad_weight<scalar_t>(fwd, operands, disabled, k.sm_count).kernel);
+  }
+  fail("pass must be forward, backward-input or grad-weight, not " + k.pass);
+}
+
+// Every name kernel_name gives: an enum class's values are ints, the first out of range named "?".
+void print_names() {
+  for (int k = 0; std::string(kernel_name(static_cast<PassKernel>(k))) != "?"; ++k) {
+    std::cout << kernel_name(static_cast<PassKernel>(k)) << "\n";
+  }
+  for (int k = 0; std::string(kernel_name(static_cast<GradWeightKernel>(k))) != "?"; ++k) {
+    std::cout << kernel_name(static_cast<GradWeightKernel>(k)) << "\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--names") {
+    print_names();
+    return 0;
+  }
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    const Call k = read_call(line);
+    if (k.dtype == "double") {
+      std::cout << choose<double>(k) << "\n";
+    } else if (k.dtype == "float") {
+      std::cout << choose<float>(k) << "\n";
+    } else if (k.dtype == "half") {
+      std::cout << choose<c10::Half>(k) << "\n";
+    } else if (k.dtype == "bfloat16") {
+      std::cout << choose<c10::BFloat16>(k) << "\n";
+    } else {
+      fail("dtype must be double, float, half or bfloat16, not " + k.dtype);
+    }
+  }
+  return 0;
+}

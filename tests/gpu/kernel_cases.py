@@ -1,0 +1,333 @@
+"""Which kernel takes each pass of a depthwise 2D call: the GPU tests' expectations, as data free
+of torch.
+
+test_depthwise2d.py runs each call on the GPU and asks the profiler which kernels it launched;
+tests/test_kernel_choice.py asks the host code's choice (DepthwiseConv2dKernelChoice.cuh,
+compiled for the CPU) the same question, so that an expectation that no longer matches the
+choice fails without a GPU. Each table is a function of the dtype's element size, as channel
+vectors are 16 bytes of channels.
+"""
+
+from dataclasses import dataclass, field
+
+PASSES = ("forward", "backward-input", "grad-weight")
+
+DIRECT = "direct_kernel"
+TILED_NCHW = "tiled_nchw_kernel"
+CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
+CHANNELS_LAST_REGISTER_TILED = "channels_last_register_tiled_kernel"
+REGISTER_TILED = "register_tiled_nchw_kernel"
+REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
+CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
+LARGE_FILTER = "large_filter_kernel"
+LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
+ROW = "row_kernel"
+ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
+COLUMN = "column_kernel"
+COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
+STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
+STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
+
+
+def pair(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call of _conv_depthwise2d and its backward: the input (batch, channels, size) in
+    `layout` ("nchw" or "cl", which grad_output shares), the filter and its arguments. The
+    offsets: how many elements past a 16-byte boundary the input's and grad_output's data start
+    (every other tensor is a fresh allocation)."""
+
+    label: str
+    n: int
+    c: int
+    size: tuple
+    kernel: tuple
+    stride: tuple = (1, 1)
+    padding: tuple = (0, 0)
+    dilation: tuple = (1, 1)
+    multiplier: int = 1
+    layout: str = "nchw"
+    input_offset: int = 0
+    grad_output_offset: int = 0
+
+    def __post_init__(self):
+        for name in ("size", "kernel", "stride", "padding", "dilation"):
+            object.__setattr__(self, name, pair(getattr(self, name)))
+        if self.layout not in ("nchw", "cl"):
+            raise ValueError(f"{self.label}: layout must be nchw or cl, not {self.layout!r}")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """For each pass of `call` (PASSES) and kernel name: whether that pass launches that kernel,
+    with the kernel paths `disabled` switched off."""
+
+    call: Call
+    launches: dict
+    disabled: tuple = field(default=())
+
+
+def _vector(element_size):
+    return 16 // element_size
+
+
+def register_tiled_cases(element_size):
+    """NCHW square 3, 5 and 7 at stride 1 (all three passes), 3 and 5 at stride 2 (forward and the
+    weight gradient; backward-input goes to the stride-2 kernel), dilation 1, over planes that give
+    one plane a block, several tiles a plane, and many planes a block with the last one part-filled."""
+    every, strided, none = set(PASSES), {"forward", "grad-weight"}, set()
+    rows = [  # (label, batch, channels, size, kernel, stride, padding, dilation, multiplier, passes register-tiled)
+        ("4 tiles a plane", 2, 3, (112, 112), 3, 1, 1, 1, 1, every),
+        ("a plane a block", 3, 5, (56, 56), 7, 1, 3, 1, 1, every),
+        ("several planes a block; backward sums two planes", 5, 7, (28, 28), 5, 1, 2, 1, 2, every),
+        ("16 planes a block, the last part-filled", 3, 37, (14, 14), 3, 1, 1, 1, 1, every),
+        ("7x7 planes", 1, 70, (7, 7), 7, 1, 3, 1, 1, every),
+        ("tall and narrow, no padding", 2, 4, (300, 9), 5, 1, 0, 1, 1, every),
+        ("one input row", 2, 4, (1, 500), 3, 1, 1, 1, 1, every),
+        ("stride 2", 2, 8, (30, 30), 3, 2, 1, 1, 1, strided),
+        ("MobileNetV2's 96@112 s2, narrowed: tiles split their rows", 2, 16, (112, 112), 3, 2, 1, 1, 1, strided),
+        ("5x5 stride 2, multiplier 2, an odd height", 3, 6, (57, 30), 5, 2, 2, 1, 2, strided),
+        ("7x7 outputs, many planes a block", 4, 96, (14, 14), 3, 2, 1, 1, 1, strided),
+        ("7x7 is not compiled for stride 2", 2, 8, (30, 30), 7, 2, 3, 1, 1, none),
+        ("dilation 2", 2, 8, (30, 30), 3, 1, 2, 2, 1, none),
+        ("no compiled size", 2, 8, (30, 30), 9, 1, 4, 1, 1, none),
+    ]
+    return [
+        Expectation(Call(label, n, c, size, kernel, stride, padding, dilation, m),
+                    {"forward": {REGISTER_TILED: "forward" in passes},
+                     "backward-input": {REGISTER_TILED: "backward-input" in passes},
+                     "grad-weight": {REGISTER_TILED_GRAD_WEIGHT: "grad-weight" in passes}})
+        for label, n, c, size, kernel, stride, padding, dilation, m, passes in rows
+    ]
+
+
+def channels_last_tiled_cases(element_size):
+    """channels_last forward and backward-input through the 16-byte tiled kernels (multiplier 1,
+    channels a whole number of 16-byte vectors, aligned data, a tile that fits in shared memory;
+    backward-input at stride 1): the register-tiled one for square 3, 5 and 7 at stride 1 and 3 and
+    5 at stride 2 (dilation 1) where its tile uses two thirds of its lanes, the general one for
+    the rest."""
+    vector = _vector(element_size)
+    tiled, register = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED
+    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
+        ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
+        ("several tiles down and across", 8 * vector, (56, 56), 5, 1, 2, 1, 1, True, register),
+        ("7x7", 3 * vector, (14, 14), 7, 1, 3, 1, 1, True, register),
+        ("stride 2: backward-input elsewhere", 4 * vector, (11, 60), 5, 2, 2, 1, 1, True, register),
+        ("5x5 outputs: too few for 4-row lanes", 18 * vector, (9, 9), 3, 2, 1, 1, 1, True, tiled),
+        ("2 rows: half of each lane idle", 8 * vector, (2, 40), 3, 1, 1, 1, 1, True, tiled),
+        ("7x7 is not compiled for stride 2", 8 * vector, (20, 20), 7, 2, 3, 1, 1, True, tiled),
+        ("dilation", 2 * vector, (12, 12), 3, 1, 2, 2, 1, True, tiled),
+        ("conv1d, one long tile row", 8 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, tiled),
+        ("conv1d with 16 vectors: the column kernel", 16 * vector, (1, 700), (1, 4), 1, (0, 3), 1, 1, True, COLUMN),
+        ("channels not whole vectors", 4 * vector + 1, (16, 16), 3, 1, 1, 1, 1, True, None),
+        ("multiplier 2", 4 * vector, (16, 16), 3, 1, 1, 1, 2, True, None),
+        ("data off a 16-byte boundary", 4 * vector, (16, 16), 3, 1, 1, 1, 1, False, None),
+        ("no tile fits in shared memory", 8 * vector, (40, 40), 31, 1, 15, 1, 1, True, None),
+    ]
+    cases = []
+    for label, c, size, kernel, stride, padding, dilation, m, aligned, forward in rows:
+        backward = forward if stride == 1 else None  # same-size planes at stride 1
+        launches = {}
+        for name, chosen in (("forward", forward), ("backward-input", backward)):
+            launches[name] = {register: chosen == register, tiled: chosen == tiled}
+            if chosen is not None:
+                launches[name][chosen] = True
+        offset = 0 if aligned else 1
+        cases.append(Expectation(Call(label, 2, c, size, kernel, stride, padding, dilation, m, "cl", offset, offset),
+                                 launches))
+    return cases
+
+
+def channels_last_register_grad_weight_cases(element_size):
+    """The channels_last register-blocked weight gradient: square 3, 5 or 7, stride 1 or 2,
+    dilation 1, multiplier 1; for the half types an even channel count and data aligned to a
+    channel pair."""
+    pairs = element_size == 2
+    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, expected)
+        ("32 channel lanes", 64, (20, 33), 3, 1, 1, 1, 1, True, True),
+        ("144 bf16 channels: 9 blocks of 8 lanes", 144, (15, 15), 3, 2, 1, 1, 1, True, True),
+        ("5x5 stride 2", 18, (9, 9), 5, 2, 2, 1, 1, True, True),
+        ("7x7: sums reduced in chunks", 12, (14, 14), 7, 1, 3, 1, 1, True, True),
+        ("odd channels: no pairs", 7, (12, 12), 3, 1, 1, 1, 1, True, not pairs),
+        ("one element off: pairs misaligned", 8, (12, 12), 3, 1, 1, 1, 1, False, not pairs),
+        ("multiplier 2", 8, (12, 12), 3, 1, 1, 1, 2, True, False),
+        ("stride 3", 8, (12, 12), 3, 3, 1, 1, 1, True, False),
+        ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, False),
+        ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, False),
+    ]
+    return [
+        Expectation(Call(label, 3, c, size, kernel, stride, padding, dilation, m, "cl", 1 - aligned, 1 - aligned),
+                    {"grad-weight": {CHANNELS_LAST_GRAD_WEIGHT: expected}})
+        for label, c, size, kernel, stride, padding, dilation, m, aligned, expected in rows
+    ]
+
+
+def large_filter_cases(element_size):
+    """The large-filter kernels: stride 1, dilation 1, 16 taps or more, not a compiled 3/5/7
+    size, 2 output rows or more, and for the weight gradient 2 kernel rows or more; NCHW or
+    channels_last, any alignment; over the RepLKNet-31B planes and filters and odd shapes."""
+    rows = [  # (label, batch, channels, size, kernel, padding, multiplier, layout, misaligned, expected)
+        ("RepLKNet-31B stage 1: a plane a block", 2, 4, (56, 56), (31, 31), (15, 15), 1, "nchw", False, True),
+        ("RepLKNet-31B stage 2", 2, 6, (28, 28), (29, 29), (14, 14), 1, "cl", False, True),
+        ("two planes a block", 3, 10, (14, 14), (27, 27), (13, 13), 1, "nchw", False, True),
+        ("8 planes a block; backward sums two planes", 2, 20, (7, 7), (13, 13), (6, 6), 2, "cl", False, True),
+        ("not square, a 3-tap rest", 2, 3, (40, 61), (9, 31), (4, 15), 1, "nchw", False, True),
+        ("SLaK's 51x5", 1, 2, (100, 13), (51, 5), (25, 2), 1, "cl", False, True),
+        ("channels_last off a 16-byte boundary", 2, 8, (20, 20), (13, 13), (6, 6), 1, "cl", True, True),
+        ("16 taps, uneven output size", 2, 4, (30, 30), (4, 4), (1, 2), 1, "nchw", False, True),
+        ("15 taps", 2, 4, (30, 30), (3, 5), (1, 2), 1, "nchw", False, False),
+        ("a compiled size: register-tiled", 2, 4, (30, 30), (7, 7), (3, 3), 1, "nchw", False, False),
+        ("conv1d: one row keeps the tiled kernel", 1, 3, (1, 300), (1, 31), (0, 15), 1, "nchw", False, False),
+    ]
+    return [
+        Expectation(Call(label, n, c, size, kernel, 1, padding, 1, m, layout, int(misaligned), int(misaligned)),
+                    {"forward": {LARGE_FILTER: expected}, "backward-input": {LARGE_FILTER: expected},
+                     "grad-weight": {LARGE_FILTER_GRAD_WEIGHT: expected}})
+        for label, n, c, size, kernel, padding, m, layout, misaligned, expected in rows
+    ]
+
+
+def _conv1d_cases(rows, kernel, grad_weight_kernel):
+    """Calls on (N, C, 1, width) inputs from rows of (label, batch, channels, width, kernel width,
+    stride, padding, dilation, multiplier, layout, whether forward, backward-input and the weight
+    gradient run `kernel`, `kernel` and `grad_weight_kernel`). Layouts: nchw, misaligned (NCHW,
+    the input one element off a 16-byte boundary), cl (channels_last, as a transposed (N, L, C)
+    tensor), cl-misaligned (the input off a boundary)."""
+    cases = []
+    for label, n, c, width, k, stride, padding, dilation, m, layout, (forward, backward, grad_weight) in rows:
+        call = Call(label, n, c, (1, width), (1, k), (1, stride), (0, padding), (1, dilation), m,
+                    "cl" if layout.startswith("cl") else "nchw", int(layout.endswith("misaligned")), 0)
+        cases.append(Expectation(call, {"forward": {kernel: forward}, "backward-input": {kernel: backward},
+                                        "grad-weight": {grad_weight_kernel: grad_weight}}))
+    return cases
+
+
+def row_cases(element_size):
+    """The conv1d row kernels: rows of one input row, NCHW-contiguous, a 1 x 2, 3 or 4 filter at
+    stride 1 and dilation 1, 64 outputs or more, 16-byte aligned data; backward-input where it is
+    a correlation (padding at most k - 1)."""
+    return _conv1d_cases([
+        ("Mamba's causal conv1d", 2, 8, 2048, 4, 1, 3, 1, 1, "nchw", (True, True, True)),
+        ("each row's window at another offset", 3, 5, 203, 3, 1, 1, 1, 1, "nchw", (True, True, True)),
+        ("multiplier 2", 2, 3, 150, 2, 1, 1, 1, 2, "nchw", (True, True, True)),
+        ("padding past k - 1: no correlation", 2, 4, 100, 4, 1, 5, 1, 1, "nchw", (True, False, True)),
+        ("input off a 16-byte boundary", 1, 4, 300, 4, 1, 3, 1, 1, "misaligned", (False, True, False)),
+        ("no compiled width", 2, 4, 300, 5, 1, 2, 1, 1, "nchw", (False, False, False)),
+        ("43 outputs: too narrow", 2, 4, 40, 4, 1, 3, 1, 1, "nchw", (False, False, False)),
+        ("stride 2", 2, 4, 300, 4, 2, 3, 1, 1, "nchw", (False, False, False)),
+        ("dilation 2", 2, 4, 300, 4, 1, 3, 2, 1, "nchw", (False, False, False)),
+        ("channels_last: the column kernels", 2, 16, 300, 4, 1, 3, 1, 1, "cl", (False, False, False)),
+    ], ROW, ROW_GRAD_WEIGHT)
+
+
+def column_cases(element_size):
+    """The conv1d column kernels on channels_last (a transposed (N, L, C) projection output):
+    multiplier 1, channels a whole number of 16-byte vectors and 16 vectors or more, a 1 x 2, 3
+    or 4 filter at stride 1 and dilation 1, 16-byte aligned data; backward-input where it is a
+    correlation."""
+    vector = _vector(element_size)
+    return _conv1d_cases([
+        ("Mamba's causal conv1d", 2, 512, 1024, 4, 1, 3, 1, 1, "cl", (True, True, True)),
+        ("segments past both ends", 2, 16 * vector, 47, 4, 1, 3, 1, 1, "cl", (True, True, True)),
+        ("a part-filled vector group", 3, 17 * vector, 20, 2, 1, 1, 1, 1, "cl", (True, True, True)),
+        ("padding past k - 1", 2, 16 * vector, 37, 3, 1, 5, 1, 1, "cl", (True, False, True)),
+        ("input off a 16-byte boundary", 2, 16 * vector, 100, 4, 1, 3, 1, 1, "cl-misaligned", (False, True, False)),
+        ("8 vectors: too few", 2, 8 * vector, 100, 4, 1, 3, 1, 1, "cl", (False, False, False)),
+        ("not whole vectors", 2, 16 * vector + 1, 100, 4, 1, 3, 1, 1, "cl", (False, False, False)),
+        ("multiplier 2", 2, 16 * vector, 100, 4, 1, 3, 1, 2, "cl", (False, False, False)),
+        ("stride 2", 2, 16 * vector, 100, 4, 2, 3, 1, 1, "cl", (False, False, False)),
+        ("no compiled width", 2, 16 * vector, 100, 5, 1, 2, 1, 1, "cl", (False, False, False)),
+        ("NCHW: the row kernels", 2, 16 * vector, 100, 4, 1, 3, 1, 1, "nchw", (False, False, False)),
+    ], COLUMN, COLUMN_GRAD_WEIGHT)
+
+
+def stride2_grad_input_cases(element_size):
+    """Backward-input through the stride-2 kernels: stride 2, dilation 1, a square 3x3 or 5x5
+    filter, the same padding parity along both axes, 32-bit indexing; NCHW with any multiplier,
+    channels_last with multiplier 1, channels a whole number of 16-byte vectors and 16-byte
+    aligned data."""
+    vector = _vector(element_size)
+    rows = [  # (label, channels, size, kernel, padding, dilation, multiplier, layout, misaligned, expected)
+        ("MobileNetV2's 96@112 s2, narrowed", 32, (112, 112), 3, 1, 1, 1, "nchw", False, STRIDE2_NCHW),
+        ("EfficientNet's 144@56 k5 s2", 24, (56, 56), 5, 2, 1, 1, "nchw", False, STRIDE2_NCHW),
+        ("no padding, odd sizes, multiplier 2", 8, (27, 33), 3, 0, 1, 2, "nchw", False, STRIDE2_NCHW),
+        ("odd padding, not whole 4-column rows", 6, (14, 15), 5, (3, 1), 1, 1, "nchw", False, STRIDE2_NCHW),
+        ("channels_last 3x3", 8 * vector, (28, 28), 3, 1, 1, 1, "cl", False, STRIDE2_CHANNELS_LAST),
+        ("a part-filled vector group", 5 * vector, (15, 14), 5, 2, 1, 1, "cl", False, STRIDE2_CHANNELS_LAST),
+        ("even padding past a phase", 4 * vector, (20, 20), 3, 2, 1, 1, "cl", False, STRIDE2_CHANNELS_LAST),
+        ("multiplier 2: direct", 4 * vector, (20, 20), 3, 1, 1, 2, "cl", False, None),
+        ("channels not whole vectors", 4 * vector + 1, (20, 20), 3, 1, 1, 1, "cl", False, None),
+        ("grad_output off a 16-byte boundary", 4 * vector, (20, 20), 3, 1, 1, 1, "cl", True, None),
+        ("no compiled size", 8, (30, 30), 7, 3, 1, 1, "nchw", False, None),
+        ("dilation 2", 8, (30, 30), 3, 2, 2, 1, "nchw", False, None),
+        ("padding parities differ", 8, (30, 30), 3, (1, 0), 1, 1, "nchw", False, None),
+    ]
+    return [
+        Expectation(Call(label, 2, c, size, kernel, 2, padding, dilation, m, layout, 0, int(misaligned)),
+                    {"backward-input": {STRIDE2_NCHW: expected == STRIDE2_NCHW,
+                                        STRIDE2_CHANNELS_LAST: expected == STRIDE2_CHANNELS_LAST}})
+        for label, c, size, kernel, padding, dilation, m, layout, misaligned, expected in rows
+    ]
+
+
+# The GPU tests of which kernels take which calls, each with its table.
+KERNEL_CHOICE_TABLES = {
+    "test_register_tiled_kernel": register_tiled_cases,
+    "test_channels_last_tiled_kernel": channels_last_tiled_cases,
+    "test_channels_last_register_grad_weight": channels_last_register_grad_weight_cases,
+    "test_large_filter_kernel": large_filter_cases,
+    "test_row_kernel": row_cases,
+    "test_column_kernel": column_cases,
+    "test_stride2_grad_input_kernels": stride2_grad_input_cases,
+}
+
+# One call each specialised path takes (dwconv_overlay.kernel_paths()): (path, layout, batch,
+# channels (16-byte vectors of them for channels_last), size, kernel, stride, padding, {pass: the
+# kernel it runs with every path on}). tile_vector_loads changes how the register tiles are
+# staged, not which kernel runs.
+KERNEL_PATH_ROWS = [
+    ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
+     {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
+    ("channels_last_register_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
+     {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
+    ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
+     {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
+    ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
+    ("channels_last_register_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1),
+     {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
+    ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
+     {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
+    ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
+    ("row", "nchw", 2, 8, (1, 2048), (1, 4), 1, (0, 3),
+     {"forward": ROW, "backward-input": ROW, "grad-weight": ROW_GRAD_WEIGHT}),
+    ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
+     {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
+    ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),
+    ("register_tiled_stride2", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1),
+     {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
+    ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
+]
+
+
+def kernel_path_cases(element_size):
+    """(path, call, {pass: the kernel it runs with every path on}) for each KERNEL_PATH_ROWS row;
+    with the path off, that pass runs another kernel."""
+    vector = _vector(element_size)
+    cases = []
+    for path, layout, n, c, size, kernel, stride, padding, takes in KERNEL_PATH_ROWS:
+        call = Call(path, n, c * vector if layout == "cl" else c, size, kernel, stride, padding, 1, 1, layout)
+        cases.append((path, call, takes))
+    return cases
+
+
+def kernel_path_expectations(element_size):
+    """kernel_path_cases as Expectations: each pass's kernel with every path on, not with its path off."""
+    expectations = []
+    for path, call, takes in kernel_path_cases(element_size):
+        expectations.append(Expectation(call, {name: {kernel: True} for name, kernel in takes.items()}))
+        expectations.append(Expectation(call, {name: {kernel: False} for name, kernel in takes.items()}, (path,)))
+    return expectations
