@@ -17,7 +17,8 @@ from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
 pytestmark = pytest.mark.l0
 
 EMULATOR = Path(__file__).parent / "emulator"
-KERNEL_HEADERS = ("ATen/native/cuda/DepthwiseConv2dKernels.cuh", "ATen/native/cuda/DepthwiseConv2dStride2.cuh")
+KERNEL_HEADERS = ("ATen/native/cuda/DepthwiseConv2dKernels.cuh", "ATen/native/cuda/DepthwiseConv2dStride2.cuh",
+                  "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh", "ATen/native/cuda/DepthwiseConv2dLaunch.cuh")
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
 
 
@@ -53,7 +54,8 @@ KERNELS_CHECKED = [
       "grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW",
       "grad-weight register-tiled NCHW row loads", "grad-weight register-tiled NCHW stride 2",
       "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
-      "grad-weight strided NHWC"]
+      "grad-weight strided NHWC"] + [
+    f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight") for layout in ("NCHW", "NHWC")]
 
 
 def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
@@ -91,6 +93,11 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     checked = dict(re.findall(r"^checked (.+): (\d+)$", proc.stdout, re.M))
     assert sorted(checked) == sorted(KERNELS_CHECKED), proc.stdout
     assert all(int(count) >= 20 for count in checked.values()), proc.stdout
+    # Run as DepthwiseConv2d.cu runs them (chosen, then launched), the sweep reaches every kernel.
+    dispatched = dict(re.findall(r"^dispatched to (\w+): (\d+)$", proc.stdout, re.M))
+    choice = (OURS / "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh").read_text()
+    assert sorted(dispatched) == sorted(re.findall(r'return "(\w+_kernel)";', choice)), proc.stdout
+    assert all(int(count) >= 10 for count in dispatched.values()), proc.stdout
 
 
 # Each mutation with the cases of the sweep that reach the code it breaks.
@@ -241,6 +248,16 @@ MUTATIONS = [
     (("const int lead = ((src_x0 % V) + V) % V;", "const int lead = 0;"), "0:1"),  # the tile's columns off by the padding
     (("const int row_vectors = (lead + t.tile_in_w + V - 1) / V;", "const int row_vectors = (t.tile_in_w + V - 1) / V;"),
      "18:19"),  # a row's last vector not staged (double: two tiles across)
+    # The choice of kernel and the launch code, as DepthwiseConv2d.cu runs them:
+    (("const PassGeometry direct = backward_input_direct(fwd);", "const PassGeometry direct = fwd;"),
+     "1:2"),  # the stride-2 and direct backward-inputs read the forward's geometry
+    (("plan->tile.row_access = register_tile_row_access(g, reinterpret_cast<const void*>(t.dst), t.element_size);",
+      "plan->tile.row_access = true;"), "23:24"),  # 4-column stores into rows of 5
+    (("return plan.grid.y;", "return plan.grid.x;"), "0:1"),  # the slices summed counted wrong
+    (("plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);", "plan.cols_per_thread, plan.tile_in_w, plan.tile_in_h);"),
+     "4:5"),  # the general tile's height and width exchanged
+    (("plan_grad_weight(g, t.nchw, sm_count)", "plan_grad_weight(g, true, sm_count)"),
+     "6:7"),  # channels_last data summed as NCHW
 ]
 
 

@@ -115,6 +115,20 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
         kernel_cases.REGISTER_TILED, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
+def test_the_sanitizer_subset_runs_every_kernel(kernel_choice):
+    """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes)
+    reach every kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
+    names = set(subprocess.run([str(kernel_choice), "--names"], capture_output=True, text=True, check=True).stdout.split())
+    for sm_count in SM_COUNTS:
+        lines = [query_line(dtype, pass_, kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding, dilation,
+                                                             m, layout), sm_count)
+                 for dtype in ("float", "bfloat16")
+                 for n, c, m, h, w, kernel, stride, padding, dilation in kernel_cases.SANITIZER_CASES
+                 for layout in ("nchw", "cl") for pass_ in kernel_cases.PASSES]
+        missed = names - set(choose(kernel_choice, lines))
+        assert not missed, f"{sm_count} SMs: the sanitizer subset never runs {sorted(missed)}"
+
+
 @pytest.mark.parametrize("line, message", [
     ("float forward cl 2 64 20 33", "malformed call line"),
     ("float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "pass must be forward, backward-input or grad-weight"),

@@ -1,12 +1,14 @@
 // Runs the depthwise 2D kernels of DepthwiseConv2dKernels.cuh and DepthwiseConv2dStride2.cuh on the CPU (through
 // cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
 // shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double and half,
-// against float64 loops. Outputs are poisoned with NaN first, so a value the kernels
+// against float64 loops; then each pass as DepthwiseConv2d.cu runs it, its kernel chosen
+// (DepthwiseConv2dKernelChoice.cuh) and launched (DepthwiseConv2dLaunch.cuh) for an H100. Outputs are poisoned with NaN first, so a value the kernels
 // do not write fails. Prints each failure and ends with "N passed, M failed".
 
 #include <ATen/AccumulateType.h>
 #include <c10/util/Half.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -19,8 +21,13 @@
 #include <vector>
 
 #include "cuda_emulation.h"
+#include "dense_layout.h"
+
+#define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  dwconv_emu::launch(grid, block, shared_bytes, kernel, __VA_ARGS__)
 
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 using namespace at::native::dwconv;
@@ -633,11 +640,89 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   }
 }
 
+// Each pass as DepthwiseConv2d.cu runs it: the choice of kernel and plan for an H100's SMs, on
+// buffers of each layout, then the launch code that hands the kernel its arguments; with index_t
+// int64_t, as if a tensor had 2^31 elements (the general kernels' 64-bit instances).
+constexpr int kDispatchSMs = 132;
+
+std::map<std::string, int> dispatches_per_kernel;
+
+struct LaidOut {
+  std::array<int64_t, 4> sizes, strides;
+  LaidOut(const Tensor4& t, bool channels_last) : sizes{t.n, t.c, t.h, t.w} {
+    const auto s = t.strides(channels_last);
+    strides = {s.n, s.c, s.h, s.w};
+  }
+  bool nchw() const { return dwconv_emu::is_contiguous(sizes, strides); }
+  bool channels_last() const { return dwconv_emu::is_channels_last_contiguous(sizes, strides); }
+};
+
+template <typename T>
+std::uintptr_t address_of(const Buffer<T>& b) {
+  return reinterpret_cast<std::uintptr_t>(b.data());
+}
+
+template <typename T, typename index_t>
+void check_dispatched(const Problem& p, const char* dtype) {
+  using acc_t = at::acc_type<T, true>;
+  const auto g = p.geometry();
+  const bool index64 = std::is_same_v<index_t, int64_t>;
+  const std::string tag = std::string(dtype) + (index64 ? " i64" : " i32");
+  const auto weight = p.weight.store<T>(false);
+  std::vector<T> bias(p.bias.begin(), p.bias.end());
+  const T* bias_ptr = p.k.bias ? bias.data() : nullptr;
+  const int taps = p.k.kh * p.k.kw;
+  for (const bool cl : {false, true}) {
+    const std::string layout = cl ? " NHWC" : " NCHW";
+    const LaidOut input(p.input, cl), output(p.output, cl);
+    const auto in = p.input.store<T>(cl);
+    const auto go = p.grad_output.store<T>(cl);
+    auto expect = [&](const std::string& pass, const char* kernel, const auto& got, const Tensor4& ref, bool laid_cl,
+                      double terms) {
+      ++dispatches_per_kernel[kernel];
+      expect_close("dispatched " + pass + layout, tag + " " + kernel, p.k, got, ref, laid_cl, terms);
+    };
+
+    auto out = poisoned<T>(p.output.v.size());
+    const PassOperands forward{input.nchw() && output.nchw(), input.channels_last() && output.channels_last(),
+                               address_of(in), address_of(out), address_of(weight), int(sizeof(T)), index64};
+    const PassChoice forward_choice = choose_forward<T>(g, forward, 0, kDispatchSMs);
+    launch_pass<T, false>(forward_choice, index64,
+                          PassPointers<T>{in.data(), weight.data(), bias_ptr, out.data(), p.input.strides(cl),
+                                          p.output.strides(cl)},
+                          kDispatchSMs, 0);
+    expect("forward", kernel_name(forward_choice.kernel), out, p.output, cl, taps);
+
+    auto gi = poisoned<T>(p.grad_input.v.size());
+    const PassOperands backward{output.nchw() && input.nchw(), output.channels_last() && input.channels_last(),
+                                address_of(go), address_of(gi), address_of(weight), int(sizeof(T)), index64};
+    const PassChoice backward_choice = choose_backward_input<T>(g, backward, 0, kDispatchSMs);
+    launch_pass<T, true>(backward_choice, index64,
+                         PassPointers<T>{go.data(), weight.data(), nullptr, gi.data(), p.grad_output.strides(cl),
+                                         p.grad_input.strides(cl)},
+                         kDispatchSMs, 0);
+    expect("backward-input", kernel_name(backward_choice.kernel), gi, p.grad_input, cl, taps * p.k.m);
+
+    const GradWeightOperands grad_weight{output.nchw() && input.nchw(), output.channels_last() && input.channels_last(),
+                                         address_of(go), address_of(in), int(sizeof(T)), index64};
+    const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
+    auto partial = poisoned<acc_t>(size_t(grad_weight_slices(grad_weight_choice)) * g.dst_channels * taps);
+    auto gw = poisoned<T>(p.grad_weight.v.size());
+    launch_grad_weight<T>(grad_weight_choice, index64, g,
+                          GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(),
+                                                p.grad_output.strides(cl), p.input.strides(cl)},
+                          kDispatchSMs, 0);
+    expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false,
+           double(p.k.n) * p.k.oh() * p.k.ow());
+  }
+}
+
 template <typename T, typename index_t>
 void check_all(const Problem& p, const char* dtype) {
   check_forward<T, index_t>(p, dtype);
   check_backward_input<T, index_t>(p, dtype);
   check_grad_weight<T, index_t>(p, dtype);
+  check_dispatched<T, index_t>(p, dtype);
 }
 
 std::vector<Case> sweep() {
@@ -814,6 +899,7 @@ int main(int argc, char** argv) {
     std::printf("FAIL: %d buffers written past an end\n", out_of_bounds_writes);
   }
   for (const auto& [kernel, count] : checks_per_kernel) std::printf("checked %s: %d\n", kernel.c_str(), count);
+  for (const auto& [kernel, count] : dispatches_per_kernel) std::printf("dispatched to %s: %d\n", kernel.c_str(), count);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -26,6 +26,7 @@
 #include <string>
 
 #include "cuda_emulation.h"
+#include "dense_layout.h"
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
 
@@ -59,21 +60,8 @@ struct DenseTensor {
   }
 
   int64_t numel() const { return sizes[0] * sizes[1] * sizes[2] * sizes[3]; }
-
-  // torch's rule: dims of size 1 do not count, nor does anything in an empty tensor. `order`: the
-  // dims from the innermost out.
-  bool dense_in(std::array<int, 4> order) const {
-    if (numel() == 0) return true;
-    int64_t expected = 1;
-    for (const int d : order) {
-      if (sizes[d] == 1) continue;
-      if (strides[d] != expected) return false;
-      expected *= sizes[d];
-    }
-    return true;
-  }
-  bool is_contiguous() const { return dense_in({3, 2, 1, 0}); }
-  bool is_channels_last_contiguous() const { return dense_in({1, 3, 2, 0}); }
+  bool is_contiguous() const { return dwconv_emu::is_contiguous(sizes, strides); }
+  bool is_channels_last_contiguous() const { return dwconv_emu::is_channels_last_contiguous(sizes, strides); }
   // canUse32BitIndexMath's negation for a dense tensor.
   bool needs_64bit_indexing() const { return numel() > std::numeric_limits<int32_t>::max(); }
 };

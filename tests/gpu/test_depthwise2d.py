@@ -54,6 +54,13 @@ def depthwise(x, w, b, stride, padding, dilation):
     return torch.ops.aten._conv_depthwise2d(x, w, w.shape[2:], b, stride, padding, dilation)
 
 
+def depthwise_backward(grad_out, x, w, stride, padding, dilation, mask=(True, True)):
+    """Our backward kernels, called as the op, in x's layout: (grad_input, grad_weight) as `mask`
+    asks. Through aten::convolution, cuDNN would take channels_last, and with cuDNN off upstream
+    copies it to NCHW before our kernels see it."""
+    return torch.ops.aten._conv_depthwise2d_backward(grad_out, x, w, w.shape[2:], stride, padding, dilation, list(mask))
+
+
 def random_cases(count, seed=0):
     """A randomized sweep of every parameter: kernel (square, 1xk, kx1), stride, padding,
     dilation, multiplier, batch, bias, H = 1 (conv1d) and channels."""
@@ -128,14 +135,13 @@ class TestDepthwise2d(TestCase):
 
                 grad_out = torch.randn_like(ref)
                 ref.backward(grad_out)
-                xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
-                with torch.backends.cudnn.flags(enabled=False):  # else cuDNN takes channels_last and fp16
-                    out = F.conv2d(xg, wg, b, *args, groups=case["c"])
-                    out.backward(grad_out.to(device=device, dtype=dtype))
+                grad_input, grad_weight = depthwise_backward(
+                    grad_out.to(device=device, dtype=dtype).contiguous(memory_format=expected_format), x, w, *args)
+                self.assertTrue(grad_input.is_contiguous(memory_format=expected_format))
                 scale = case["kernel"][0] * case["kernel"][1] * case["m"]
-                self.assertEqual(xg.grad.double().cpu(), x64.grad, atol=atol * scale, rtol=rtol)
+                self.assertEqual(grad_input.double().cpu(), x64.grad, atol=atol * scale, rtol=rtol)
                 reduction = case["n"] * ref.shape[2] * ref.shape[3]
-                self.assertEqual(wg.grad.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
 
     def check_kernel_choices(self, cases_of, device, dtype):
         """Each call of the table cases_of(element size) (tests/gpu/kernel_cases.py, whose
@@ -244,11 +250,10 @@ class TestDepthwise2d(TestCase):
             self.assertFalse(out.isnan().any())
             # Backward buffers come from the caching allocator: poison what it will hand out.
             torch.empty(64 * 2**20, device=device).fill_(float("nan"))
-            xg, wg = x.detach().requires_grad_(), w.detach().clone().requires_grad_()
-            with torch.backends.cudnn.flags(enabled=False):
-                F.conv2d(xg, wg, b, case["stride"], case["padding"], case["dilation"], groups=case["c"]).sum().backward()
-            self.assertFalse(xg.grad.isnan().any())
-            self.assertFalse(wg.grad.isnan().any())
+            grad_input, grad_weight = depthwise_backward(torch.ones_like(ref), x, w, case["stride"], case["padding"],
+                                                         case["dilation"])
+            self.assertFalse(grad_input.isnan().any())
+            self.assertFalse(grad_weight.isnan().any())
 
     @onlyCUDA
     @dtypes(torch.float32, torch.float16, torch.bfloat16)
@@ -257,13 +262,10 @@ class TestDepthwise2d(TestCase):
         for kernel in (3, 7, 13):  # the register-tiled (NCHW and channels_last) and large-filter kernels
             w = torch.randn(64, 1, kernel, kernel, device=device, dtype=dtype)
             grads = []
-            for channels_last in (False, True, False, True):
-                xi = x.to(memory_format=torch.channels_last) if channels_last else x
-                wg = w.clone().requires_grad_()
-                with torch.backends.cudnn.flags(enabled=False):
-                    F.conv2d(xi, wg, None, 1, kernel // 2, 1, groups=64).backward(
-                        torch.ones(32, 64, 56, 56, device=device, dtype=dtype))
-                grads.append(wg.grad)
+            for memory_format in (torch.contiguous_format, torch.channels_last) * 2:
+                grad_out = torch.ones(32, 64, 56, 56, device=device, dtype=dtype).contiguous(memory_format=memory_format)
+                grads.append(depthwise_backward(grad_out, x.contiguous(memory_format=memory_format), w, (1, 1),
+                                                (kernel // 2, kernel // 2), (1, 1), mask=(False, True))[1])
             self.assertTrue(torch.equal(grads[0], grads[2]), f"{kernel}x{kernel} NCHW")
             self.assertTrue(torch.equal(grads[1], grads[3]), f"{kernel}x{kernel} channels_last")
 

@@ -1,5 +1,6 @@
 """compute-sanitizer memcheck and racecheck over a small subset of the depthwise kernels
-(sanitizer_subset.py: every kernel at least once, forward and backward, both layouts).
+(sanitizer_subset.py: every kernel at least once, forward and backward, both layouts,
+through the ops).
 A file of its own: it is the slowest GPU test, and `make gpu-session` runs it as its own step."""
 
 import os

@@ -74,8 +74,7 @@
 #include <ATen/native/cuda/DepthwiseConv2d.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
-#include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -92,7 +91,6 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
-#include <variant>
 #include <vector>
 
 namespace at::native {
@@ -109,8 +107,8 @@ int sm_count() {
 }
 
 // ---------------------------------------------------------------------------
-// Host side: DepthwiseConv2dKernelChoice.cuh chooses each pass's kernel and plan; this file
-// launches it.
+// Host side: DepthwiseConv2dKernelChoice.cuh chooses each pass's kernel and plan,
+// DepthwiseConv2dLaunch.cuh launches it; this file hands them the tensors.
 
 bool needs_64bit_indexing(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
@@ -119,27 +117,12 @@ bool needs_64bit_indexing(std::initializer_list<const Tensor*> tensors) {
   return false;
 }
 
-dim3 grid_for(int64_t total) {
-  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t(sm_count()) * 32);
-  return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
-}
-
 std::uintptr_t address_of(const Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(t.const_data_ptr());
 }
 
 KernelPathMask disabled_paths() {
   return disabled_kernel_paths().load(std::memory_order_relaxed);
-}
-
-// f(int32_t{}) or f(int64_t{}): the index type of a kernel compiled for both.
-template <typename F>
-void with_index_type(bool index64, F&& f) {
-  if (index64) {
-    f(int64_t{});
-  } else {
-    f(int32_t{});
-  }
 }
 
 // What a pass from src into dst reads of its tensors.
@@ -153,92 +136,17 @@ PassOperands pass_operands(const Tensor& src, const Tensor& weight, const Tensor
                       needs_64bit_indexing({&src, &dst})};
 }
 
-// Launches the pass `choice` names (forward, or backward-input when kBackward) from src into dst.
-// The specialised kernels are compiled for 32-bit indexing only, which the choice respects.
+// One pass (forward, or backward-input when kBackward) from src into dst: its kernel chosen, then launched.
 template <typename scalar_t, bool kBackward>
-void launch_pass(const PassChoice& choice, bool index64, const Tensor& src, const Tensor& weight, const Tensor& bias,
-                 const Tensor& dst) {
-  const auto stream = at::cuda::getCurrentCUDAStream();
-  const scalar_t* in = src.const_data_ptr<scalar_t>();
-  const scalar_t* w = weight.const_data_ptr<scalar_t>();
-  const scalar_t* b = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
-  scalar_t* out = dst.mutable_data_ptr<scalar_t>();
-  const PassGeometry& g = choice.geometry;
-  switch (choice.kernel) {
-    case PassKernel::kLargeFilter: {
-      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
-      large_filter_kernel<scalar_t, int32_t, kBackward><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
-          in, w, b, out, g, plan.tile, strides_of(src), strides_of(dst));
-      break;
-    }
-    case PassKernel::kRegisterTiled: {
-      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
-      register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h)
-          <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
-      break;
-    }
-    case PassKernel::kChannelsLastRegisterTiled: {
-      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
-      channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h)
-          <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
-      break;
-    }
-    case PassKernel::kRow: {
-      const auto& plan = std::get<RowLaunch>(choice.plan);
-      row_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
-          in, w, b, out, g, plan.chunks_per_row);
-      break;
-    }
-    case PassKernel::kColumn: {
-      const auto& plan = std::get<ColumnLaunch>(choice.plan);
-      column_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
-          in, w, b, out, g);
-      break;
-    }
-    case PassKernel::kTiledNchw: {
-      const auto& plan = std::get<TiledLaunch>(choice.plan);
-      with_index_type(index64, [&](auto index) {
-        tiled_nchw_kernel<scalar_t, decltype(index), kBackward><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
-            in, w, b, out, g, plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);
-      });
-      break;
-    }
-    case PassKernel::kTiledChannelsLast: {
-      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
-      with_index_type(index64, [&](auto index) {
-        tiled_channels_last_kernel<scalar_t, decltype(index), kBackward>
-            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, b, out, g, plan.tile);
-      });
-      break;
-    }
-    case PassKernel::kStride2GradInputNchw:
-    case PassKernel::kStride2GradInputChannelsLast: {
-      if constexpr (kBackward) {
-        if (choice.kernel == PassKernel::kStride2GradInputNchw) {
-          const auto& plan = std::get<Stride2NchwLaunch>(choice.plan);
-          stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g)<<<plan.grid, kThreads, 0, stream>>>(
-              in, w, out, g, plan.row_access);
-        } else {
-          const auto& plan = std::get<Stride2ChannelsLastLaunch>(choice.plan);
-          stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g)
-              <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(in, w, out, g);
-        }
-      } else {
-        TORCH_INTERNAL_ASSERT(false, "conv_depthwise2d: a stride-2 backward-input kernel chosen for a forward pass");
-      }
-      break;
-    }
-    case PassKernel::kDirect: {
-      const int64_t total = dst.numel();
-      const bool channels_fastest = dst.stride(1) == 1 && dst.size(1) > 1;
-      with_index_type(index64, [&](auto index) {
-        using index_t = decltype(index);
-        direct_kernel<scalar_t, index_t, kBackward><<<grid_for(total), kThreads, 0, stream>>>(
-            in, w, b, out, g, strides_of(src), strides_of(dst), channels_fastest, static_cast<index_t>(total));
-      });
-      break;
-    }
-  }
+void run_pass(const PassGeometry& fwd, const Tensor& src, const Tensor& weight, const Tensor& bias, const Tensor& dst) {
+  const auto operands = pass_operands(src, weight, dst);
+  const int sms = sm_count();
+  const PassChoice choice = kBackward ? choose_backward_input<scalar_t>(fwd, operands, disabled_paths(), sms)
+                                      : choose_forward<scalar_t>(fwd, operands, disabled_paths(), sms);
+  const PassPointers<scalar_t> pointers{src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
+                                        bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr,
+                                        dst.mutable_data_ptr<scalar_t>(), strides_of(src), strides_of(dst)};
+  launch_pass<scalar_t, kBackward>(choice, operands.index64, pointers, sms, at::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -266,25 +174,20 @@ PassGeometry forward_geometry(const Tensor& input, const Tensor& weight, const C
 
 void forward_into(const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& output,
                   const PassGeometry& g) {
-  const auto operands = pass_operands(input, weight, output);
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, input.scalar_type(), "conv_depthwise2d_forward_cuda", [&] {
-    const auto choice = choose_forward<scalar_t>(g, operands, disabled_paths(), sm_count());
-    launch_pass<scalar_t, false>(choice, operands.index64, input, weight, bias, output);
+    run_pass<scalar_t, false>(g, input, weight, bias, output);
   });
 }
 
 void backward_input_into(const Tensor& grad_output, const Tensor& weight, const Tensor& grad_input,
                          const PassGeometry& fwd) {
-  const auto operands = pass_operands(grad_output, weight, grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_backward_cuda", [&] {
-    const auto choice = choose_backward_input<scalar_t>(fwd, operands, disabled_paths(), sm_count());
-    launch_pass<scalar_t, true>(choice, operands.index64, grad_output, weight, Tensor(), grad_input);
+    run_pass<scalar_t, true>(fwd, grad_output, weight, Tensor(), grad_input);
   });
 }
 
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const PassGeometry& g) {
-  const int64_t taps = int64_t(g.kernel_h) * g.kernel_w;
   const GradWeightOperands operands{
       grad_output.is_contiguous() && input.is_contiguous(),
       grad_output.is_contiguous(MemoryFormat::ChannelsLast) && input.is_contiguous(MemoryFormat::ChannelsLast),
@@ -292,81 +195,17 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       address_of(input),
       static_cast<int>(grad_output.element_size()),
       needs_64bit_indexing({&grad_output, &input})};
-  const auto stream = at::cuda::getCurrentCUDAStream();
-
+  const int sms = sm_count();
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
-    const scalar_t* go = grad_output.const_data_ptr<scalar_t>();
-    const scalar_t* in = input.const_data_ptr<scalar_t>();
-    // Each kernel sums its slices into `partial` [slices][channels][taps]; the finish kernel adds them in order.
-    auto new_partial = [&](int64_t slices) {
-      return at::empty({slices, g.dst_channels, taps}, grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
-    };
-    const auto choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), sm_count());
-    Tensor partial;
-    switch (choice.kernel) {
-      case GradWeightKernel::kRow: {
-        const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
-        partial = new_partial(plan.grid.y);
-        grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, kThreads, 0, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.chunks_per_row, plan.chunks_per_slice);
-        break;
-      }
-      case GradWeightKernel::kRegisterTiled: {
-        const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
-        partial = new_partial(plan.grid.y);
-        grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h)
-            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
-                                                                   plan.tile, plan.work);
-        break;
-      }
-      case GradWeightKernel::kColumn: {
-        const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
-        partial = new_partial(plan.grid.y);
-        grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w)<<<plan.grid, plan.block, 0, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.items_per_slice);
-        break;
-      }
-      case GradWeightKernel::kChannelsLastRegister: {
-        const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
-        partial = new_partial(plan.grid.y);
-        grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h)
-            <<<plan.grid, plan.block, plan.shared_bytes, stream>>>(go, in, partial.mutable_data_ptr<acc_t>(), g,
-                                                                   plan.work);
-        break;
-      }
-      case GradWeightKernel::kLargeFilter: {
-        const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
-        partial = new_partial(plan.grid.y);
-        grad_weight_large_filter_kernel<scalar_t, int32_t><<<plan.grid, plan.block, plan.shared_bytes, stream>>>(
-            go, in, partial.mutable_data_ptr<acc_t>(), g, plan.tile, plan.work, strides_of(grad_output),
-            strides_of(input));
-        break;
-      }
-      case GradWeightKernel::kNchw:
-      case GradWeightKernel::kChannelsLast: {
-        const auto& plan = std::get<GradWeightPlan>(choice.plan);
-        partial = new_partial(plan.slices);
-        const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
-        with_index_type(operands.index64, [&](auto index) {
-          using index_t = decltype(index);
-          if (plan.channels_last) {
-            grad_weight_channels_last_kernel_for<scalar_t, index_t>(static_cast<int>(taps))
-                <<<grid, dim3(kChannelLanes, kPositionLanes), 0, stream>>>(
-                    go, in, partial.mutable_data_ptr<acc_t>(), g, strides_of(grad_output), strides_of(input),
-                    plan.rows_per_slice);
-          } else {
-            grad_weight_nchw_kernel_for<scalar_t, index_t>(static_cast<int>(taps))<<<grid, kThreads, 0, stream>>>(
-                go, in, partial.mutable_data_ptr<acc_t>(), g, plan.rows_per_slice);
-          }
-        });
-        break;
-      }
-    }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
-    const int64_t values = g.dst_channels * taps;
-    grad_weight_finish_kernel<scalar_t><<<grid_for(values), kThreads, 0, stream>>>(
-        partial.const_data_ptr<acc_t>(), grad_weight.mutable_data_ptr<scalar_t>(), partial.size(0), values);
+    const GradWeightChoice choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), sms);
+    // The kernel's sums per slice, [slices][channels][taps], added in slice order into grad_weight.
+    const Tensor partial = at::empty({grad_weight_slices(choice), g.dst_channels, int64_t(g.kernel_h) * g.kernel_w},
+                                     grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    const GradWeightPointers<scalar_t> pointers{
+        grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
+        grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input)};
+    launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, sms, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

@@ -1,0 +1,230 @@
+#pragma once
+// Launches the kernel a choice of DepthwiseConv2dKernelChoice.cuh names, on raw pointers: the
+// launch code of DepthwiseConv2d.cu, which tests/emulator also runs on a CPU (through its own
+// DWCONV_LAUNCH), so that the path from a call's choice to its kernel's arguments is checked
+// there too. No ATen tensors and no CUDA runtime calls; the caller checks the launches.
+
+#include <ATen/AccumulateType.h>
+#include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <variant>
+
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), a macro so that the CPU emulator can
+// supply its own launch.
+#ifndef DWCONV_LAUNCH
+#define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#endif
+
+namespace at::native::dwconv {
+
+// A forward or backward-input pass's tensors: src (input or grad_output) into dst (output or
+// grad_input), with the strides the direct and large-filter kernels read.
+template <typename scalar_t>
+struct PassPointers {
+  const scalar_t* src;
+  const scalar_t* weight;
+  const scalar_t* bias;  // null: none (always for backward-input)
+  scalar_t* dst;
+  Strides4 src_strides, dst_strides;
+};
+
+// The weight gradient's tensors. `partial` holds grad_weight_slices(choice) x channels x taps
+// sums, which grad_weight_finish_kernel adds in slice order into grad_weight.
+template <typename scalar_t>
+struct GradWeightPointers {
+  const scalar_t* grad_output;
+  const scalar_t* input;
+  at::acc_type<scalar_t, true>* partial;
+  scalar_t* grad_weight;
+  Strides4 grad_output_strides, input_strides;
+};
+
+// A thread an element, at most 32 blocks an SM (the kernels walk the rest).
+inline dim3 elementwise_grid(int64_t total, int sm_count) {
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t(sm_count) * 32);
+  return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
+}
+
+// f(int32_t{}) or f(int64_t{}): the index type of a kernel compiled for both.
+template <typename F>
+void with_index_type(bool index64, F&& f) {
+  if (index64) {
+    f(int64_t{});
+  } else {
+    f(int32_t{});
+  }
+}
+
+// Launches the pass `choice` names (forward, or backward-input when kBackward). The specialised
+// kernels are compiled for 32-bit indexing only, which the choice respects.
+template <typename scalar_t, bool kBackward, typename Stream>
+void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scalar_t>& p, int sm_count,
+                 Stream stream) {
+  const PassGeometry& g = choice.geometry;
+  switch (choice.kernel) {
+    case PassKernel::kLargeFilter: {
+      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
+      const auto kernel = large_filter_kernel<scalar_t, int32_t, kBackward>;
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.tile, p.src_strides, p.dst_strides);
+      break;
+    }
+    case PassKernel::kRegisterTiled: {
+      const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
+      const auto kernel = register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.tile);
+      break;
+    }
+    case PassKernel::kChannelsLastRegisterTiled: {
+      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
+      const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.tile);
+      break;
+    }
+    case PassKernel::kRow: {
+      const auto& plan = std::get<RowLaunch>(choice.plan);
+      const auto kernel = row_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.bias, p.dst, g, plan.chunks_per_row);
+      break;
+    }
+    case PassKernel::kColumn: {
+      const auto& plan = std::get<ColumnLaunch>(choice.plan);
+      const auto kernel = column_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.bias, p.dst, g);
+      break;
+    }
+    case PassKernel::kTiledNchw: {
+      const auto& plan = std::get<TiledLaunch>(choice.plan);
+      with_index_type(index64, [&](auto index) {
+        const auto kernel = tiled_nchw_kernel<scalar_t, decltype(index), kBackward>;
+        DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                      plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);
+      });
+      break;
+    }
+    case PassKernel::kTiledChannelsLast: {
+      const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
+      with_index_type(index64, [&](auto index) {
+        const auto kernel = tiled_channels_last_kernel<scalar_t, decltype(index), kBackward>;
+        DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                      plan.tile);
+      });
+      break;
+    }
+    case PassKernel::kStride2GradInputNchw:
+    case PassKernel::kStride2GradInputChannelsLast: {
+      if constexpr (kBackward) {  // the choice gives a stride-2 kernel to backward-input only
+        if (choice.kernel == PassKernel::kStride2GradInputNchw) {
+          const auto& plan = std::get<Stride2NchwLaunch>(choice.plan);
+          const auto kernel = stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g);
+          DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.dst, g, plan.row_access);
+        } else {
+          const auto& plan = std::get<Stride2ChannelsLastLaunch>(choice.plan);
+          const auto kernel = stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g);
+          DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.dst, g);
+        }
+      }
+      break;
+    }
+    case PassKernel::kDirect: {
+      const int64_t total = g.batch * g.dst_channels * g.dst_h * g.dst_w;
+      const bool channels_fastest = p.dst_strides.c == 1 && g.dst_channels > 1;
+      with_index_type(index64, [&](auto index) {
+        using index_t = decltype(index);
+        const auto kernel = direct_kernel<scalar_t, index_t, kBackward>;
+        DWCONV_LAUNCH(kernel, elementwise_grid(total, sm_count), kThreads, 0, stream, p.src, p.weight, p.bias, p.dst,
+                      g, p.src_strides, p.dst_strides, channels_fastest, static_cast<index_t>(total));
+      });
+      break;
+    }
+  }
+}
+
+// How many slices the chosen weight-gradient kernel sums into `partial`.
+inline int64_t grad_weight_slices(const GradWeightChoice& choice) {
+  return std::visit(
+      [](const auto& plan) -> int64_t {
+        if constexpr (std::is_same_v<std::decay_t<decltype(plan)>, GradWeightPlan>) {
+          return plan.slices;
+        } else {
+          return plan.grid.y;
+        }
+      },
+      choice.plan);
+}
+
+// Launches the weight-gradient kernel `choice` names (g: the forward geometry), then the sum of
+// its slices into grad_weight.
+template <typename scalar_t, typename Stream>
+void launch_grad_weight(const GradWeightChoice& choice, bool index64, const PassGeometry& g,
+                        const GradWeightPointers<scalar_t>& p, int sm_count, Stream stream) {
+  const int taps = g.kernel_h * g.kernel_w;
+  switch (choice.kernel) {
+    case GradWeightKernel::kRow: {
+      const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.grad_output, p.input, p.partial, g, plan.chunks_per_row,
+                    plan.chunks_per_slice);
+      break;
+    }
+    case GradWeightKernel::kRegisterTiled: {
+      const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+                    plan.tile, plan.work);
+      break;
+    }
+    case GradWeightKernel::kColumn: {
+      const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, 0, stream, p.grad_output, p.input, p.partial, g,
+                    plan.items_per_slice);
+      break;
+    }
+    case GradWeightKernel::kChannelsLastRegister: {
+      const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+                    plan.work);
+      break;
+    }
+    case GradWeightKernel::kLargeFilter: {
+      const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_large_filter_kernel<scalar_t, int32_t>;
+      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+                    plan.tile, plan.work, p.grad_output_strides, p.input_strides);
+      break;
+    }
+    case GradWeightKernel::kNchw:
+    case GradWeightKernel::kChannelsLast: {
+      const auto& plan = std::get<GradWeightPlan>(choice.plan);
+      const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
+      with_index_type(index64, [&](auto index) {
+        using index_t = decltype(index);
+        if (plan.channels_last) {
+          const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(taps);
+          DWCONV_LAUNCH(kernel, grid, dim3(kChannelLanes, kPositionLanes), 0, stream, p.grad_output, p.input,
+                        p.partial, g, p.grad_output_strides, p.input_strides, plan.rows_per_slice);
+        } else {
+          const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(taps);
+          DWCONV_LAUNCH(kernel, grid, kThreads, 0, stream, p.grad_output, p.input, p.partial, g, plan.rows_per_slice);
+        }
+      });
+      break;
+    }
+  }
+  const int64_t values = g.dst_channels * taps;
+  const auto finish = grad_weight_finish_kernel<scalar_t>;
+  DWCONV_LAUNCH(finish, elementwise_grid(values, sm_count), kThreads, 0, stream, p.partial, p.grad_weight,
+                grad_weight_slices(choice), values);
+}
+
+}  // namespace at::native::dwconv
