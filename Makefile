@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-report routing-table resource-report clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-report routing-table resource-report plan-report clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -114,6 +114,9 @@ routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a b
 
 resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory and 16-byte accesses per kernel (ARCH=sm_90)
 	$(HARNESS) resource-report
+
+plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, SETS=)
+	$(HARNESS) plan-report
 
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)
 	rm -rf build/l0 dist

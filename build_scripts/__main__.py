@@ -53,6 +53,17 @@ def cmd_resource_report(args) -> None:
         print(markdown(rows, label) + "\n")
 
 
+def cmd_plan_report(args) -> None:
+    from .plan_report import bench_launches, build_driver, markdown
+    binary = build_driver(REPO_ROOT / "build" / "plan-report")
+    sets = [name for name in args.sets.split(",") if name] or None
+    try:
+        launches = bench_launches(binary, args.sms, sets)
+    except ValueError as err:  # an unknown layer set
+        raise HarnessError(str(err)) from err
+    print(markdown(launches, args.sms))
+
+
 def cmd_overlay(args) -> None:
     from .overlay import build_overlay
     from .pin import load_pin
@@ -228,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         ("routing-table", cmd_routing_table, "regenerate the routing table from a bench report"),
         ("resource-report", cmd_resource_report,
          "L0, then the compiler's view of each kernel: registers, spills, shared memory, 16-byte accesses"),
+        ("plan-report", cmd_plan_report,
+         "the kernel and launch (grid, block, shared memory, blocks per SM, waves) of every bench pass, on a CPU"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("--force", action="store_true", help="proceed despite a wrong commit or a dirty tree")
@@ -251,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")
             verb.add_argument("--out", help="report: the output directory (default: beside the first report)")
+        if name == "plan-report":
+            verb.add_argument("--sms", type=int, default=int(os.environ.get("SMS") or 132),
+                              help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe)")
+            verb.add_argument("--sets", default=os.environ.get("SETS", ""),
+                              help="comma-separated layer sets (default: all)")
         if name == "resource-report":
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
         if name == "routing-table":

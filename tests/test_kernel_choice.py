@@ -10,14 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from build_scripts import REPO_ROOT
-from build_scripts.pin import load_pin
-from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
+from build_scripts import REPO_ROOT, plan_report
 from tests.gpu import kernel_cases
 
 pytestmark = pytest.mark.l0  # the pinned torch's c10 headers and library
 
-EMULATOR = Path(__file__).parent / "emulator"
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
 KERNEL_SOURCES = [OURS / "ATen/native/cuda" / name for name in ("DepthwiseConv2dKernels.cuh", "DepthwiseConv2dStride2.cuh")]
 DTYPES = {"double": 8, "float": 4, "half": 2, "bfloat16": 2}
@@ -26,23 +23,13 @@ SM_COUNTS = (108, 114, 132)
 
 @pytest.fixture(scope="module")
 def kernel_choice(tmp_path_factory) -> Path:
-    torch = ensure_pinned_torch(load_pin(), cache_dir())
-    binary = tmp_path_factory.mktemp("kernel_choice") / "kernel_choice"
-    subprocess.run(
-        ["g++", "-std=c++20", "-O1", "-pthread", f"-I{OURS}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs],
-         str(EMULATOR / "kernel_choice.cpp"), "-o", str(binary), f"-L{torch.lib_dir}", "-lc10",
-         f"-Wl,-rpath,{torch.lib_dir}"],
-        check=True, capture_output=True, text=True,
-    )
-    return binary
+    return plan_report.build_driver(tmp_path_factory.mktemp("kernel_choice"))
 
 
 def query_line(dtype: str, pass_: str, call: kernel_cases.Call, sm_count: int, disabled=()) -> str:
-    n, c, (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (
-        call.n, call.c, call.size, call.kernel, call.stride, call.padding, call.dilation)
-    fields = [dtype, pass_, call.layout, n, c, h, w, call.multiplier, kh, kw, sh, sw, ph, pw, dh, dw,
-              call.input_offset, call.grad_output_offset, sm_count, ",".join(disabled) or "-"]
-    return " ".join(str(f) for f in fields)
+    return plan_report.call_line(dtype, pass_, call.layout, call.n, call.c, call.size, call.kernel, call.stride,
+                                 call.padding, call.dilation, call.multiplier, call.input_offset,
+                                 call.grad_output_offset, sm_count, disabled)
 
 
 def choose(binary: Path, lines: list[str]) -> list[str]:
@@ -142,19 +129,6 @@ def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
     assert proc.returncode == 2 and proc.stdout.startswith("error: ") and message in proc.stdout, proc.stdout
 
 
-def bench_query(problem, pass_: str, sm_count: int) -> str:
-    """The driver's line for one pass of a `make bench` problem (build_scripts/bench/layers.py)."""
-    layer = problem.layer
-    dtype = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}[problem.dtype]
-    layout = "cl" if problem.layout == "channels_last" else "nchw"
-    if layer.conv1d:  # (N, C, L) as the (N, C, 1, L) the 2D kernels see
-        size, kernel, stride, padding = (1, layer.length), (1, layer.kernel), (1, layer.stride), (0, layer.pad)
-    else:
-        size, kernel, stride, padding = (layer.length, layer.length), layer.kernel, layer.stride, layer.pad
-    call = kernel_cases.Call(layer.name, problem.batch, layer.channels, size, kernel, stride, padding, 1, 1, layout)
-    return query_line(dtype, pass_, call, sm_count)
-
-
 def intended_kernel(problem, pass_: str) -> str:
     """The kernel written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
@@ -181,13 +155,38 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(kernel_choice):
 
     checks, lines = [], []
     for problem in problems():
-        passes = ("forward",) if problem.passes == ("forward",) else kernel_cases.PASSES
-        for pass_ in passes:
+        for pass_ in plan_report.problem_passes(problem):
             for sm_count in SM_COUNTS:
                 checks.append((problem, pass_, sm_count))
-                lines.append(bench_query(problem, pass_, sm_count))
+                lines.append(plan_report.bench_call_line(problem, pass_, sm_count))
     assert len(checks) > 1000
     failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {sm} SMs: {pass_} runs {chosen}, "
                 f"not {intended_kernel(p, pass_)}"
                 for (p, pass_, sm), chosen in zip(checks, choose(kernel_choice, lines)) if chosen != intended_kernel(p, pass_)]
     assert not failures, "\n".join(failures)
+
+
+def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(kernel_choice):
+    """The launch shapes the plan report shows (DepthwiseConv2dLaunch.cuh's, as the .cu launches
+    them) for every bench pass on each GPU size: within the kernels' launch bound of 256 threads,
+    48 KB of dynamic shared memory and the grid's limits, and at least one block an SM can hold."""
+    for sm_count in SM_COUNTS:
+        launches = plan_report.bench_launches(kernel_choice, sm_count)
+        assert len(launches) == 372
+        refused = [(p.layer.name, p.batch, p.dtype, pass_, launch) for p, pass_, launch in launches
+                   if not (launch.threads <= 256 and launch.shared_bytes <= 48 * 1024 and launch.blocks_per_sm() >= 1
+                           and 1 <= launch.grid[0] < 2**31 and 1 <= launch.grid[1] <= 65535
+                           and 1 <= launch.grid[2] <= 65535)]
+        assert not refused, refused
+        report = plan_report.markdown(launches, sm_count)
+        assert report.count("\n| ") == 372 + 2  # a row a pass, after the header and its rule
+
+
+def test_the_plan_report_counts_blocks_and_waves():
+    launch = plan_report.Launch.parse("register_tiled_nchw_kernel grid=288,4,1 block=1,32,7 shared=15872")
+    assert (launch.blocks, launch.threads) == (1152, 224)
+    # 7 warps a block: 9 blocks in 64 warps; 228 KB / (15.5 + 1) KB: 13 by shared memory.
+    assert launch.blocks_per_sm() == 9 and launch.waves(128) == 1.0
+    assert plan_report.Launch.parse("k grid=1,1,1 block=256,1,1 shared=0").blocks_per_sm() == 8
+    assert plan_report.Launch.parse("k grid=1,1,1 block=28,1,1 shared=0").blocks_per_sm() == 32
+    assert plan_report.Launch.parse("k grid=1,1,1 block=112,1,1 shared=47744").blocks_per_sm() == 4

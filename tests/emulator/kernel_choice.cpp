@@ -11,7 +11,9 @@
 // allocator's blocks start) the input's and grad_output's data start, every other tensor being
 // freshly allocated; disabled: the kernel paths switched off, comma-separated, or "-".
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
-// With --names, prints every name the choice can give instead.
+// With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
+// launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES". With --names, prints every name the
+// choice can give instead.
 
 #include <ATen/AccumulateType.h>
 #include <c10/util/BFloat16.h>
@@ -28,7 +30,11 @@
 #include "cuda_emulation.h"
 #include "dense_layout.h"
 
+#define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
+  dwconv_emu::launch(grid, block, shared_bytes, kernel, __VA_ARGS__)
+
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 
 using namespace at::native::dwconv;
 
@@ -85,6 +91,19 @@ KernelPathMask disabled_mask(const std::string& text) {
   return mask;
 }
 
+bool print_plans = false;
+
+template <typename Choice>
+std::string described(const Choice& choice, const LaunchShape& shape) {
+  std::string text = kernel_name(choice.kernel);
+  if (print_plans) {
+    auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
+    text += " grid=" + triple(shape.grid) + " block=" + triple(shape.block) +
+            " shared=" + std::to_string(shape.shared_bytes);
+  }
+  return text;
+}
+
 int64_t output_extent(int64_t in, int kernel, int stride, int pad, int dilation) {
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
 }
@@ -117,11 +136,13 @@ std::string choose(const Call& k) {
                         src.needs_64bit_indexing() || dst.needs_64bit_indexing()};
   };
   if (k.pass == "forward") {
-    return kernel_name(choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.sm_count).kernel);
+    const auto choice = choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.sm_count);
+    return described(choice, launch_shape(choice, k.sm_count));
   }
   if (k.pass == "backward-input") {
-    return kernel_name(
-        choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled, k.sm_count).kernel);
+    const auto choice = choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled,
+                                                        k.sm_count);
+    return described(choice, launch_shape(choice, k.sm_count));
   }
   if (k.pass == "grad-weight") {
     const GradWeightOperands operands{
@@ -131,7 +152,8 @@ std::string choose(const Call& k) {
         input.address,
         static_cast<int>(sizeof(scalar_t)),
         grad_output.needs_64bit_indexing() || input.needs_64bit_indexing()};
-    return kernel_name(choose_grad_weight<scalar_t>(fwd, operands, disabled, k.sm_count).kernel);
+    const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.sm_count);
+    return described(choice, launch_shape(choice));
   }
   fail("pass must be forward, backward-input or grad-weight, not " + k.pass);
 }
@@ -153,6 +175,7 @@ int main(int argc, char** argv) {
     print_names();
     return 0;
   }
+  print_plans = argc == 2 && std::string(argv[1]) == "--plans";
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;

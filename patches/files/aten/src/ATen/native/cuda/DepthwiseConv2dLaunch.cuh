@@ -51,6 +51,47 @@ inline dim3 elementwise_grid(int64_t total, int sm_count) {
   return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
 }
 
+// The grid, block and dynamic shared memory a choice is launched with.
+struct LaunchShape {
+  dim3 grid, block;
+  size_t shared_bytes;
+};
+
+inline LaunchShape launch_shape(const PassChoice& choice, int sm_count) {
+  return std::visit(
+      [&](const auto& plan) -> LaunchShape {
+        using Plan = std::decay_t<decltype(plan)>;
+        if constexpr (std::is_same_v<Plan, DirectLaunch>) {
+          const PassGeometry& g = choice.geometry;
+          return {elementwise_grid(g.batch * g.dst_channels * g.dst_h * g.dst_w, sm_count), dim3(kThreads), 0};
+        } else if constexpr (std::is_same_v<Plan, RowLaunch> || std::is_same_v<Plan, ColumnLaunch> ||
+                             std::is_same_v<Plan, Stride2NchwLaunch>) {
+          return {plan.grid, dim3(kThreads), 0};
+        } else {
+          return {plan.grid, plan.block, plan.shared_bytes};
+        }
+      },
+      choice.plan);
+}
+
+inline LaunchShape launch_shape(const GradWeightChoice& choice) {
+  return std::visit(
+      [](const auto& plan) -> LaunchShape {
+        using Plan = std::decay_t<decltype(plan)>;
+        if constexpr (std::is_same_v<Plan, GradWeightPlan>) {
+          return {dim3(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices)),
+                  plan.channels_last ? dim3(kChannelLanes, kPositionLanes) : dim3(kThreads), 0};
+        } else if constexpr (std::is_same_v<Plan, RowGradWeightLaunch>) {
+          return {plan.grid, dim3(kThreads), 0};
+        } else if constexpr (std::is_same_v<Plan, ColumnGradWeightLaunch>) {
+          return {plan.grid, plan.block, 0};
+        } else {
+          return {plan.grid, plan.block, plan.shared_bytes};
+        }
+      },
+      choice.plan);
+}
+
 // f(int32_t{}) or f(int64_t{}): the index type of a kernel compiled for both.
 template <typename F>
 void with_index_type(bool index64, F&& f) {
@@ -67,45 +108,46 @@ template <typename scalar_t, bool kBackward, typename Stream>
 void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scalar_t>& p, int sm_count,
                  Stream stream) {
   const PassGeometry& g = choice.geometry;
+  const LaunchShape shape = launch_shape(choice, sm_count);
   switch (choice.kernel) {
     case PassKernel::kLargeFilter: {
       const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
       const auto kernel = large_filter_kernel<scalar_t, int32_t, kBackward>;
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.tile, p.src_strides, p.dst_strides);
       break;
     }
     case PassKernel::kRegisterTiled: {
       const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
       const auto kernel = register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.tile);
       break;
     }
     case PassKernel::kChannelsLastRegisterTiled: {
       const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
       const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.tile);
       break;
     }
     case PassKernel::kRow: {
       const auto& plan = std::get<RowLaunch>(choice.plan);
       const auto kernel = row_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.bias, p.dst, g, plan.chunks_per_row);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.chunks_per_row);
       break;
     }
     case PassKernel::kColumn: {
-      const auto& plan = std::get<ColumnLaunch>(choice.plan);
       const auto kernel = column_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.bias, p.dst, g);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g);
       break;
     }
     case PassKernel::kTiledNchw: {
       const auto& plan = std::get<TiledLaunch>(choice.plan);
       with_index_type(index64, [&](auto index) {
         const auto kernel = tiled_nchw_kernel<scalar_t, decltype(index), kBackward>;
-        DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);
       });
       break;
@@ -114,7 +156,7 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
       const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
       with_index_type(index64, [&](auto index) {
         const auto kernel = tiled_channels_last_kernel<scalar_t, decltype(index), kBackward>;
-        DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.tile);
       });
       break;
@@ -125,11 +167,11 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
         if (choice.kernel == PassKernel::kStride2GradInputNchw) {
           const auto& plan = std::get<Stride2NchwLaunch>(choice.plan);
           const auto kernel = stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g);
-          DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.src, p.weight, p.dst, g, plan.row_access);
+          DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g,
+                        plan.row_access);
         } else {
-          const auto& plan = std::get<Stride2ChannelsLastLaunch>(choice.plan);
           const auto kernel = stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g);
-          DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.src, p.weight, p.dst, g);
+          DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g);
         }
       }
       break;
@@ -140,7 +182,7 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
       with_index_type(index64, [&](auto index) {
         using index_t = decltype(index);
         const auto kernel = direct_kernel<scalar_t, index_t, kBackward>;
-        DWCONV_LAUNCH(kernel, elementwise_grid(total, sm_count), kThreads, 0, stream, p.src, p.weight, p.bias, p.dst,
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst,
                       g, p.src_strides, p.dst_strides, channels_fastest, static_cast<index_t>(total));
       });
       break;
@@ -167,55 +209,56 @@ template <typename scalar_t, typename Stream>
 void launch_grad_weight(const GradWeightChoice& choice, bool index64, const PassGeometry& g,
                         const GradWeightPointers<scalar_t>& p, int sm_count, Stream stream) {
   const int taps = g.kernel_h * g.kernel_w;
+  const LaunchShape shape = launch_shape(choice);
   switch (choice.kernel) {
     case GradWeightKernel::kRow: {
       const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, plan.grid, kThreads, 0, stream, p.grad_output, p.input, p.partial, g, plan.chunks_per_row,
-                    plan.chunks_per_slice);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+                    plan.chunks_per_row, plan.chunks_per_slice);
       break;
     }
     case GradWeightKernel::kRegisterTiled: {
       const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
                     plan.tile, plan.work);
       break;
     }
     case GradWeightKernel::kColumn: {
       const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, 0, stream, p.grad_output, p.input, p.partial, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
                     plan.items_per_slice);
       break;
     }
     case GradWeightKernel::kChannelsLastRegister: {
       const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
                     plan.work);
       break;
     }
     case GradWeightKernel::kLargeFilter: {
       const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_large_filter_kernel<scalar_t, int32_t>;
-      DWCONV_LAUNCH(kernel, plan.grid, plan.block, plan.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
                     plan.tile, plan.work, p.grad_output_strides, p.input_strides);
       break;
     }
     case GradWeightKernel::kNchw:
     case GradWeightKernel::kChannelsLast: {
       const auto& plan = std::get<GradWeightPlan>(choice.plan);
-      const dim3 grid(static_cast<unsigned>(plan.channel_blocks), static_cast<unsigned>(plan.slices));
       with_index_type(index64, [&](auto index) {
         using index_t = decltype(index);
         if (plan.channels_last) {
           const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(taps);
-          DWCONV_LAUNCH(kernel, grid, dim3(kChannelLanes, kPositionLanes), 0, stream, p.grad_output, p.input,
+          DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input,
                         p.partial, g, p.grad_output_strides, p.input_strides, plan.rows_per_slice);
         } else {
           const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(taps);
-          DWCONV_LAUNCH(kernel, grid, kThreads, 0, stream, p.grad_output, p.input, p.partial, g, plan.rows_per_slice);
+          DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input,
+                        p.partial, g, plan.rows_per_slice);
         }
       });
       break;

@@ -1,0 +1,154 @@
+"""Which kernel each pass `make bench` times runs, and the launch it gets, before any GPU time.
+
+The host code's choice (DepthwiseConv2dKernelChoice.cuh) and launch shapes
+(DepthwiseConv2dLaunch.cuh's launch_shape) are plain C++: tests/emulator/kernel_choice.cpp
+compiles them with g++ against the pinned torch's c10 and answers one call a line. The report
+gives, per bench problem and pass, the kernel, its grid, block and dynamic shared memory, how
+many of its blocks an SM can hold by threads and shared memory alone (registers, which
+`make resource-report` lists per kernel, may hold fewer), and so the waves the grid takes: what a
+bench figure far below the byte floor is first checked against.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import REPO_ROOT
+from .errors import HarnessError
+
+DRIVER = REPO_ROOT / "tests" / "emulator" / "kernel_choice.cpp"
+KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
+DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
+PASSES = ("forward", "backward-input", "grad-weight")
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What one SM holds (sm_90, H100 and H200): threads, blocks, shared memory and the part
+    of it the runtime reserves per block."""
+    threads: int = 2048
+    blocks: int = 32
+    shared_bytes: int = 228 * 1024
+    reserved_per_block: int = 1024
+
+
+H100 = SmLimits()
+
+
+def build_driver(directory: Path) -> Path:
+    """The choice driver, compiled into `directory` (g++ and the pinned torch's c10)."""
+    from .pin import load_pin
+    from .wheel_cache import cache_dir, ensure_pinned_torch
+
+    if shutil.which("g++") is None:
+        raise HarnessError("g++ is not on PATH: the kernel choice is compiled with it (apt-get install g++)")
+    torch = ensure_pinned_torch(load_pin(), cache_dir())
+    directory.mkdir(parents=True, exist_ok=True)
+    binary = directory / "kernel_choice"
+    proc = subprocess.run(
+        ["g++", "-std=c++20", "-O1", "-pthread", f"-I{KERNEL_SOURCES}", f"-I{DRIVER.parent}",
+         *[f"-I{d}" for d in torch.include_dirs], str(DRIVER), "-o", str(binary), f"-L{torch.lib_dir}", "-lc10",
+         f"-Wl,-rpath,{torch.lib_dir}"],
+        capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise HarnessError(f"the kernel choice does not compile with g++:\n{proc.stderr[-3000:]}")
+    return binary
+
+
+def call_line(dtype: str, pass_: str, layout: str, n: int, c: int, size, kernel, stride, padding, dilation,
+              multiplier: int = 1, input_offset: int = 0, grad_output_offset: int = 0, sm_count: int = 132,
+              disabled=()) -> str:
+    """One call as the driver reads it (kernel_choice.cpp's header): dtype is the driver's name
+    (double, float, half, bfloat16), layout nchw or cl, the 2D parameters as (h, w) pairs."""
+    (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = size, kernel, stride, padding, dilation
+    fields = [dtype, pass_, layout, n, c, h, w, multiplier, kh, kw, sh, sw, ph, pw, dh, dw, input_offset,
+              grad_output_offset, sm_count, ",".join(disabled) or "-"]
+    return " ".join(str(f) for f in fields)
+
+
+def bench_call_line(problem, pass_: str, sm_count: int) -> str:
+    """The driver's line for one pass of a bench problem (build_scripts/bench/layers.py); conv1d
+    is the 2D problem on (N, C, 1, L)."""
+    layer = problem.layer
+    layout = "cl" if problem.layout == "channels_last" else "nchw"
+    if layer.conv1d:
+        geometry = ((1, layer.length), (1, layer.kernel), (1, layer.stride), (0, layer.pad))
+    else:
+        geometry = ((layer.length,) * 2, (layer.kernel,) * 2, (layer.stride,) * 2, (layer.pad,) * 2)
+    return call_line(DRIVER_DTYPES[problem.dtype], pass_, layout, problem.batch, layer.channels, *geometry, (1, 1),
+                     sm_count=sm_count)
+
+
+def problem_passes(problem) -> tuple[str, ...]:
+    """The passes of a bench problem the kernels run: all three, or the forward pass for inference."""
+    return ("forward",) if problem.passes == ("forward",) else PASSES
+
+
+def run_driver(binary: Path, lines: list[str], *args: str) -> list[str]:
+    proc = subprocess.run([str(binary), *args], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                          timeout=300)
+    answers = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(answers) != len(lines):
+        raise HarnessError(f"the kernel choice driver failed: {(proc.stdout + proc.stderr)[-2000:]}")
+    return answers
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+
+    @classmethod
+    def parse(cls, answer: str) -> "Launch":
+        """A --plans answer: "<kernel> grid=X,Y,Z block=X,Y,Z shared=BYTES"."""
+        kernel, *fields = answer.split()
+        values = dict(field.split("=", 1) for field in fields)
+        triple = lambda text: tuple(int(v) for v in text.split(","))  # noqa: E731
+        return cls(kernel, triple(values["grid"]), triple(values["block"]), int(values["shared"]))
+
+    @property
+    def blocks(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def blocks_per_sm(self, limits: SmLimits = H100) -> int:
+        """How many of its blocks an SM holds by threads (whole warps) and shared memory."""
+        warp_threads = -(-self.threads // 32) * 32
+        by_shared = limits.shared_bytes // (self.shared_bytes + limits.reserved_per_block)
+        return min(limits.blocks, limits.threads // warp_threads, by_shared)
+
+    def waves(self, sm_count: int, limits: SmLimits = H100) -> float:
+        return self.blocks / (sm_count * self.blocks_per_sm(limits))
+
+
+def bench_launches(binary: Path, sm_count: int, set_names: list[str] | None = None):
+    """(problem, pass, Launch) for every pass of every bench problem."""
+    from .bench.layers import problems
+
+    keys = [(problem, pass_) for problem in problems(set_names) for pass_ in problem_passes(problem)]
+    answers = run_driver(binary, [bench_call_line(p, pass_, sm_count) for p, pass_ in keys], "--plans")
+    return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
+
+
+def markdown(launches, sm_count: int) -> str:
+    lines = [f"# Launch plans of the bench problems ({sm_count} SMs)", "",
+             "Blocks per SM: by threads and shared memory only (an sm_90 SM: 2048 threads, 32 blocks, 228 KB, "
+             "1 KB reserved a block); registers may allow fewer (`make resource-report`). Waves: blocks / "
+             "(SMs x blocks per SM).", "",
+             "| set | layer | batch | dtype, layout | pass | kernel | grid | block | shared KB | blocks/SM | waves |",
+             "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+    for problem, pass_, launch in launches:
+        layer = problem.layer
+        lines.append(
+            f"| {layer.set} | {layer.name} | {problem.batch} | {problem.dtype} {problem.layout} | {pass_} | "
+            f"{launch.kernel} | {'x'.join(map(str, launch.grid))} | {'x'.join(map(str, launch.block))} | "
+            f"{launch.shared_bytes / 1024:.1f} | {launch.blocks_per_sm()} | {launch.waves(sm_count):.2f} |")
+    return "\n".join(lines) + "\n"
