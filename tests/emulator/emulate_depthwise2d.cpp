@@ -683,25 +683,25 @@ void check_dispatched(const Problem& p, const char* dtype) {
       expect_close("dispatched " + pass + layout, tag + " " + kernel, p.k, got, ref, laid_cl, terms);
     };
 
-    auto out = poisoned<T>(p.output.v.size());
-    const PassOperands forward{input.nchw() && output.nchw(), input.channels_last() && output.channels_last(),
-                               address_of(in), address_of(out), address_of(weight), int(sizeof(T)), index64};
-    const PassChoice forward_choice = choose_forward<T>(g, forward, 0, kDispatchSMs);
-    launch_pass<T, false>(forward_choice, index64,
-                          PassPointers<T>{in.data(), weight.data(), bias_ptr, out.data(), p.input.strides(cl),
-                                          p.output.strides(cl)},
-                          kDispatchSMs, 0);
-    expect("forward", kernel_name(forward_choice.kernel), out, p.output, cl, taps);
-
-    auto gi = poisoned<T>(p.grad_input.v.size());
-    const PassOperands backward{output.nchw() && input.nchw(), output.channels_last() && input.channels_last(),
-                                address_of(go), address_of(gi), address_of(weight), int(sizeof(T)), index64};
-    const PassChoice backward_choice = choose_backward_input<T>(g, backward, 0, kDispatchSMs);
-    launch_pass<T, true>(backward_choice, index64,
-                         PassPointers<T>{go.data(), weight.data(), nullptr, gi.data(), p.grad_output.strides(cl),
-                                         p.grad_input.strides(cl)},
-                         kDispatchSMs, 0);
-    expect("backward-input", kernel_name(backward_choice.kernel), gi, p.grad_input, cl, taps * p.k.m);
+    // A forward (kBackward false) or backward-input pass from src into dst, chosen and launched.
+    auto dispatch_pass = [&](auto backward, const Tensor4& src, const Buffer<T>& src_data, const Tensor4& dst,
+                             const T* pass_bias, double terms) {
+      constexpr bool kBackward = decltype(backward)::value;
+      const LaidOut from(src, cl), to(dst, cl);
+      auto dst_data = poisoned<T>(dst.v.size());
+      const PassOperands operands{from.nchw() && to.nchw(), from.channels_last() && to.channels_last(),
+                                  address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
+                                  index64};
+      const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, 0, kDispatchSMs)
+                                          : choose_forward<T>(g, operands, 0, kDispatchSMs);
+      launch_pass<T, kBackward>(choice, index64,
+                                PassPointers<T>{src_data.data(), weight.data(), pass_bias, dst_data.data(),
+                                                src.strides(cl), dst.strides(cl)},
+                                kDispatchSMs, 0);
+      expect(kBackward ? "backward-input" : "forward", kernel_name(choice.kernel), dst_data, dst, cl, terms);
+    };
+    dispatch_pass(std::false_type{}, p.input, in, p.output, bias_ptr, taps);
+    dispatch_pass(std::true_type{}, p.grad_output, go, p.grad_input, nullptr, taps * p.k.m);
 
     const GradWeightOperands grad_weight{output.nchw() && input.nchw(), output.channels_last() && input.channels_last(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64};
