@@ -133,6 +133,9 @@ def bench_launches(binary: Path, sm_count: int, set_names: list[str] | None = No
     """(problem, pass, Launch) for every pass of every bench problem."""
     from .bench.layers import problems
 
+    if sm_count < 1:
+        raise HarnessError(f"a GPU has at least one SM, not {sm_count} (SMS=132 for an H100 SXM, 114 for a PCIe one)")
+
     keys = [(problem, pass_) for problem in problems(set_names) for pass_ in problem_passes(problem)]
     answers = run_driver(binary, [bench_call_line(p, pass_, sm_count) for p, pass_ in keys], "--plans")
     return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]

@@ -6,6 +6,7 @@ SXM and H200), so that no GPU test depends on the GPU it runs on."""
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,13 @@ def test_the_plan_report_counts_blocks_and_waves():
     assert plan_report.Launch.parse("k grid=1,1,1 block=256,1,1 shared=0").blocks_per_sm() == 8
     assert plan_report.Launch.parse("k grid=1,1,1 block=28,1,1 shared=0").blocks_per_sm() == 32
     assert plan_report.Launch.parse("k grid=1,1,1 block=112,1,1 shared=47744").blocks_per_sm() == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sms", "0"], "a GPU has at least one SM, not 0"),
+    (["--sets", "Nope"], "unknown layer set(s) ['Nope']"),
+])
+def test_plan_report_refuses_a_bad_argument_by_name(args, message):
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "plan-report", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
