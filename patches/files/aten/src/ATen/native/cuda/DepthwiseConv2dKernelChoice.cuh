@@ -1,9 +1,10 @@
 #pragma once
 // Which kernel runs each pass of DepthwiseConv2d.cu, and its launch plan: a pure function of the
 // pass's geometry, of what the pass reads of its tensors (layout, where their data start, 64-bit
-// indexing), of the kernel paths switched off and of the GPU's SM count. DepthwiseConv2d.cu
-// launches what these functions return; tests/emulator/kernel_choice.cpp runs them on a CPU, so
-// that the GPU tests' expectations of which kernel takes a call are checked without a GPU.
+// indexing), of the kernel paths switched off and of the GPU's SM count. DepthwiseConv2dLaunch.cuh
+// launches what these functions return (for DepthwiseConv2d.cu, and in tests/emulator on a CPU);
+// tests/emulator/kernel_choice.cpp runs them on a CPU too, so that the GPU tests' expectations of
+// which kernel takes a call, and the launches `make plan-report` shows, need no GPU.
 // Plain host arithmetic over the planners of the kernel headers, no ATen tensors.
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
