@@ -71,7 +71,10 @@ def l0(codegen_cache, tmp_path):
 
 def test_fixture_patch_set_passes_for_every_target_arch(fixture_copy, tmp_path, l0):
     report = l0(fixture_copy, archs=parse_arch_list("8.0;9.0+PTX"))
-    assert list(report.timings) == ["fetch", "merge", "codegen", "autograd", "compile", "link", "symbols"]
+    steps = list(report.timings)  # in the order the steps ended
+    # autograd's syntax check and the compile overlap (one thread each): either may end first.
+    assert steps[:3] == ["fetch", "merge", "codegen"] and sorted(steps[3:5]) == ["autograd", "compile"]
+    assert steps[5:] == ["link", "symbols"]
     obj = tmp_path / "work" / "obj" / "aten/src/ATen/native/cuda/DepthwiseConv2d.cu.o"
     assert {("cubin", 80), ("cubin", 90), ("ptx", 90)} <= fatbin_entries(obj)
     library = tmp_path / "work" / LIBRARY_NAME
