@@ -253,7 +253,8 @@ MUTATIONS = [
      "1:2"),  # the stride-2 and direct backward-inputs read the forward's geometry
     (("plan->tile.row_access = register_tile_row_access(g, reinterpret_cast<const void*>(t.dst), t.element_size);",
       "plan->tile.row_access = true;"), "23:24"),  # 4-column stores into rows of 5
-    (("return plan.grid.y;", "return plan.grid.x;"), "0:1"),  # the slices summed counted wrong
+    (("return launch_shape(choice).grid.y;", "return launch_shape(choice).grid.x;"),
+     "0:1"),  # the slices summed counted wrong
     (("plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);", "plan.cols_per_thread, plan.tile_in_w, plan.tile_in_h);"),
      "4:5"),  # the general tile's height and width exchanged
     (("plan_grad_weight(g, t.nchw, sm_count)", "plan_grad_weight(g, true, sm_count)"),

@@ -33,12 +33,20 @@ def query_line(dtype: str, pass_: str, call: kernel_cases.Call, sm_count: int, d
                                  call.grad_output_offset, sm_count, disabled)
 
 
+@pytest.fixture(scope="module")
+def kernel_names(kernel_choice) -> set[str]:
+    """Every name the choice can give."""
+    return set(subprocess.run([str(kernel_choice), "--names"], capture_output=True, text=True, check=True).stdout.split())
+
+
+@pytest.fixture(scope="module")
+def bench_launches(kernel_choice) -> dict[int, list]:
+    """SM count -> (problem, pass, Launch) for every bench pass."""
+    return {sm_count: plan_report.bench_launches(kernel_choice, sm_count) for sm_count in SM_COUNTS}
+
+
 def choose(binary: Path, lines: list[str]) -> list[str]:
-    proc = subprocess.run([str(binary)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    chosen = proc.stdout.splitlines()
-    assert len(chosen) == len(lines), proc.stdout[-2000:]
-    return chosen
+    return plan_report.run_driver(binary, lines)
 
 
 def unmet(binary: Path, expectations_of) -> list[str]:
@@ -77,15 +85,15 @@ def test_there_is_a_kernel_path_case_for_every_path():
     assert sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS) == sorted(re.findall(r'"(\w+)"', names_block))
 
 
-def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(kernel_choice):
-    names = subprocess.run([str(kernel_choice), "--names"], capture_output=True, text=True, check=True).stdout.split()
+def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(kernel_names):
+    names = kernel_names
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 17 and set(names) <= defined, set(names) - defined
-    assert defined - set(names) == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
+    assert len(names) == 17 and names <= defined, names - defined
+    assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
-    assert constants <= set(names), constants - set(names)
+    assert constants <= names, constants - names
 
 
 def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
@@ -103,17 +111,16 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
         kernel_cases.REGISTER_TILED, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
-def test_the_sanitizer_subset_runs_every_kernel(kernel_choice):
+def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
     """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes)
     reach every kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
-    names = set(subprocess.run([str(kernel_choice), "--names"], capture_output=True, text=True, check=True).stdout.split())
     for sm_count in SM_COUNTS:
         lines = [query_line(dtype, pass_, kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding, dilation,
                                                              m, layout), sm_count)
                  for dtype in ("float", "bfloat16")
                  for n, c, m, h, w, kernel, stride, padding, dilation in kernel_cases.SANITIZER_CASES
                  for layout in ("nchw", "cl") for pass_ in kernel_cases.PASSES]
-        missed = names - set(choose(kernel_choice, lines))
+        missed = kernel_names - set(choose(kernel_choice, lines))
         assert not missed, f"{sm_count} SMs: the sanitizer subset never runs {sorted(missed)}"
 
 
@@ -147,32 +154,24 @@ def intended_kernel(problem, pass_: str) -> str:
     return k.CHANNELS_LAST_REGISTER_TILED if cl else k.REGISTER_TILED
 
 
-def test_every_bench_layer_runs_the_kernel_written_for_it(kernel_choice):
+def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
     """Every pass `make bench` times, in every configuration and batch, is taken by the kernel
     written for its layer, never a general one: a planner change that sends a bench layer back to
     the general kernels (a tile outgrowing shared memory, a use threshold) fails here, before GPU
     time is spent timing it."""
-    from build_scripts.bench.layers import problems
-
-    checks, lines = [], []
-    for problem in problems():
-        for pass_ in plan_report.problem_passes(problem):
-            for sm_count in SM_COUNTS:
-                checks.append((problem, pass_, sm_count))
-                lines.append(plan_report.bench_call_line(problem, pass_, sm_count))
-    assert len(checks) > 1000
-    failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {sm} SMs: {pass_} runs {chosen}, "
-                f"not {intended_kernel(p, pass_)}"
-                for (p, pass_, sm), chosen in zip(checks, choose(kernel_choice, lines)) if chosen != intended_kernel(p, pass_)]
+    failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {sm} SMs: {pass_} runs "
+                f"{launch.kernel}, not {intended_kernel(p, pass_)}"
+                for sm, launches in bench_launches.items() for p, pass_, launch in launches
+                if launch.kernel != intended_kernel(p, pass_)]
+    assert sum(map(len, bench_launches.values())) > 1000
     assert not failures, "\n".join(failures)
 
 
-def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(kernel_choice):
+def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
     """The launch shapes the plan report shows (DepthwiseConv2dLaunch.cuh's, as the .cu launches
     them) for every bench pass on each GPU size: within the kernels' launch bound of 256 threads,
     48 KB of dynamic shared memory and the grid's limits, and at least one block an SM can hold."""
-    for sm_count in SM_COUNTS:
-        launches = plan_report.bench_launches(kernel_choice, sm_count)
+    for sm_count, launches in bench_launches.items():
         assert len(launches) == 372
         refused = [(p.layer.name, p.batch, p.dtype, pass_, launch) for p, pass_, launch in launches
                    if not (launch.threads <= 256 and launch.shared_bytes <= 48 * 1024 and launch.blocks_per_sm() >= 1

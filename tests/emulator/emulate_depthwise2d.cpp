@@ -647,15 +647,10 @@ constexpr int kDispatchSMs = 132;
 
 std::map<std::string, int> dispatches_per_kernel;
 
-struct LaidOut {
-  std::array<int64_t, 4> sizes, strides;
-  LaidOut(const Tensor4& t, bool channels_last) : sizes{t.n, t.c, t.h, t.w} {
-    const auto s = t.strides(channels_last);
-    strides = {s.n, s.c, s.h, s.w};
-  }
-  bool nchw() const { return dwconv_emu::is_contiguous(sizes, strides); }
-  bool channels_last() const { return dwconv_emu::is_channels_last_contiguous(sizes, strides); }
-};
+// t as a dense layout, NCHW or channels_last.
+dwconv_emu::DenseLayout laid_out(const Tensor4& t, bool channels_last) {
+  return dwconv_emu::DenseLayout({t.n, t.c, t.h, t.w}, channels_last);
+}
 
 template <typename T>
 std::uintptr_t address_of(const Buffer<T>& b) {
@@ -674,7 +669,7 @@ void check_dispatched(const Problem& p, const char* dtype) {
   const int taps = p.k.kh * p.k.kw;
   for (const bool cl : {false, true}) {
     const std::string layout = cl ? " NHWC" : " NCHW";
-    const LaidOut input(p.input, cl), output(p.output, cl);
+    const auto input = laid_out(p.input, cl), output = laid_out(p.output, cl);
     const auto in = p.input.store<T>(cl);
     const auto go = p.grad_output.store<T>(cl);
     auto expect = [&](const std::string& pass, const char* kernel, const auto& got, const Tensor4& ref, bool laid_cl,
@@ -687,9 +682,10 @@ void check_dispatched(const Problem& p, const char* dtype) {
     auto dispatch_pass = [&](auto backward, const Tensor4& src, const Buffer<T>& src_data, const Tensor4& dst,
                              const T* pass_bias, double terms) {
       constexpr bool kBackward = decltype(backward)::value;
-      const LaidOut from(src, cl), to(dst, cl);
+      const auto from = laid_out(src, cl), to = laid_out(dst, cl);
       auto dst_data = poisoned<T>(dst.v.size());
-      const PassOperands operands{from.nchw() && to.nchw(), from.channels_last() && to.channels_last(),
+      const PassOperands operands{from.is_contiguous() && to.is_contiguous(),
+                                  from.is_channels_last_contiguous() && to.is_channels_last_contiguous(),
                                   address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
                                   index64};
       const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, 0, kDispatchSMs)
@@ -703,7 +699,8 @@ void check_dispatched(const Problem& p, const char* dtype) {
     dispatch_pass(std::false_type{}, p.input, in, p.output, bias_ptr, taps);
     dispatch_pass(std::true_type{}, p.grad_output, go, p.grad_input, nullptr, taps * p.k.m);
 
-    const GradWeightOperands grad_weight{output.nchw() && input.nchw(), output.channels_last() && input.channels_last(),
+    const GradWeightOperands grad_weight{output.is_contiguous() && input.is_contiguous(),
+                                         output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64};
     const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
     auto partial = poisoned<acc_t>(size_t(grad_weight_slices(grad_weight_choice)) * g.dst_channels * taps);

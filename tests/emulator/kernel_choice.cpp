@@ -54,20 +54,13 @@ struct Call {
   std::string disabled;
 };
 
-// A dense 4D tensor as the choice sees it: its sizes and strides, and where its data start.
-struct DenseTensor {
-  std::array<int64_t, 4> sizes, strides;
+// A dense 4D tensor as the choice sees it: its layout, and where its data start.
+struct DenseTensor : dwconv_emu::DenseLayout {
   std::uintptr_t address;
 
-  DenseTensor(std::array<int64_t, 4> sizes_, bool channels_last, std::uintptr_t address_)
-      : sizes(sizes_), address(address_) {
-    const auto [n, c, h, w] = sizes;
-    strides = channels_last ? std::array<int64_t, 4>{h * w * c, 1, w * c, c} : std::array<int64_t, 4>{c * h * w, h * w, w, 1};
-  }
+  DenseTensor(const std::array<int64_t, 4>& sizes_, bool channels_last, std::uintptr_t address_)
+      : DenseLayout(sizes_, channels_last), address(address_) {}
 
-  int64_t numel() const { return sizes[0] * sizes[1] * sizes[2] * sizes[3]; }
-  bool is_contiguous() const { return dwconv_emu::is_contiguous(sizes, strides); }
-  bool is_channels_last_contiguous() const { return dwconv_emu::is_channels_last_contiguous(sizes, strides); }
   // canUse32BitIndexMath's negation for a dense tensor.
   bool needs_64bit_indexing() const { return numel() > std::numeric_limits<int32_t>::max(); }
 };

@@ -86,7 +86,6 @@
 #include <ATen/ops/empty.h>
 #endif
 
-#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -125,10 +124,14 @@ KernelPathMask disabled_paths() {
   return disabled_kernel_paths().load(std::memory_order_relaxed);
 }
 
+bool both_contiguous(const Tensor& a, const Tensor& b, MemoryFormat format) {
+  return a.is_contiguous(format) && b.is_contiguous(format);
+}
+
 // What a pass from src into dst reads of its tensors.
 PassOperands pass_operands(const Tensor& src, const Tensor& weight, const Tensor& dst) {
-  return PassOperands{src.is_contiguous() && dst.is_contiguous(),
-                      src.is_contiguous(MemoryFormat::ChannelsLast) && dst.is_contiguous(MemoryFormat::ChannelsLast),
+  return PassOperands{both_contiguous(src, dst, MemoryFormat::Contiguous),
+                      both_contiguous(src, dst, MemoryFormat::ChannelsLast),
                       address_of(src),
                       address_of(dst),
                       address_of(weight),
@@ -189,8 +192,8 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const PassGeometry& g) {
   const GradWeightOperands operands{
-      grad_output.is_contiguous() && input.is_contiguous(),
-      grad_output.is_contiguous(MemoryFormat::ChannelsLast) && input.is_contiguous(MemoryFormat::ChannelsLast),
+      both_contiguous(grad_output, input, MemoryFormat::Contiguous),
+      both_contiguous(grad_output, input, MemoryFormat::ChannelsLast),
       address_of(grad_output),
       address_of(input),
       static_cast<int>(grad_output.element_size()),

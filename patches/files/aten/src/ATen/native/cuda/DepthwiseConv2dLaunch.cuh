@@ -190,17 +190,9 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
   }
 }
 
-// How many slices the chosen weight-gradient kernel sums into `partial`.
+// How many slices the chosen weight-gradient kernel sums into `partial`: its grid's y.
 inline int64_t grad_weight_slices(const GradWeightChoice& choice) {
-  return std::visit(
-      [](const auto& plan) -> int64_t {
-        if constexpr (std::is_same_v<std::decay_t<decltype(plan)>, GradWeightPlan>) {
-          return plan.slices;
-        } else {
-          return plan.grid.y;
-        }
-      },
-      choice.plan);
+  return launch_shape(choice).grid.y;
 }
 
 // Launches the weight-gradient kernel `choice` names (g: the forward geometry), then the sum of
