@@ -10,8 +10,10 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
   tests      make test-gpu but the sanitizer (JUnit XML in OUT/tests.xml), a test that hangs
              stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps)
   sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
-  bench      make bench SETS=... VARIANTS=... into OUT/results, told to start no problem that
-             would end past the budget (its report then says where it stopped)
+  bench      make bench SETS=... VARIANTS=... , told to start no problem that would end past the
+             budget (its report then says where it stopped); its JSON report lands in OUT itself
+             (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
+             `make bench-report` redraws the markdown and plots from it here
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
   upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
 
@@ -24,6 +26,7 @@ import argparse
 import importlib.util
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,7 +48,7 @@ FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go i
 
 TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
 SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowest: a step of its own
-BENCH_SUMMARY = re.compile(r"^(wrote |stopping: |make bench: |error|implementations failed)")
+BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
 
 NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
@@ -57,6 +60,7 @@ class Step:
     name: str
     commands: list[list[str]]  # run in order, each while time is left; the step fails at the first failure
     summary: re.Pattern        # the lines of its output that say how it went
+    reports_under: str = ""    # a folder of OUT whose JSON reports are moved up into OUT after the step
 
 
 @dataclass
@@ -92,10 +96,10 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         ], PYTEST_SUMMARY),
         "bench": Step("bench", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", f"VARIANTS={variants}"],
-        ], BENCH_SUMMARY),
+        ], BENCH_SUMMARY, reports_under="results"),
         "look-back": Step("look-back", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", "VARIANTS=look-back"],
-        ], BENCH_SUMMARY),
+        ], BENCH_SUMMARY, reports_under="results"),
         "upstream": Step("upstream", [
             [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
         ], re.compile(r"(new failure|passed|failed|wrote )")),
@@ -146,6 +150,19 @@ def run_command(command: list[str], log, seconds: float, env: dict[str, str]) ->
     return status
 
 
+def collect_reports(out: Path, folder: str) -> list[Path]:
+    """Move the JSON reports under OUT/folder (results/<device>/<date>/) up into OUT, where the
+    device gives them back; what else is there (markdown, plots) is dropped with the folder."""
+    moved = []
+    root = out / folder
+    for report in sorted(root.rglob("*.json")) if root.is_dir() else []:
+        target = out / report.name
+        report.replace(target)
+        moved.append(target)
+    shutil.rmtree(root, ignore_errors=True)
+    return moved
+
+
 def run_step(step: Step, out: Path, deadline: float, env: dict[str, str]) -> Outcome:
     started = time.monotonic()
     log_path = out / f"{step.name}.log"
@@ -165,6 +182,9 @@ def run_step(step: Step, out: Path, deadline: float, env: dict[str, str]) -> Out
             if code != 0:
                 status = f"failed (exit {code})"
                 break
+        if step.reports_under:
+            for report in collect_reports(out, step.reports_under):
+                log.write(f"given back: {report}\n")
     text = [line.strip() for line in log_path.read_text(errors="replace").splitlines() if line.strip()]
     kept = {i for i, line in enumerate(text) if step.summary.search(line)}
     kept = set(sorted(kept)[-SUMMARY_LINES:])

@@ -119,3 +119,19 @@ def test_the_make_verb_asks_for_out():
                             env={k: v for k, v in os.environ.items() if k != "OUT"}, capture_output=True, text=True)
     assert result.returncode == 2
     assert "say where the logs and results go: OUT=<folder>" in result.stderr
+
+
+def test_bench_reports_come_up_to_where_the_device_gives_them_back(tmp_path, quick_limits):
+    """The device returns files at most two folders below OUT: results/<device>/<date>/bench.json
+    would be lost, so the step's JSON reports move up into OUT and the deep folder goes."""
+    writes = ("from pathlib import Path; d = Path('results/NVIDIA-H100/2026-11-22'); d.mkdir(parents=True); "
+              "(d / 'bench-Tiny.json').write_text('{}'); (d / 'bench.md').write_text('# md')")
+    program = f"import os; os.chdir({str(tmp_path)!r}); {writes}"
+    step = Step("bench", [[sys.executable, "-c", program]], ANY_LINE, reports_under="results")
+    [outcome] = run_session(["bench"], tmp_path, 60, {"bench": step}, env=dict(os.environ))
+    assert outcome.status == "passed"
+    assert (tmp_path / "bench-Tiny.json").read_text() == "{}"
+    assert not (tmp_path / "results").exists()
+    assert f"given back: {tmp_path / 'bench-Tiny.json'}" in (tmp_path / "bench.log").read_text()
+    assert all(s.reports_under == "results" for name, s in steps(tmp_path, "py", "make", "", "").items()
+               if name in ("bench", "look-back"))

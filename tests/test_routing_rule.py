@@ -149,7 +149,6 @@ def test_depth_multiplier_and_asymmetric_kernels(committed):
     ({"input": [64, 144, 2, 2], "padding": [0, 0]}, "larger than the padded input"),
     ({"output_padding": [1, 0]}, "output_padding"),
     ({"bias": 143}, "bias"),
-    ({"weight_layout": "channels_last"}, "channels_last weight with a contiguous input"),
     ({"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1]}, "parameter lists"),
     ({"stride": [0, 1]}, "out of range"),
     ({"padding": [-1, 1]}, "out of range"),
@@ -164,6 +163,24 @@ def test_what_stays_with_upstream_and_why(committed, change, reason):
 def test_channels_last_input_with_channels_last_weight_is_ours_to_take(committed):
     [a] = committed.ask(conv2d(layout="channels_last", weight_layout="channels_last", mode="ours"))
     assert a["eligible"] and a["forward"] and a["backward_weight"]
+    assert a["layout"] == LAYOUTS["channels_last"]
+
+
+@pytest.mark.parametrize("call, layout", [
+    # cuDNN's rule: channels_last when the input or the weight suggests it
+    (conv2d(weight_layout="channels_last"), "channels_last"),
+    (conv2d(layout="channels_last"), "channels_last"),
+    (conv2d(dtype="bfloat16"), "contiguous"),
+    # float64 never goes channels_last upstream: its output stays contiguous
+    (conv2d(dtype="float64", layout="channels_last", weight_layout="channels_last"), "contiguous"),
+    # conv1d's input is made contiguous before its 4-D view: a transposed (N, L, C) input too
+    ({"input": [8, 64, 100], "weight": [64, 1, 4], "stride": [1], "padding": [3], "dilation": [1], "groups": 64,
+      "dtype": "bfloat16", "layout": "channels_last"}, "contiguous"),
+])
+def test_ours_computes_in_the_layout_upstream_returns(committed, call, layout):
+    [a] = committed.ask({**call, "mode": "ours"})
+    assert a["eligible"], a["reason"]
+    assert a["layout"] == LAYOUTS[layout]
 
 
 def test_modes_override_the_measurements(tmp_path):

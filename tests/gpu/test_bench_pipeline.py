@@ -70,4 +70,4 @@ def test_a_run_past_its_time_limit_stops_between_problems_and_says_where(tmp_pat
     whole = run_bench(out, one_layer_set, "look-back", repeats=3, warmup=1, command="test", stop_after_s=600.0)
     assert "cut_short" not in whole and len(whole["rows"]) == 3 * (4 + 1) + 2 * 4
     paths = import_overlay().kernel_paths()
-    assert whole["settings"]["variants"] == ["ours", *(f"ours-without-{path}" for path in paths)] and len(paths) == 11
+    assert whole["settings"]["variants"] == ["ours", *(f"ours-without-{path}" for path in paths)] and len(paths) == 12

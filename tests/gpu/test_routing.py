@@ -149,7 +149,8 @@ class TestRouting(TestCase):
         self.assertEqual(out.grad_fn.name(), "ConvolutionBackward0")
 
     @parametrize("case", ["conv2d_cl_bf16", "conv2d_nchw_fp32", "conv2d_cl_fp16_s2", "conv2d_k5_m2",
-                          "conv2d_nobias_fp64", "conv1d_bf16", "conv1d_transposed_bf16", "conv2d_frozen_weight"])
+                          "conv2d_nobias_fp64", "conv1d_bf16", "conv1d_transposed_bf16", "conv2d_frozen_weight",
+                          "conv2d_cl_weight_nchw_input_fp32"])
     def test_routed_results_and_layouts_match_stock(self, case):
         kwargs = {
             "conv2d_cl_bf16": {},
@@ -160,11 +161,12 @@ class TestRouting(TestCase):
             "conv1d_bf16": {"conv1d": True, "kernel": 4, "channels_last": False},
             "conv1d_transposed_bf16": {"conv1d": True, "kernel": 4},
             "conv2d_frozen_weight": {"dtype": torch.float32},
+            "conv2d_cl_weight_nchw_input_fp32": {"dtype": torch.float32},
         }[case]
         module = depthwise_module(**kwargs)
         if case == "conv2d_frozen_weight":
             module.weight.requires_grad_(False)
-        x = make_input(module, channels_last=kwargs.get("channels_last", True))
+        x = make_input(module, channels_last=kwargs.get("channels_last", True) and case != "conv2d_cl_weight_nchw_input_fp32")
         grad = None
 
         def run():

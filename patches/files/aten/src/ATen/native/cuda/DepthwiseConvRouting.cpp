@@ -142,6 +142,13 @@ Tensor as_4d(const Tensor& t, const Problem& p) {
   return p.conv1d ? t.unsqueeze(2) : t;
 }
 
+// An activation (input or grad_output) in the layout upstream computes in, copied as upstream
+// copies it (a no-op where it already is), as the 4-D tensor our kernels take.
+Tensor in_upstream_layout(const Tensor& t, const Problem& p) {
+  return as_4d(t.contiguous(p.layout == Layout::ChannelsLast ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous),
+               p);
+}
+
 Tensor from_4d(const Tensor& t, const Problem& p) {
   return (p.conv1d && t.defined()) ? t.squeeze(2) : t;
 }
@@ -194,8 +201,8 @@ Tensor routed_convolution_cuda(
   }
   const Problem& p = verdict.problem;
   const auto g = geometry_of(p);
-  return from_4d(at::_conv_depthwise2d(as_4d(input, p), as_4d(weight, p), g.kernel, bias, g.stride, g.padding,
-                                       g.dilation),
+  return from_4d(at::_conv_depthwise2d(in_upstream_layout(input, p), as_4d(weight, p), g.kernel, bias, g.stride,
+                                       g.padding, g.dilation),
                  p);
 }
 
@@ -231,7 +238,8 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
   }
   const auto g = geometry_of(p);
   auto [ours_grad_input, ours_grad_weight] = at::_conv_depthwise2d_backward(
-      as_4d(grad_output, p), as_4d(input, p), as_4d(weight, p), g.kernel, g.stride, g.padding, g.dilation,
+      in_upstream_layout(grad_output, p), in_upstream_layout(input, p), as_4d(weight, p), g.kernel, g.stride,
+      g.padding, g.dilation,
       {ours_input, ours_weight});
   if (ours_input) grad_input = from_4d(ours_grad_input, p);
   if (ours_weight) grad_weight = from_4d(ours_grad_weight, p);
