@@ -204,8 +204,9 @@ def cmd_routing_table(args) -> None:
     from .pin import load_pin
     from .routing_table import TABLE, summary, write_table
     if not args.report:
-        raise HarnessError("routing-table: name a bench report, e.g. BENCH=results/<device>/<date>/bench.json")
-    points = write_table(Path(args.report), load_pin().stock_version)
+        raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
+                           "(several, space-separated: where two measured a layer, the later stands)")
+    points = write_table([Path(p) for p in args.report.split()], load_pin().stock_version)
     print(summary(points))
     print(f"wrote {TABLE.relative_to(REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")
 

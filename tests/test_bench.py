@@ -12,7 +12,7 @@ import pytest
 from build_scripts.bench.floor import buffer_sets_needed, pass_bytes, pass_macs
 from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
 from build_scripts.bench.report import (
-    floor_fraction, load, look_back, markdown, roofline_fraction, targets, write_report,
+    floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
 from build_scripts.bench.schema import SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row
 from build_scripts.routing_table import points_of, write_table
@@ -160,7 +160,10 @@ def test_a_report_cut_short_says_what_it_did_not_measure(tmp_path):
     cut = {"problems_done": 7, "problems": 60, "stop_after_s": 480.0, "next": "MobileNetV2 192@28 b64 float32 contiguous"}
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     paths[0].write_text(json.dumps({**synthetic_report(), "cut_short": cut}))
-    paths[1].write_text(json.dumps(synthetic_report()))
+    rest = synthetic_report()
+    rest["rows"] = [row for row in rest["rows"] if problem_label(row) != cut["next"]]
+    assert len(rest["rows"]) < len(synthetic_report()["rows"])
+    paths[1].write_text(json.dumps(rest))
     text = markdown(load(paths))
     assert ("- **Cut short** at its limit of 480 s: 7 of 60 problems measured; not measured from MobileNetV2 192@28 "
             "b64 float32 contiguous on") in text
@@ -188,12 +191,29 @@ def test_reports_of_one_run_merge_and_of_two_devices_do_not(tmp_path):
         load([tmp_path / "a.json", tmp_path / "b.json"])
 
 
+def test_the_run_that_finishes_a_cut_bench_replaces_its_rows_and_its_cut(tmp_path):
+    cut, rest = synthetic_report(), synthetic_report(speed_ours=5.0)
+    cut["rows"], rest["rows"] = cut["rows"][:12], rest["rows"][8:20]
+    cut["cut_short"] = {"problems_done": 3, "problems": 9, "stop_after_s": 10.0,
+                        "next": problem_label(rest["rows"][-1])}
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    (tmp_path / "rest.json").write_text(json.dumps(rest))
+    merged = load([tmp_path / "cut.json", tmp_path / "rest.json"])
+    assert len(merged["rows"]) == 20 and merged["cut_short"] == []
+    assert merged["rows"][8:12] == rest["rows"][:4]  # measured twice: the later run's figures stand
+    rest["rows"] = rest["rows"][:4]
+    (tmp_path / "rest.json").write_text(json.dumps(rest))
+    assert load([tmp_path / "cut.json", tmp_path / "rest.json"])["cut_short"] == [cut["cut_short"]]
+
+
 def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     report = synthetic_report()
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(report))
-    points = write_table(path, "2.11.0+cu130", tmp_path / "table.h")
-    routed_rows = [r for r in report["rows"] if r["pass"] != "step"]
+    points = write_table([path], "2.11.0+cu130", tmp_path / "table.h")
+    transposed_conv1d = [r for r in report["rows"] if r["conv"] == "1d" and r["layout"] == "channels_last"]
+    assert transposed_conv1d  # measured, but no routed call runs them: the routing copies to contiguous first
+    routed_rows = [r for r in report["rows"] if r["pass"] != "step" and r not in transposed_conv1d]
     assert len(points) == len(routed_rows)
     conv1d = [p for p in points if p.label.startswith("Mamba")]
     assert conv1d and all(p.kernel == (1, 4) and p.input_elements % 2048 == 0 for p in conv1d)

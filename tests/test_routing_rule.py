@@ -49,7 +49,7 @@ class Router:
             table_dir.mkdir(parents=True)
             source = tmp_path / "bench.json"
             source.write_text(json.dumps(report(rows)))
-            write_table(source, PINNED, table_dir / TABLE.name)
+            write_table([source], PINNED, table_dir / TABLE.name)
             include.insert(0, f"-I{tmp_path / 'table'}")
         self.binary = tmp_path / "route_query"
         subprocess.run(["g++", "-std=c++17", "-Wall", "-Werror", *include, str(DRIVER), "-o", str(self.binary)],
@@ -242,15 +242,15 @@ def test_equal_times_count_as_ours():
     assert p.ours_faster
 
 
-def test_the_committed_table_is_what_the_generator_makes_of_its_source():
+def test_the_committed_table_is_what_the_generator_makes_of_its_sources(tmp_path):
     text = TABLE.read_text()
     source = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// From: "))
     measured_on = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// Measured on: "))
     if source == "no report":
         assert text == render([], measured_on, source)
     else:
-        points = points_of(load_report(REPO_ROOT / source), source, PINNED)
-        assert text == render(points, measured_on, source)
+        write_table([REPO_ROOT / s for s in source.split(" + ")], PINNED, tmp_path / TABLE.name)
+        assert text == (tmp_path / TABLE.name).read_text()
 
 
 @pytest.mark.parametrize("broken, message", [
@@ -266,5 +266,25 @@ def test_the_generator_refuses_reports_it_cannot_route_by(tmp_path, broken, mess
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(bad))
     with pytest.raises(HarnessError, match=re.escape(message)):
-        write_table(path, PINNED, tmp_path / "table.h")
+        write_table([path], PINNED, tmp_path / "table.h")
     assert not (tmp_path / "table.h").exists()
+
+
+def test_a_cut_bench_and_the_run_that_finished_it_make_one_table(tmp_path):
+    """The later report's measurement of a layer stands; reports of two cards are refused."""
+    cut = report([row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0),
+                  row("b", "float32", "contiguous", "forward", ours=1.0, stock=2.0)])
+    rest = report([row("b", "float32", "contiguous", "forward", ours=3.0, stock=2.0),
+                   row("c", "bfloat16", "channels_last", "backward_weight", ours=1.0, stock=2.0)])
+    rest["date"] = "2026-01-02"
+    paths = [tmp_path / "cut.json", tmp_path / "rest.json"]
+    for path, r in zip(paths, (cut, rest)):
+        path.write_text(json.dumps(r))
+    points = write_table(paths, PINNED, tmp_path / "table.h")
+    assert {(p.label.split()[1], p.ours_faster) for p in points} == {("a", True), ("b", False), ("c", True)}
+    text = (tmp_path / "table.h").read_text()
+    assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01, 2026-01-02" in text and "cut.json + " in text
+    rest["device"] = "Another GPU"
+    paths[1].write_text(json.dumps(rest))
+    with pytest.raises(HarnessError, match="not one run"):
+        write_table(paths, PINNED, tmp_path / "other.h")

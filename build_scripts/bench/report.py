@@ -32,18 +32,34 @@ def variant_title(variant: str) -> str:
     return f"ours without {path}" if path else VARIANT_TITLES[variant]
 
 
-def load(paths: list[Path]) -> dict:
-    reports = [json.loads(p.read_text()) for p in paths]
+def problem_label(row: dict) -> str:
+    """A row's problem as a cut-short run names the first one it left (run_bench's "next")."""
+    return f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}"
+
+
+def merge(reports: list[dict], names: list[str]) -> dict:
+    """Reports of one card and torch as one (a bench cut short, then the sets it left): where two
+    measured the same problem and pass, the later stands; a cut that a later report made up for
+    is no longer reported."""
     first = reports[0]
-    for path, r in zip(paths[1:], reports[1:]):
+    for name, r in zip(names[1:], reports[1:]):
         if (r["device"], r["torch"]) != (first["device"], first["torch"]):
-            raise ValueError(f"{path} is from {r['device']}, torch {r['torch']}; {paths[0]} from "
+            raise ValueError(f"{name} is from {r['device']}, torch {r['torch']}; {names[0]} from "
                              f"{first['device']}, torch {first['torch']}: not one run")
+    rows = {}
+    for r in reports:
+        rows.update(((problem_label(row), row["pass"]), row) for row in r["rows"])
     merged = dict(first)
-    merged["rows"] = [row for r in reports for row in r["rows"]]
-    merged["commands"] = [r["command"] for r in reports]
-    merged["cut_short"] = [r["cut_short"] for r in reports if "cut_short" in r]
+    merged["rows"] = list(rows.values())
+    merged["commands"] = [r.get("command", "") for r in reports]
+    merged["cut_short"] = [r["cut_short"] for i, r in enumerate(reports)
+                           if "cut_short" in r and not any(problem_label(row) == r["cut_short"]["next"]
+                                                           for later in reports[i + 1:] for row in later["rows"])]
     return merged
+
+
+def load(paths: list[Path]) -> dict:
+    return merge([json.loads(p.read_text()) for p in paths], [str(p) for p in paths])
 
 
 def cut_short_lines(report: dict) -> list[str]:
