@@ -206,6 +206,17 @@ def test_the_run_that_finishes_a_cut_bench_replaces_its_rows_and_its_cut(tmp_pat
     assert load([tmp_path / "cut.json", tmp_path / "rest.json"])["cut_short"] == [cut["cut_short"]]
 
 
+def test_a_run_of_other_variants_adds_its_times_to_the_earlier_rows(tmp_path):
+    full, routed = synthetic_report(), synthetic_report()
+    routed["rows"] = [{**row, "ms": {"stock": 9.0, "routed": 1.0}} for row in routed["rows"][:4]]
+    (tmp_path / "full.json").write_text(json.dumps(full))
+    (tmp_path / "routed.json").write_text(json.dumps(routed))
+    merged = load([tmp_path / "full.json", tmp_path / "routed.json"])
+    assert len(merged["rows"]) == len(full["rows"])
+    first = merged["rows"][0]["ms"]
+    assert (first["stock"], first["routed"], first["ours"]) == (9.0, 1.0, full["rows"][0]["ms"]["ours"])
+
+
 def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     report = synthetic_report()
     path = tmp_path / "bench.json"

@@ -35,7 +35,7 @@ def test_bench_report_and_routing_table_name_what_they_need(tmp_path):
     proc = harness("bench", "report", str(tmp_path / "missing.json"))
     assert proc.returncode == 1 and "no such report" in proc.stderr
     proc = harness("routing-table", env={"BENCH": ""})
-    assert proc.returncode == 1 and "name a bench report" in proc.stderr
+    assert proc.returncode == 1 and "name the bench reports" in proc.stderr
 
 
 def test_patch_on_a_checkout_of_another_commit(fake_tree):
