@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
+from .bench.report import merge
 from .bench.schema import SCHEMA as REPORT_SCHEMA
 from .errors import HarnessError
 
@@ -122,7 +123,6 @@ def summary(points: list[Point]) -> str:
 def write_table(report_paths: list[Path], pinned_version: str, table: Path = TABLE) -> list[Point]:
     """The table from one report, or several of one card (a bench cut short, then the sets it
     left: where two measured a layer and pass, the later stands)."""
-    from .bench.report import merge
     sources = []
     for path in report_paths:
         try:

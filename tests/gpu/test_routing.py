@@ -169,12 +169,13 @@ class TestRouting(TestCase):
             "conv1d_bf16": {"conv1d": True, "kernel": 4, "channels_last": False},
             "conv1d_transposed_bf16": {"conv1d": True, "kernel": 4},
             "conv2d_frozen_weight": {"dtype": torch.float32},
-            "conv2d_cl_weight_nchw_input_fp32": {"dtype": torch.float32},
+            "conv2d_cl_weight_nchw_input_fp32": {"dtype": torch.float32, "input_channels_last": False},
         }[case]
+        input_channels_last = kwargs.pop("input_channels_last", kwargs.get("channels_last", True))
         module = depthwise_module(**kwargs)
         if case == "conv2d_frozen_weight":
             module.weight.requires_grad_(False)
-        x = make_input(module, channels_last=kwargs.get("channels_last", True) and case != "conv2d_cl_weight_nchw_input_fp32")
+        x = make_input(module, channels_last=input_channels_last)
         grad = None
 
         def run():

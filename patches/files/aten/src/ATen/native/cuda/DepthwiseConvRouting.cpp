@@ -72,10 +72,8 @@ DType dtype_of(ScalarType t) {
   }
 }
 
-// The suggested memory format of t as upstream's depthwise selection sees it (conv1d as 4-D).
-Layout layout_of_4d(const Tensor& t) {
-  const Tensor view = t.dim() == 3 ? t.unsqueeze(2) : t;
-  return view.suggest_memory_format() == MemoryFormat::ChannelsLast ? Layout::ChannelsLast : Layout::Contiguous;
+Layout layout_of(const Tensor& t) {
+  return t.suggest_memory_format() == MemoryFormat::ChannelsLast ? Layout::ChannelsLast : Layout::Contiguous;
 }
 
 ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias, IntArrayRef stride,
@@ -113,13 +111,12 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   c.has_bias = with_bias;
   c.bias_dim = with_bias ? static_cast<int>(bias->dim()) : 0;
   c.bias_numel = with_bias ? bias->numel() : 0;
-  // Every CUDA convolution comes through here: the layouts (a view and a stride scan each)
-  // are worked out only for the calls the rule can take, depthwise ones of rank 3 or 4.
-  const bool depthwise_candidate = (c.input_dim == 3 || c.input_dim == 4) && c.weight_dim == c.input_dim &&
-                                   groups > 1 && groups == c.input_sizes[1];
-  if (depthwise_candidate) {
-    c.input_layout = layout_of_4d(input);
-    c.weight_layout = layout_of_4d(weight);
+  // Every CUDA convolution comes through here: the layouts (a stride scan each) are worked
+  // out only where the rule reads them, depthwise conv2d (conv1d is computed contiguous).
+  const bool depthwise_conv2d = c.input_dim == 4 && c.weight_dim == 4 && groups > 1 && groups == c.input_sizes[1];
+  if (depthwise_conv2d) {
+    c.input_layout = layout_of(input);
+    c.weight_layout = layout_of(weight);
   }
   c.cudnn_enabled = at::globalContext().userEnabledCuDNN();
   return c;

@@ -55,7 +55,7 @@ struct ConvCall {
   bool has_bias = false;
   int bias_dim = 0;
   std::int64_t bias_numel = 0;
-  // The 4-D views' suggested memory formats (conv1d: after unsqueeze(2), as upstream views it).
+  // The suggested memory formats of a conv2d's input and weight (conv1d: not read).
   Layout input_layout = Layout::Contiguous;
   Layout weight_layout = Layout::Contiguous;
   bool cudnn_enabled = true;  // torch.backends.cudnn.enabled
