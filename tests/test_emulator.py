@@ -18,6 +18,7 @@ pytestmark = pytest.mark.l0
 
 EMULATOR = Path(__file__).parent / "emulator"
 KERNEL_HEADERS = ("ATen/native/cuda/DepthwiseConv2dKernels.cuh", "ATen/native/cuda/DepthwiseConv2dStride2.cuh",
+                  "ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh",
                   "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh", "ATen/native/cuda/DepthwiseConv2dLaunch.cuh")
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
 
@@ -53,7 +54,7 @@ KERNELS_CHECKED = [
     "forward register-tiled NHWC stride 2"] + [
       "grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW",
       "grad-weight register-tiled NCHW row loads", "grad-weight register-tiled NCHW stride 2",
-      "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
+      "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight ring NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
       "grad-weight strided NHWC"] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight") for layout in ("NCHW", "NHWC")]
 
@@ -220,8 +221,8 @@ MUTATIONS = [
       "for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {"), "52:53"),  # the window's last rows
     (("acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kh * kKernel + kw];"),
      "52:53"),
-    (("place.x0 * kStride - g.pad_w, place.plane_tid, place.plane_threads);",
-      "place.x0 - g.pad_w, place.plane_tid, place.plane_threads);"), "53:54"),  # the second tile across
+    (("place.y0 * kStride - g.pad_h, place.x0 * kStride - g.pad_w, place.plane_tid,",
+      "place.y0 * kStride - g.pad_h, place.x0 - g.pad_w, place.plane_tid,"), "53:54"),  # the second tile across
     (("const int src_y0 = y0 * kStride - g.pad_h;", "const int src_y0 = y0 - g.pad_h;"), "52:53"),  # tiles down
     (("const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;\n"
       "    // Input row r",
@@ -244,6 +245,17 @@ MUTATIONS = [
      "55:56"),  # idle vectors of a part-filled group write the next pixel's channels
     (("x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, threads);",
       "x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, kThreads);"), "54:55"),  # blocks under 256 threads
+    # The ring weight gradient, over the cases written for it:
+    (("__syncthreads();  // the next step's rows are staged; this step's are no longer read", "// barrier removed"),
+     "59:61"),
+    (("const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;",
+      "const acc_t* in_row = in_ring + ((t + kh) % kRing) * in_row_values + channel;"), "60:61"),  # stride 2
+    (("(is_go ? px < cols : sy >= 0 && sy < src_h && sx >= 0 && sx < src_w);",
+      "(is_go ? true : sy >= 0 && sy < src_h && sx >= 0 && sx < src_w);"), "60:61"),  # the next chunk's columns summed twice
+    (("for (int other = 1; other < kLanes; ++other) {", "for (int other = 1; other < 1; ++other) {"),
+     "59:60"),  # the second lane's sums left out
+    (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),
+     "59:60"),  # an item's first step without its last input row
     # The register tiles' 16-byte staging:
     (("const int lead = ((src_x0 % V) + V) % V;", "const int lead = 0;"), "0:1"),  # the tile's columns off by the padding
     (("const int row_vectors = (lead + t.tile_in_w + V - 1) / V;", "const int row_vectors = (t.tile_in_w + V - 1) / V;"),

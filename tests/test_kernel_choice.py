@@ -17,7 +17,9 @@ from tests.gpu import kernel_cases
 pytestmark = pytest.mark.l0  # the pinned torch's c10 headers and library
 
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
-KERNEL_SOURCES = [OURS / "ATen/native/cuda" / name for name in ("DepthwiseConv2dKernels.cuh", "DepthwiseConv2dStride2.cuh")]
+KERNEL_SOURCES = [OURS / "ATen/native/cuda" / name
+                  for name in ("DepthwiseConv2dKernels.cuh", "DepthwiseConv2dStride2.cuh",
+                               "DepthwiseConv2dRingGradWeight.cuh")]
 DTYPES = {"double": 8, "float": 4, "half": 2, "bfloat16": 2}
 SM_COUNTS = (108, 114, 132)
 
@@ -90,7 +92,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 17 and names <= defined, names - defined
+    assert len(names) == 18 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -105,10 +107,10 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     lines = [query_line("float", "forward", call, 132), query_line("float", "forward", moved, 132),
              query_line("float", "forward", call, 132, ["channels_last_register_tiled"]),
              query_line("float", "forward", kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1), 132),
-             query_line("float", "grad-weight", call, 132)]
+             query_line("float", "grad-weight", call, 132), query_line("float", "grad-weight", moved, 132)]
     assert choose(kernel_choice, lines) == [
         kernel_cases.CHANNELS_LAST_REGISTER_TILED, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_TILED,
-        kernel_cases.REGISTER_TILED, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+        kernel_cases.REGISTER_TILED, kernel_cases.RING_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
 def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
@@ -140,7 +142,8 @@ def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
 def intended_kernel(problem, pass_: str) -> str:
     """The kernel written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
-    tiles (the stride-2 kernels for backward-input at stride 2) for the rest."""
+    tiles (the stride-2 kernels for backward-input at stride 2, the ring for the channels_last
+    weight gradient) for the rest."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if layer.conv1d:
@@ -148,7 +151,7 @@ def intended_kernel(problem, pass_: str) -> str:
     if layer.kernel > 7:
         return k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER
     if pass_ == "grad-weight":
-        return k.CHANNELS_LAST_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT
+        return k.RING_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT
     if pass_ == "backward-input" and layer.stride == 2:
         return k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW
     return k.CHANNELS_LAST_REGISTER_TILED if cl else k.REGISTER_TILED

@@ -129,6 +129,14 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     assert len(register_grad_weight) == 2 * 4 * (3 + 2)  # archs x dtypes x (3 kernel sizes at stride 1, 2 at stride 2)
     channels_last_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_register_channels_last_kernel<")]
     assert len(channels_last_grad_weight) == 2 * 4 * 3 * 2  # archs x dtypes x kernel sizes x strides
+    # The ring weight gradient (float and the half types): its first rows and each step's next rows
+    # staged from 16-byte loads several in flight, 32-bit indexing throughout, and no spill at its
+    # bound of 80 registers.
+    ring = [r for r in rows if r["kernel"].startswith("grad_weight_ring_kernel<")]
+    assert len(ring) == 2 * 3 * 3 * 2  # archs x dtypes x kernel sizes x strides
+    for row in ring:
+        loads, _ = map(int, row["wide_global"].split("/"))
+        assert loads >= 2 * 4 and row["spills"] == "0/0" and row["loop_divisions"] == 0, row
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes
     large_filter_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_large_filter_kernel<")]

@@ -28,6 +28,7 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 using namespace at::native::dwconv;
@@ -539,6 +540,33 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
   }
 }
 
+// The channels_last ring weight gradient, where it takes the pass (32-bit indexing, 16-byte
+// aligned data, as on the GPU), planned for a one-SM GPU (several items a slice) and a large one
+// (bands down the planes where the batch alone leaves SMs idle).
+template <typename T, typename index_t>
+void check_ring_grad_weight(const Problem& p, const std::string& tag) {
+  using acc_t = at::acc_type<T, true>;
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_ring_grad_weight(g, sizeof(T))) return;
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    for (const int sm_count : {1, 512}) {
+      const auto plan = plan_ring_grad_weight<T>(g, sm_count);
+      if (!plan) continue;
+      auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                         grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(), partial.data(),
+                         g, plan->work);
+      check_finished_grad_weight<T>("grad-weight ring NHWC",
+                                    tag + " chunks=" + std::to_string(plan->work.chunks_w) +
+                                        " bands=" + std::to_string(plan->work.bands) +
+                                        " items/slice=" + std::to_string(plan->work.items_per_slice),
+                                    p, partial, plan->grid.y);
+    }
+  }
+}
+
 // The large-filter weight gradient, where it takes the pass (32-bit indexing only, as on the
 // GPU), in both layouts, planned for a one-SM GPU (several items a slice) and a large one.
 template <typename T, typename index_t>
@@ -619,6 +647,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   check_column_grad_weight<T, index_t>(p, tag);
   check_register_grad_weight<T, index_t>(p, tag);
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
+  check_ring_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
@@ -794,12 +823,15 @@ std::vector<Case> sweep() {
       {1, 16, 1, 57, 41, 3, 3, 2, 2, 1, 1, 1, 1, true},     // stride 2, odd sizes: rows of lanes past the edge
       {2, 8, 1, 23, 30, 5, 5, 2, 2, 0, 0, 1, 1, false},     // 5x5 at stride 2 without padding
       {2, 16, 1, 9, 30, 3, 3, 1, 1, 0, 2, 1, 1, true},      // uneven padding: 7 output rows
+      // The ring weight gradient (channels_last, whole 16-byte channel vectors; cases 12-15, 19 and 53-58 too):
+      {1, 40, 1, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, false},    // a part-filled channel block; bands down the plane
+      {2, 32, 1, 11, 150, 5, 5, 2, 2, 2, 2, 1, 1, true},    // stride 2, a row in chunks, odd rows
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 73) {  // 14 random cases
+  while (cases.size() < 75) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
@@ -858,6 +890,9 @@ void check_bench_layers_planned(const char* dtype) {
       expect_planned(plan_channels_last_register_tiled<scalar_t>(g, 132).has_value() &&
                          (!correlation || plan_channels_last_register_tiled<scalar_t>(*correlation, 132).has_value()),
                      dtype, l, batch, "register-tiled channels_last");
+      if (sizeof(acc_t) == 4) {
+        expect_planned(plan_ring_grad_weight<scalar_t>(g, 132).has_value(), dtype, l, batch, "ring weight-gradient");
+      }
     }
   }
 }

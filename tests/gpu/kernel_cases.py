@@ -19,6 +19,7 @@ CHANNELS_LAST_REGISTER_TILED = "channels_last_register_tiled_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
+RING_GRAD_WEIGHT = "grad_weight_ring_kernel"
 LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
@@ -142,27 +143,36 @@ def channels_last_tiled_cases(element_size):
     return cases
 
 
-def channels_last_register_grad_weight_cases(element_size):
-    """The channels_last register-blocked weight gradient: square 3, 5 or 7, stride 1 or 2,
-    dilation 1, multiplier 1; for the half types an even channel count and data aligned to a
-    channel pair."""
+def channels_last_grad_weight_cases(element_size):
+    """The channels_last weight gradients of square 3, 5 and 7 filters at stride 1 or 2, dilation 1,
+    multiplier 1: the ring kernel in float and the half types where the channels are whole 16-byte
+    vectors and the data 16-byte aligned; elsewhere the register-blocked kernel, which for the half
+    types needs an even channel count and data aligned to a channel pair."""
     pairs = element_size == 2
-    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, expected)
-        ("32 channel lanes", 64, (20, 33), 3, 1, 1, 1, 1, True, True),
-        ("144 bf16 channels: 9 blocks of 8 lanes", 144, (15, 15), 3, 2, 1, 1, 1, True, True),
-        ("5x5 stride 2", 18, (9, 9), 5, 2, 2, 1, 1, True, True),
-        ("7x7: sums reduced in chunks", 12, (14, 14), 7, 1, 3, 1, 1, True, True),
-        ("odd channels: no pairs", 7, (12, 12), 3, 1, 1, 1, 1, True, not pairs),
-        ("one element off: pairs misaligned", 8, (12, 12), 3, 1, 1, 1, 1, False, not pairs),
-        ("multiplier 2", 8, (12, 12), 3, 1, 1, 1, 2, True, False),
-        ("stride 3", 8, (12, 12), 3, 3, 1, 1, 1, True, False),
-        ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, False),
-        ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, False),
+    vector = _vector(element_size)
+
+    def ring(channels):
+        return element_size <= 4 and channels % vector == 0
+
+    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, ring, register)
+        ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, ring(64), not ring(64)),
+        ("144 channels at stride 2: a part-filled channel block", 144, (15, 15), 3, 2, 1, 1, 1, True,
+         ring(144), not ring(144)),
+        ("ring: a row in chunks, odd rows", 32, (11, 150), 5, 2, 2, 1, 1, True, ring(32), not ring(32)),
+        ("ring: 7x7 at stride 2", 40, (17, 30), 7, 2, 3, 1, 1, True, ring(40), not ring(40)),
+        ("5x5 stride 2, channels no whole vector", 18, (9, 9), 5, 2, 2, 1, 1, True, False, True),
+        ("7x7: whole vectors in float only", 12, (14, 14), 7, 1, 3, 1, 1, True, ring(12), not ring(12)),
+        ("odd channels: no pairs", 7, (12, 12), 3, 1, 1, 1, 1, True, False, not pairs),
+        ("one element off: pairs misaligned", 8, (12, 12), 3, 1, 1, 1, 1, False, False, not pairs),
+        ("multiplier 2", 8, (12, 12), 3, 1, 1, 1, 2, True, False, False),
+        ("stride 3", 8, (12, 12), 3, 3, 1, 1, 1, True, False, False),
+        ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, False, False),
+        ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, False, False),
     ]
     return [
         Expectation(Call(label, 3, c, size, kernel, stride, padding, dilation, m, "cl", 1 - aligned, 1 - aligned),
-                    {"grad-weight": {CHANNELS_LAST_GRAD_WEIGHT: expected}})
-        for label, c, size, kernel, stride, padding, dilation, m, aligned, expected in rows
+                    {"grad-weight": {RING_GRAD_WEIGHT: takes_ring, CHANNELS_LAST_GRAD_WEIGHT: takes_register}})
+        for label, c, size, kernel, stride, padding, dilation, m, aligned, takes_ring, takes_register in rows
     ]
 
 
@@ -278,7 +288,7 @@ def stride2_grad_input_cases(element_size):
 KERNEL_CHOICE_TABLES = {
     "test_register_tiled_kernel": register_tiled_cases,
     "test_channels_last_tiled_kernel": channels_last_tiled_cases,
-    "test_channels_last_register_grad_weight": channels_last_register_grad_weight_cases,
+    "test_channels_last_grad_weight_kernels": channels_last_grad_weight_cases,
     "test_large_filter_kernel": large_filter_cases,
     "test_row_kernel": row_cases,
     "test_column_kernel": column_cases,
@@ -297,8 +307,9 @@ KERNEL_PATH_ROWS = [
     ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
-    ("channels_last_register_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1),
+    ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
      {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
+    ("channels_last_ring_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": RING_GRAD_WEIGHT}),
     ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
      {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
     ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
@@ -313,13 +324,19 @@ KERNEL_PATH_ROWS = [
 ]
 
 
+# Paths compiled for float and the half types only.
+PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight"}
+
+
 def kernel_path_cases(element_size):
     """(path, call, {pass: the kernel it runs with every path on}) for each KERNEL_PATH_ROWS row;
     with the path off, that pass runs another kernel."""
     vector = _vector(element_size)
     cases = []
     for path, layout, n, c, size, kernel, stride, padding, takes in KERNEL_PATH_ROWS:
-        call = Call(path, n, c * vector if layout == "cl" else c, size, kernel, stride, padding, 1, 1, layout)
+        call = Call(path, n, int(c * vector) if layout == "cl" else c, size, kernel, stride, padding, 1, 1, layout)
+        if element_size > 4 and path in PATHS_WITHOUT_DOUBLE:
+            takes = {}
         cases.append((path, call, takes))
     return cases
 

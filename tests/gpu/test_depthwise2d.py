@@ -197,8 +197,8 @@ class TestDepthwise2d(TestCase):
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
-    def test_channels_last_register_grad_weight(self, device, dtype):
-        self.check_kernel_choices(kernel_cases.channels_last_register_grad_weight_cases, device, dtype)
+    def test_channels_last_grad_weight_kernels(self, device, dtype):
+        self.check_kernel_choices(kernel_cases.channels_last_grad_weight_cases, device, dtype)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)

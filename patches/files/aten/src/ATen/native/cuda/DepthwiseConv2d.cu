@@ -54,9 +54,13 @@
 //   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
-//   grad_weight_register_channels_last_kernel serves channels_last square 3x3, 5x5
-//   and 7x7 filters at stride 1 or 2 (multiplier 1): a thread's channels, 4-column
-//   strips of grad_output and all the tap sums in registers. grad_weight_large_filter_kernel
+//   grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves channels_last square
+//   3x3, 5x5 and 7x7 filters at stride 1 or 2 (multiplier 1, float and the half types, whole
+//   16-byte channel vectors): 32 channels a block, a ring of input rows staged once in shared
+//   memory, a kernel row's sums a thread; grad_weight_register_channels_last_kernel serves the
+//   same filters where the ring cannot (double, odd channel counts, data off 16 bytes): a
+//   thread's channels, 4-column strips of grad_output and all the tap sums in registers.
+//   grad_weight_large_filter_kernel
 //   serves the large-filter kernel's filters in either layout: its tile with the roles
 //   exchanged (grad_output as the filter, a 4x4 block of taps a thread).
 // Each specialised kernel above can be switched off at run time (DepthwiseConv2dKernelPaths.h);

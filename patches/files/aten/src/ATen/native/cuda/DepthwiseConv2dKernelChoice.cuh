@@ -9,6 +9,7 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
 #include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 #include <cstdint>
@@ -57,6 +58,7 @@ enum class GradWeightKernel {
   kRow,
   kRegisterTiled,
   kChannelsLastRegister,
+  kChannelsLastRing,
   kColumn,
   kLargeFilter,
 };
@@ -84,6 +86,7 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kRow: return "grad_weight_row_kernel";
     case GradWeightKernel::kRegisterTiled: return "grad_weight_register_tiled_kernel";
     case GradWeightKernel::kChannelsLastRegister: return "grad_weight_register_channels_last_kernel";
+    case GradWeightKernel::kChannelsLastRing: return "grad_weight_ring_kernel";
     case GradWeightKernel::kColumn: return "grad_weight_column_kernel";
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
   }
@@ -113,7 +116,7 @@ struct PassChoice {
 struct GradWeightChoice {
   GradWeightKernel kernel;
   std::variant<GradWeightPlan, RowGradWeightLaunch, RegisterGradWeightLaunch, ColumnGradWeightLaunch,
-               ChannelsLastGradWeightLaunch, LargeFilterGradWeightLaunch>
+               ChannelsLastGradWeightLaunch, RingGradWeightLaunch, LargeFilterGradWeightLaunch>
       plan;
 };
 
@@ -258,6 +261,10 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   if (index32 && t.channels_last && paths.on(KernelPath::Column) && has_column_kernel(g, kVector16<scalar_t>) &&
       aligned) {
     return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, sm_count)};
+  }
+  if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastRingGradWeight) &&
+      has_ring_grad_weight(g, t.element_size)) {
+    if (auto plan = plan_ring_grad_weight<scalar_t>(g, sm_count)) return {GradWeightKernel::kChannelsLastRing, *plan};
   }
   if (index32 && t.channels_last && paths.on(KernelPath::ChannelsLastRegisterGradWeight) &&
       has_channels_last_register_grad_weight(g, grad_output, input, t.element_size)) {

@@ -124,6 +124,42 @@ __device__ __forceinline__ Vector16<scalar_t> load_vector_or_zero(bool inside, c
   return zero;
 }
 
+// The same as four 32-bit words, for a value that is converted later (to acc_t): chosen value by
+// value, nvcc 13 unpacked BFloat16 vectors into a register a value as each load arrived, which
+// held up the loads issued after it.
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<uint32_t> load_words_or_zero(bool inside, const scalar_t* address) {
+  Vector16<uint32_t> words{};
+  if (inside) words = load_vector(reinterpret_cast<const uint32_t*>(address));
+  return words;
+}
+
+// Staging loops with several loads in flight a thread. A loop that loads a value and stores it to
+// shared memory in the same iteration waits out a global load's latency once per value (nvcc
+// keeps one 16-byte load in flight a thread there): a block staging 256 x 16 bytes a round trip
+// reaches a fraction of the bandwidth. Item i of `count`, i = first + k * step, is loaded by
+// `load(walk, in_range)` (walk: i's coordinates; in_range false past `count`, where nothing may be
+// read) and stored by `store(i, item)`; kBatch items are loaded before any of them is stored.
+constexpr int kStageVectors = 4;  // 16-byte loads a thread has in flight; twice as many narrower ones
+
+template <int kBatch, typename Walk, typename Load, typename Store>
+__device__ __forceinline__ void stage_in_batches(int count, int first, int step, Walk& walk, Load&& load,
+                                                 Store&& store) {
+  using Item = decltype(load(walk, true));
+  for (int i0 = first; i0 < count; i0 += kBatch * step) {
+    Item items[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      items[b] = load(walk, i0 + b * step < count);
+      walk.advance();
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (i0 + b * step < count) store(i0 + b * step, items[b]);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Tiled kernel (NCHW). Block: (bx, kThreads / bx) threads; a thread computes
 // output (y0 + ty, x0 + tx + j * bx) for j < cols_per_thread.
@@ -277,8 +313,9 @@ inline bool register_tile_vector_loads(const PassGeometry& g, const void* src, s
 // A plane's input tile in shared memory (rows of t.pitch acc_t values), zero outside the
 // plane, loaded by the plane's threads together: with t.vector_loads, as the 16-byte vectors of
 // src that hold its rows (a vector lies wholly inside the plane or wholly outside, and only its
-// values inside the tile are stored), else a value at a time.
-template <typename scalar_t, typename index_t>
+// values inside the tile are stored), else a value at a time; kVectors vectors (twice as many
+// values) in flight a thread.
+template <typename scalar_t, typename index_t, int kVectors = kStageVectors>
 __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>* tile, const scalar_t* src_plane,
                                                     const PassGeometry& g, const RegisterTile& t, int src_y0,
                                                     int src_x0, int plane_tid, int plane_threads) {
@@ -288,31 +325,45 @@ __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>
     constexpr int V = kVector16<scalar_t>;
     const int lead = ((src_x0 % V) + V) % V;  // the first vector's values before the tile
     const int row_vectors = (lead + t.tile_in_w + V - 1) / V;
+    struct Loaded {
+      Vector16<scalar_t> v;
+      int row, first_col;
+    };
     GridWalk<int, 2> at(plane_tid, plane_threads, {0, row_vectors});  // (row, vector)
-    for (int i = plane_tid; i < t.tile_in_h * row_vectors; i += plane_threads, at.advance()) {
-      const int row = at.at[0];
-      const int first_col = at.at[1] * V - lead;
-      const index_t sy = src_y0 + row;
-      const index_t sx = src_x0 + first_col;
-      const Vector16<scalar_t> v =
-          load_vector_or_zero(sy >= 0 && sy < src_h && sx >= 0 && sx < src_w, src_plane + sy * src_w + sx);
+    stage_in_batches<kVectors>(
+        t.tile_in_h * row_vectors, plane_tid, plane_threads, at,
+        [&](const GridWalk<int, 2>& pos, bool in_range) {
+          const int row = pos.at[0];
+          const int first_col = pos.at[1] * V - lead;
+          const index_t sy = src_y0 + row;
+          const index_t sx = src_x0 + first_col;
+          return Loaded{load_vector_or_zero(in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
+                                            src_plane + sy * src_w + sx),
+                        row, first_col};
+        },
+        [&](int, const Loaded& loaded) {
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const int col = first_col + k;
-        if (col >= 0 && col < t.tile_in_w) tile[row * t.pitch + col] = static_cast<acc_t>(v.v[k]);
-      }
-    }
+          for (int k = 0; k < V; ++k) {
+            const int col = loaded.first_col + k;
+            if (col >= 0 && col < t.tile_in_w) tile[loaded.row * t.pitch + col] = static_cast<acc_t>(loaded.v.v[k]);
+          }
+        });
     return;
   }
+  struct Loaded {
+    acc_t value;
+    int slot;  // row * pitch + col
+  };
   GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});  // (row, col), stepped with carries
-  for (int i = plane_tid; i < t.tile_in_h * t.tile_in_w; i += plane_threads, at.advance()) {
-    const int row = at.at[0];
-    const int col = at.at[1];
-    const index_t sy = src_y0 + row;
-    const index_t sx = src_x0 + col;
-    const bool inside = sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
-    tile[row * t.pitch + col] = inside ? static_cast<acc_t>(src_plane[sy * src_w + sx]) : acc_t(0);
-  }
+  stage_in_batches<2 * kVectors>(
+      t.tile_in_h * t.tile_in_w, plane_tid, plane_threads, at,
+      [&](const GridWalk<int, 2>& pos, bool in_range) {
+        const index_t sy = src_y0 + pos.at[0];
+        const index_t sx = src_x0 + pos.at[1];
+        const bool inside = in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
+        return Loaded{inside ? static_cast<acc_t>(src_plane[sy * src_w + sx]) : acc_t(0), pos.at[0] * t.pitch + pos.at[1]};
+      },
+      [&](int, const Loaded& loaded) { tile[loaded.slot] = loaded.value; });
 }
 
 // A thread's kBlockCols results of one dst row, the first at `out`, `cols_left` columns before
@@ -408,8 +459,11 @@ __device__ __forceinline__ void start_block(acc_t (&acc)[kBlockRows][kBlockCols]
 
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
+// 7x7 backward-input in float and the half types asks for three blocks an SM, as many as its 80
+// registers gave it before its staging kept loads in flight (89 registers left to itself).
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
+__global__ void __launch_bounds__(kThreads, kBackward && kKernel == 7 && sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2)
+    register_tiled_nchw_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -440,8 +494,12 @@ __global__ void __launch_bounds__(kThreads, 2) register_tiled_nchw_kernel(
     __syncthreads();  // no thread still reads the previous member's tile or weights
     if (place.live) {
       const scalar_t* src_plane = src + (place.n * src_channels + src_c) * src_plane_size;
-      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, place.y0 * kStride - g.pad_h,
-                                             place.x0 * kStride - g.pad_w, place.plane_tid, place.plane_threads);
+      // Backward-input stages with its sums live (a member at a time): fewer loads in flight,
+      // so that its registers still allow the blocks an SM they did with one (3 for float).
+      constexpr int kVectors = !kBackward ? kStageVectors : kKernel == 7 ? 1 : kStageVectors / 2;
+      stage_register_tile<scalar_t, index_t, kVectors>(
+          tile, src_plane, g, t, place.y0 * kStride - g.pad_h, place.x0 * kStride - g.pad_w, place.plane_tid,
+          place.plane_threads);
       for (int i = place.plane_tid; i < kTaps; i += place.plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? kTaps - 1 - i : i;
@@ -817,13 +875,16 @@ __device__ __forceinline__ void stage_channels_last_tile(Vector16<scalar_t>* til
   constexpr int V = kVector16<scalar_t>;
   const int vectors = blockDim.x;
   GridWalk<int, 3> at(tid, threads, {0, t.tile_in_w, vectors});  // (tile row, tile column, vector)
-  for (int i = tid; i < t.tile_in_h * t.tile_in_w * vectors; i += threads, at.advance()) {
-    const int vec = at.at[2];
-    const int sy = src_y0 + at.at[0];
-    const int sx = src_x0 + at.at[1];
-    tile[i] = load_vector_or_zero(vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
-                                  src_image + (sy * src_w + sx) * channels + vec * V);
-  }
+  stage_in_batches<kStageVectors>(
+      t.tile_in_h * t.tile_in_w * vectors, tid, threads, at,
+      [&](const GridWalk<int, 3>& pos, bool in_range) {
+        const int vec = pos.at[2];
+        const int sy = src_y0 + pos.at[0];
+        const int sx = src_x0 + pos.at[1];
+        return load_vector_or_zero(in_range && vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
+                                   src_image + (sy * src_w + sx) * channels + vec * V);
+      },
+      [&](int i, const Vector16<scalar_t>& loaded) { tile[i] = loaded; });
 }
 
 // Bounded at 4 blocks an SM (64 registers), double at 2: left to itself, ptxas held the float and
@@ -1773,7 +1834,9 @@ grad_weight_register_tiled_kernel(
     __syncthreads();  // no thread still reads the previous item's tile
     if (live) {
       const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
-      stage_register_tile<scalar_t, index_t>(tile, src_plane, g, t, src_y0, src_x0, plane_tid, plane_threads);
+      // Staged with the tap sums live: fewer loads in flight, as in backward-input.
+      stage_register_tile<scalar_t, index_t, kStageVectors / 2>(tile, src_plane, g, t, src_y0, src_x0, plane_tid,
+                                                                plane_threads);
     }
     __syncthreads();
 

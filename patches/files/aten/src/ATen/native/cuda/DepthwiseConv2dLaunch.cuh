@@ -231,6 +231,13 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
                     plan.work);
       break;
     }
+    case GradWeightKernel::kChannelsLastRing: {
+      const auto& plan = std::get<RingGradWeightLaunch>(choice.plan);
+      const auto kernel = grad_weight_ring_kernel_for<scalar_t>(g.kernel_h, g.stride_h);  // never null: the choice
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
+                    plan.work);
+      break;
+    }
     case GradWeightKernel::kLargeFilter: {
       const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_large_filter_kernel<scalar_t, int32_t>;
