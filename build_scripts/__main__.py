@@ -61,7 +61,14 @@ def cmd_plan_report(args) -> None:
         launches = bench_launches(binary, args.sms, sets)
     except ValueError as err:  # an unknown layer set
         raise HarnessError(str(err)) from err
-    print(markdown(launches, args.sms))
+    resources = None
+    if args.registers:  # L0 compiles the kernels and keeps the compiler's report (cached when unchanged)
+        from .check import run_l0
+        from .pin import load_pin
+        from .resource_report import kernel_resources
+        report = run_l0(load_pin())
+        resources = [row for directory in report.compiler_reports.values() for row in kernel_resources(directory)]
+    print(markdown(launches, args.sms, resources))
 
 
 def cmd_overlay(args) -> None:
@@ -270,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                               help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe)")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="comma-separated layer sets (default: all)")
+            verb.add_argument("--registers", action="store_true", default=os.environ.get("REGISTERS") == "1",
+                              help="count blocks an SM by registers too, from the compiler's report (runs L0: nvcc)")
         if name == "resource-report":
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
         if name == "routing-table":

@@ -4,9 +4,11 @@ The host code's choice (DepthwiseConv2dKernelChoice.cuh) and launch shapes
 (DepthwiseConv2dLaunch.cuh's launch_shape) are plain C++: tests/emulator/kernel_choice.cpp
 compiles them with g++ against the pinned torch's c10 and answers one call a line. The report
 gives, per bench problem and pass, the kernel, its grid, block and dynamic shared memory, how
-many of its blocks an SM can hold by threads and shared memory alone (registers, which
-`make resource-report` lists per kernel, may hold fewer), and so the waves the grid takes: what a
-bench figure far below the byte floor is first checked against.
+many of its blocks an SM can hold, and so the waves the grid takes: what a bench figure far below
+the byte floor is first checked against. Blocks an SM are counted by threads and shared memory,
+and with REGISTERS=1 by registers too: the compiler's report of the kernel's instance for the
+pass's dtype, filter and stride (L0 keeps it; `make resource-report` shows it), which is where
+a kernel holding K^2 sums a thread lost to one block an SM while this report still said four.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ class SmLimits:
     blocks: int = 32
     shared_bytes: int = 228 * 1024
     reserved_per_block: int = 1024
+    registers: int = 64 * 1024
+    register_unit: int = 256  # registers are allocated to a warp in units of this many
 
 
 H100 = SmLimits()
@@ -119,14 +123,51 @@ class Launch:
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
-    def blocks_per_sm(self, limits: SmLimits = H100) -> int:
-        """How many of its blocks an SM holds by threads (whole warps) and shared memory."""
-        warp_threads = -(-self.threads // 32) * 32
+    def blocks_per_sm(self, limits: SmLimits = H100, registers: int | None = None) -> int:
+        """How many of its blocks an SM holds by threads (whole warps) and shared memory, and by
+        `registers` a thread where they are known."""
+        warps = -(-self.threads // 32)
         by_shared = limits.shared_bytes // (self.shared_bytes + limits.reserved_per_block)
-        return min(limits.blocks, limits.threads // warp_threads, by_shared)
+        held = min(limits.blocks, limits.threads // (warps * 32), by_shared)
+        if registers is not None:
+            warp_registers = -(-registers * 32 // limits.register_unit) * limits.register_unit
+            held = min(held, limits.registers // (warps * warp_registers))
+        return held
 
-    def waves(self, sm_count: int, limits: SmLimits = H100) -> float:
-        return self.blocks / (sm_count * self.blocks_per_sm(limits))
+    def waves(self, sm_count: int, limits: SmLimits = H100, registers: int | None = None) -> float:
+        return self.blocks / (sm_count * max(1, self.blocks_per_sm(limits, registers)))
+
+
+RESOURCE_DTYPES = {"float64": "double", "float32": "float", "float16": "Half", "bfloat16": "BFloat16"}
+
+
+def template_arguments(instance: str) -> tuple[str, list[str]]:
+    """`k<BFloat16, int, true, 3, 1>` -> ("k", ["BFloat16", "int", "true", "3", "1"])."""
+    name, _, rest = instance.partition("<")
+    return name, [a.strip() for a in rest.rstrip(">").split(",")] if rest else []
+
+
+def instance_registers(resources, arch: str, problem, pass_: str, kernel: str) -> int | None:
+    """The registers of `kernel`'s instance for this pass of a bench problem, from the compiler's
+    report (resource_report.KernelResources rows): the dtype's 32-bit-index instances, with the
+    pass's direction where the kernel takes one, and among those the ones compiled for the
+    layer's filter and stride (template integers drawn from its kernel size, stride, taps and
+    padding parity); the most registers any of them takes. None where no instance matches."""
+    layer = problem.layer
+    wanted_bool = "true" if pass_ == "backward-input" else "false"
+    plausible = {layer.kernel, layer.stride, layer.kernel * layer.kernel, layer.pad % 2}
+    matching, compiled_for_layer = [], []
+    for row in resources:
+        name, args = template_arguments(row.name)
+        if row.arch != arch or name != kernel or not args or args[0] != RESOURCE_DTYPES[problem.dtype]:
+            continue
+        if "long" in args or any(a in ("true", "false") and a != wanted_bool for a in args):
+            continue
+        matching.append(row.registers)
+        if all(int(a) in plausible for a in args if a.isdigit()):
+            compiled_for_layer.append(row.registers)
+    chosen = compiled_for_layer or matching
+    return max(chosen) if chosen else None
 
 
 def bench_launches(binary: Path, sm_count: int, set_names: list[str] | None = None):
@@ -141,17 +182,26 @@ def bench_launches(binary: Path, sm_count: int, set_names: list[str] | None = No
     return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
 
 
-def markdown(launches, sm_count: int) -> str:
+def markdown(launches, sm_count: int, resources=None, arch: str = "sm_90") -> str:
+    """The report; with `resources` (the compiler's report rows) blocks an SM count registers too."""
+    if resources is None:
+        held = ("Blocks per SM: by threads and shared memory only (an sm_90 SM: 2048 threads, 32 blocks, 228 KB, "
+                "1 KB reserved a block); registers may allow fewer (`make plan-report REGISTERS=1`).")
+    else:
+        held = (f"Blocks per SM: by threads, shared memory and registers (an sm_90 SM: 2048 threads, 32 blocks, "
+                f"228 KB, 1 KB reserved a block, 64K registers; the kernel instance's registers for {arch} from "
+                f"the compiler's report, `-` where none matched).")
     lines = [f"# Launch plans of the bench problems ({sm_count} SMs)", "",
-             "Blocks per SM: by threads and shared memory only (an sm_90 SM: 2048 threads, 32 blocks, 228 KB, "
-             "1 KB reserved a block); registers may allow fewer (`make resource-report`). Waves: blocks / "
-             "(SMs x blocks per SM).", "",
-             "| set | layer | batch | dtype, layout | pass | kernel | grid | block | shared KB | blocks/SM | waves |",
-             "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+             held + " Waves: blocks / (SMs x blocks per SM).", "",
+             "| set | layer | batch | dtype, layout | pass | kernel | grid | block | shared KB | registers | blocks/SM "
+             "| waves |",
+             "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
     for problem, pass_, launch in launches:
         layer = problem.layer
+        registers = None if resources is None else instance_registers(resources, arch, problem, pass_, launch.kernel)
         lines.append(
             f"| {layer.set} | {layer.name} | {problem.batch} | {problem.dtype} {problem.layout} | {pass_} | "
             f"{launch.kernel} | {'x'.join(map(str, launch.grid))} | {'x'.join(map(str, launch.block))} | "
-            f"{launch.shared_bytes / 1024:.1f} | {launch.blocks_per_sm()} | {launch.waves(sm_count):.2f} |")
+            f"{launch.shared_bytes / 1024:.1f} | {'-' if registers is None else registers} | "
+            f"{launch.blocks_per_sm(registers=registers)} | {launch.waves(sm_count, registers=registers):.2f} |")
     return "\n".join(lines) + "\n"

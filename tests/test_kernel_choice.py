@@ -193,6 +193,43 @@ def test_the_plan_report_counts_blocks_and_waves():
     assert plan_report.Launch.parse("k grid=1,1,1 block=256,1,1 shared=0").blocks_per_sm() == 8
     assert plan_report.Launch.parse("k grid=1,1,1 block=28,1,1 shared=0").blocks_per_sm() == 32
     assert plan_report.Launch.parse("k grid=1,1,1 block=112,1,1 shared=47744").blocks_per_sm() == 4
+    # Registers, 256 a warp at a time: v6's 7x7 weight gradient (151 -> 152 a thread, 8 warps) held one
+    # block an SM where threads and shared memory alone allow four; the ring's 7 warps at 80, three.
+    v6 = plan_report.Launch.parse("k grid=3,351,1 block=16,16,1 shared=49152")
+    assert (v6.blocks_per_sm(), v6.blocks_per_sm(registers=151)) == (4, 1)
+    ring = plan_report.Launch.parse("k grid=3,128,1 block=32,7,1 shared=36864")
+    assert ring.blocks_per_sm(registers=80) == 3 and ring.waves(128, registers=80) == 1.0
+
+
+def test_the_plan_report_takes_the_registers_of_the_passes_instance():
+    """The compiler's report names instances (dtype, index type, direction, filter, stride); a
+    pass takes its dtype's 32-bit instance of its direction compiled for its filter and stride."""
+    from build_scripts.bench.layers import Layer, Problem
+    from build_scripts.resource_report import KernelResources
+
+    def row(name, registers, arch="sm_90"):
+        return KernelResources(arch, "_Z" + name, registers, 0, 0, 0, 0, name=name)
+
+    resources = [row("channels_last_register_tiled_kernel<BFloat16, int, false, 3, 1>", 90),
+                 row("channels_last_register_tiled_kernel<BFloat16, int, true, 3, 1>", 89),
+                 row("channels_last_register_tiled_kernel<BFloat16, int, false, 7, 1>", 107),
+                 row("channels_last_register_tiled_kernel<BFloat16, long, false, 3, 1>", 120),
+                 row("channels_last_register_tiled_kernel<float, int, false, 3, 1>", 72),
+                 row("channels_last_register_tiled_kernel<BFloat16, int, false, 3, 1>", 85, "sm_80"),
+                 row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 0>", 65),
+                 row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 1>", 76)]
+    layer = Layer("MobileNetV2", "144@56", 144, 56, kernel=3)
+    problem = Problem(layer, 64, "bfloat16", "channels_last", plan_report.PASSES)
+
+    def registers(pass_, kernel, of=problem):
+        return plan_report.instance_registers(resources, "sm_90", of, pass_, kernel)
+
+    assert registers("forward", "channels_last_register_tiled_kernel") == 90
+    assert registers("backward-input", "channels_last_register_tiled_kernel") == 89
+    strided = Problem(Layer("MobileNetV2", "144@56 s2", 144, 56, kernel=3, stride=2), 64, "bfloat16", "channels_last",
+                      plan_report.PASSES)
+    assert registers("backward-input", "stride2_grad_input_channels_last_kernel", strided) == 76  # padding 1: parity 1
+    assert registers("forward", "row_kernel") is None
 
 
 @pytest.mark.parametrize("args, message", [
