@@ -168,8 +168,8 @@ MUTATIONS = [
     (("const index_t dil_q_h = g.dilation_h / g.stride_h, dil_r_h = g.dilation_h % g.stride_h;",
       "const index_t dil_q_h = 0, dil_r_h = g.dilation_h % g.stride_h;"), "6:7"),  # dilation 2 at stride 1
     # The staging walks of the register-tiled and channels_last tiled kernels:
-    (("GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});",
-      "GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w + 1});"), "18:19"),
+    (("GridWalk<int, 3> at(tid, threads, {0, t.tile_in_h, t.tile_in_w});",
+      "GridWalk<int, 3> at(tid, threads, {0, t.tile_in_h, t.tile_in_w + 1});"), "18:19"),
     (("GridWalk<int, 3> at(tid, threads, {0, t.tile_in_w, vectors});",
       "GridWalk<int, 3> at(tid, threads, {0, vectors, t.tile_in_w});"), "12:13"),
     (("GridWalk<int, 2> tap_at(tid, threads, {0, vectors});", "GridWalk<int, 2> tap_at(tid, threads, {0, vectors + 1});"),
@@ -221,8 +221,7 @@ MUTATIONS = [
       "for (int r = 0; r < kBlockRows + kKernel - 1; ++r) {"), "52:53"),  # the window's last rows
     (("acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];", "acc[i][j] += x[j + kw] * w[kh * kKernel + kw];"),
      "52:53"),
-    (("place.y0 * kStride - g.pad_h, place.x0 * kStride - g.pad_w, place.plane_tid,",
-      "place.y0 * kStride - g.pad_h, place.x0 - g.pad_w, place.plane_tid,"), "53:54"),  # the second tile across
+    (("src_x0 = place.x0 * kStride - g.pad_w;", "src_x0 = place.x0 - g.pad_w;"), "53:54"),  # the second tile across
     (("const int src_y0 = y0 * kStride - g.pad_h;", "const int src_y0 = y0 - g.pad_h;"), "52:53"),  # tiles down
     (("const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;\n"
       "    // Input row r",
@@ -256,6 +255,15 @@ MUTATIONS = [
      "59:60"),  # the second lane's sums left out
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),
      "59:60"),  # an item's first step without its last input row
+    # The register tiles staged and stored by the whole block (16 and 32 planes a block; multiplier 2):
+    (("const index_t first_src = block_staged ? place.first_plane * step + member : place.n * src_channels + src_c;",
+      "const index_t first_src = block_staged ? place.first_plane + member : place.n * src_channels + src_c;"),
+     "61:62"),  # backward-input's grad_output planes, multiplier apart
+    (("dst0[(at.at[0] * dst_h + at.at[1]) * dst_w + at.at[2]] =", "dst0[at.at[1] * dst_w + at.at[2]] ="),
+     "20:22"),  # every plane's outputs written over the first's
+    (("shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,",
+      "shared, input + (n0 * src_channels + src_c) * src_plane_size, src_plane_size, live_planes, g,"),
+     "26:27"),  # the weight gradient's batch entries, a channel count of planes apart
     # The register tiles' 16-byte staging:
     (("const int lead = ((src_x0 % V) + V) % V;", "const int lead = 0;"), "0:1"),  # the tile's columns off by the padding
     (("const int row_vectors = (lead + t.tile_in_w + V - 1) / V;", "const int row_vectors = (t.tile_in_w + V - 1) / V;"),

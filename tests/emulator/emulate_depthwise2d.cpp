@@ -826,12 +826,14 @@ std::vector<Case> sweep() {
       // The ring weight gradient (channels_last, whole 16-byte channel vectors; cases 12-15, 19 and 53-58 too):
       {1, 40, 1, 60, 20, 3, 3, 1, 1, 1, 1, 1, 1, false},    // a part-filled channel block; bands down the plane
       {2, 32, 1, 11, 150, 5, 5, 2, 2, 2, 2, 1, 1, true},    // stride 2, a row in chunks, odd rows
+      // The register tiles staged and stored by the whole block (many small planes a block):
+      {2, 6, 2, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, true},        // multiplier 2: forward staged a plane at a time
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 75) {  // 14 random cases
+  while (cases.size() < 76) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

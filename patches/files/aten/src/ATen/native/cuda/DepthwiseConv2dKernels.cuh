@@ -310,15 +310,19 @@ inline bool register_tile_vector_loads(const PassGeometry& g, const void* src, s
   return g.src_w % (16 / static_cast<int64_t>(element_size)) == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
 }
 
-// A plane's input tile in shared memory (rows of t.pitch acc_t values), zero outside the
-// plane, loaded by the plane's threads together: with t.vector_loads, as the 16-byte vectors of
-// src that hold its rows (a vector lies wholly inside the plane or wholly outside, and only its
-// values inside the tile are stored), else a value at a time; kVectors vectors (twice as many
-// values) in flight a thread.
+// The input tiles of a block's first `planes` planes in shared memory, plane p's at
+// `tiles + p * t.plane_stride` (rows of t.pitch acc_t values), zero outside its plane; plane p's
+// src plane at `src0 + p * plane_step`. Staged by all `threads` threads together, plane after
+// plane and row after row, so that consecutive threads read consecutive values of a row (with
+// t.vector_loads, the 16-byte vectors of src that hold it: a vector lies wholly inside the plane
+// or wholly outside, and only its values inside the tile are stored): on small planes a block
+// holds many, and when each plane's threads staged their own, a warp's load touched a line of 16
+// to 32 planes. kVectors vectors (twice as many values) in flight a thread.
 template <typename scalar_t, typename index_t, int kVectors = kStageVectors>
-__device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>* tile, const scalar_t* src_plane,
-                                                    const PassGeometry& g, const RegisterTile& t, int src_y0,
-                                                    int src_x0, int plane_tid, int plane_threads) {
+__device__ __forceinline__ void stage_register_tiles(at::acc_type<scalar_t, true>* tiles, const scalar_t* src0,
+                                                     index_t plane_step, int planes, const PassGeometry& g,
+                                                     const RegisterTile& t, int src_y0, int src_x0, int tid,
+                                                     int threads) {
   using acc_t = at::acc_type<scalar_t, true>;
   const index_t src_h = g.src_h, src_w = g.src_w;  // index_t math: PassGeometry's are 64-bit
   if (t.vector_loads) {
@@ -327,43 +331,44 @@ __device__ __forceinline__ void stage_register_tile(at::acc_type<scalar_t, true>
     const int row_vectors = (lead + t.tile_in_w + V - 1) / V;
     struct Loaded {
       Vector16<scalar_t> v;
-      int row, first_col;
+      int slot, first_col;  // where the vector's first value goes (plane and row), its tile column
     };
-    GridWalk<int, 2> at(plane_tid, plane_threads, {0, row_vectors});  // (row, vector)
+    GridWalk<int, 3> at(tid, threads, {0, t.tile_in_h, row_vectors});  // (plane, row, vector)
     stage_in_batches<kVectors>(
-        t.tile_in_h * row_vectors, plane_tid, plane_threads, at,
-        [&](const GridWalk<int, 2>& pos, bool in_range) {
-          const int row = pos.at[0];
-          const int first_col = pos.at[1] * V - lead;
+        planes * t.tile_in_h * row_vectors, tid, threads, at,
+        [&](const GridWalk<int, 3>& pos, bool in_range) {
+          const int row = pos.at[1];
+          const int first_col = pos.at[2] * V - lead;
           const index_t sy = src_y0 + row;
           const index_t sx = src_x0 + first_col;
           return Loaded{load_vector_or_zero(in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
-                                            src_plane + sy * src_w + sx),
-                        row, first_col};
+                                            src0 + pos.at[0] * plane_step + sy * src_w + sx),
+                        pos.at[0] * t.plane_stride + row * t.pitch, first_col};
         },
         [&](int, const Loaded& loaded) {
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             const int col = loaded.first_col + k;
-            if (col >= 0 && col < t.tile_in_w) tile[loaded.row * t.pitch + col] = static_cast<acc_t>(loaded.v.v[k]);
+            if (col >= 0 && col < t.tile_in_w) tiles[loaded.slot + col] = static_cast<acc_t>(loaded.v.v[k]);
           }
         });
     return;
   }
   struct Loaded {
     acc_t value;
-    int slot;  // row * pitch + col
+    int slot;  // plane * plane_stride + row * pitch + col
   };
-  GridWalk<int, 2> at(plane_tid, plane_threads, {0, t.tile_in_w});  // (row, col), stepped with carries
+  GridWalk<int, 3> at(tid, threads, {0, t.tile_in_h, t.tile_in_w});  // (plane, row, col), stepped with carries
   stage_in_batches<2 * kVectors>(
-      t.tile_in_h * t.tile_in_w, plane_tid, plane_threads, at,
-      [&](const GridWalk<int, 2>& pos, bool in_range) {
-        const index_t sy = src_y0 + pos.at[0];
-        const index_t sx = src_x0 + pos.at[1];
+      planes * t.tile_in_h * t.tile_in_w, tid, threads, at,
+      [&](const GridWalk<int, 3>& pos, bool in_range) {
+        const index_t sy = src_y0 + pos.at[1];
+        const index_t sx = src_x0 + pos.at[2];
         const bool inside = in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
-        return Loaded{inside ? static_cast<acc_t>(src_plane[sy * src_w + sx]) : acc_t(0), pos.at[0] * t.pitch + pos.at[1]};
+        return Loaded{inside ? static_cast<acc_t>(src0[pos.at[0] * plane_step + sy * src_w + sx]) : acc_t(0),
+                      pos.at[0] * t.plane_stride + pos.at[1] * t.pitch + pos.at[2]};
       },
-      [&](int, const Loaded& loaded) { tile[loaded.slot] = loaded.value; });
+      [&](int, const Loaded& loaded) { tiles[loaded.slot] = loaded.value; });
 }
 
 // A thread's kBlockCols results of one dst row, the first at `out`, `cols_left` columns before
@@ -459,10 +464,16 @@ __device__ __forceinline__ void start_block(acc_t (&acc)[kBlockRows][kBlockCols]
 
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
-// 7x7 backward-input in float and the half types asks for three blocks an SM, as many as its 80
-// registers gave it before its staging kept loads in flight (89 registers left to itself).
+// Three blocks an SM in float and the half types (80 registers): staging and storing small
+// planes with the whole block took them to 72-89 registers left to themselves (two blocks at 7x7),
+// and at four blocks (64) the forward spilled. Before either it had 55-80 registers, 3-4 blocks.
+template <typename scalar_t>
+constexpr int register_tiled_min_blocks() {
+  return sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2;
+}
+
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, kBackward && kKernel == 7 && sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2)
+__global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>())
     register_tiled_nchw_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
@@ -477,29 +488,41 @@ __global__ void __launch_bounds__(kThreads, kBackward && kKernel == 7 && sizeof(
   static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
   static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
+  acc_t* const tiles = reinterpret_cast<acc_t*>(shared_bytes) + kTapVectors * V;  // plane slot 0's tile
   acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes) + threadIdx.x * t.plane_stride;
   acc_t* tile = taps + kTapVectors * V;
 
   const auto place = register_tile_thread<index_t>(g);
   const index_t src_channels = g.src_channels;
   const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
+  const int threads = blockDim.x * place.plane_threads;
+  const int tid = place.plane_tid * blockDim.x + threadIdx.x;
+  const int live_planes = static_cast<int>(smaller<index_t>(blockDim.x, place.plane_count - place.first_plane));
+  // The block's src planes are evenly spaced (and staged by the whole block) but for a forward
+  // pass with a multiplier: backward-input's plane (n, c) reads grad_output plane
+  // (n * C + c) * multiplier + member, the forward's plane (n, c) input plane n * C + c at multiplier 1.
+  const bool block_staged = kBackward || g.multiplier == 1;
 
-  acc_t acc[kBlockRows][kBlockCols];
-  start_block<kBackward>(acc, bias, place);
+  acc_t acc[kBlockRows][kBlockCols];  // started after the first staging, so that it is not live there
 
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
     const index_t src_c = kBackward ? place.c * g.multiplier + member : place.c / g.multiplier;
     const index_t weight_row = kBackward ? src_c : place.c;
     __syncthreads();  // no thread still reads the previous member's tile or weights
+    // Backward-input stages with its sums live (a member at a time): fewer loads in flight,
+    // so that its registers still allow the blocks an SM they did with one (3 for float).
+    constexpr int kVectors = !kBackward ? kStageVectors : kKernel == 7 ? 1 : kStageVectors / 2;
+    const int src_y0 = place.y0 * kStride - g.pad_h, src_x0 = place.x0 * kStride - g.pad_w;
+    {  // the block's planes by the whole block, or each plane by its own threads
+      const index_t step = kBackward ? g.multiplier : 1;
+      const index_t first_src = block_staged ? place.first_plane * step + member : place.n * src_channels + src_c;
+      stage_register_tiles<scalar_t, index_t, kVectors>(
+          block_staged ? tiles : tile, src + first_src * src_plane_size, step * src_plane_size,
+          block_staged ? live_planes : int(place.live), g, t, src_y0, src_x0, block_staged ? tid : place.plane_tid,
+          block_staged ? threads : place.plane_threads);
+    }
     if (place.live) {
-      const scalar_t* src_plane = src + (place.n * src_channels + src_c) * src_plane_size;
-      // Backward-input stages with its sums live (a member at a time): fewer loads in flight,
-      // so that its registers still allow the blocks an SM they did with one (3 for float).
-      constexpr int kVectors = !kBackward ? kStageVectors : kKernel == 7 ? 1 : kStageVectors / 2;
-      stage_register_tile<scalar_t, index_t, kVectors>(
-          tile, src_plane, g, t, place.y0 * kStride - g.pad_h, place.x0 * kStride - g.pad_w, place.plane_tid,
-          place.plane_threads);
       for (int i = place.plane_tid; i < kTaps; i += place.plane_threads) {
         // Backward-input correlates with the kernel flipped in both directions.
         const int tap = kBackward ? kTaps - 1 - i : i;
@@ -508,6 +531,7 @@ __global__ void __launch_bounds__(kThreads, kBackward && kKernel == 7 && sizeof(
     }
     __syncthreads();
 
+    if (member == 0) start_block<kBackward>(acc, bias, place);
     acc_t w[kTapVectors * V];
     load_shared_vectors<acc_t, kTapVectors>(taps, w);
     const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
@@ -520,8 +544,31 @@ __global__ void __launch_bounds__(kThreads, kBackward && kKernel == 7 && sizeof(
     });
   }
 
-  if (!place.live) return;
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
+  if (blockDim.x > 1) {
+    // Many planes a block: the outputs go through shared memory (each plane's tile, read no more),
+    // then the whole block writes them row by row, so that a warp's stores fill a plane's rows
+    // rather than touching a line of each of 16 to 32 planes.
+    __syncthreads();  // every thread is done with the tiles
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+      for (int j = 0; j < kBlockCols; ++j) {
+        tile[(threadIdx.z * kBlockRows + i) * t.pitch + threadIdx.y * kBlockCols + j] = acc[i][j];
+      }
+    }
+    __syncthreads();
+    const int rows = static_cast<int>(smaller<index_t>(blockDim.z * kBlockRows, dst_h - place.y0));
+    const int cols = static_cast<int>(smaller<index_t>(blockDim.y * kBlockCols, dst_w - place.x0));
+    scalar_t* const dst0 = dst + (place.first_plane * dst_h + place.y0) * dst_w + place.x0;
+    GridWalk<int, 3> at(tid, threads, {0, rows, cols});  // (plane, row, col)
+    for (int e = tid; e < live_planes * rows * cols; e += threads, at.advance()) {
+      dst0[(at.at[0] * dst_h + at.at[1]) * dst_w + at.at[2]] =
+          static_cast<scalar_t>(tiles[at.at[0] * t.plane_stride + at.at[1] * t.pitch + at.at[2]]);
+    }
+    return;
+  }
+  if (!place.live) return;
   const int x = place.x0 + threadIdx.y * kBlockCols;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
@@ -1832,12 +1879,13 @@ grad_weight_register_tiled_kernel(
     const int src_y0 = y0 * kStride - g.pad_h;
     const int src_x0 = x0 * kStride - g.pad_w;
     __syncthreads();  // no thread still reads the previous item's tile
-    if (live) {
-      const scalar_t* src_plane = input + (n * src_channels + src_c) * src_plane_size;
-      // Staged with the tap sums live: fewer loads in flight, as in backward-input.
-      stage_register_tile<scalar_t, index_t, kStageVectors / 2>(tile, src_plane, g, t, src_y0, src_x0, plane_tid,
-                                                                plane_threads);
-    }
+    // The block's planes are batch entries n0.. of channel c, staged by the whole block; with the
+    // tap sums live, fewer loads in flight, as in backward-input.
+    const index_t n0 = n - threadIdx.x;
+    const int live_planes = static_cast<int>(smaller<index_t>(blockDim.x, static_cast<index_t>(g.batch) - n0));
+    stage_register_tiles<scalar_t, index_t, kStageVectors / 2>(
+        shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,
+        t, src_y0, src_x0, plane_tid * blockDim.x + threadIdx.x, blockDim.x * plane_threads);
     __syncthreads();
 
     const int y = y0 + threadIdx.z * kBlockRows;
