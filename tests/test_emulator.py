@@ -249,8 +249,7 @@ MUTATIONS = [
      "59:61"),
     (("const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;",
       "const acc_t* in_row = in_ring + ((t + kh) % kRing) * in_row_values + channel;"), "60:61"),  # stride 2
-    (("(is_go ? px < cols : sy >= 0 && sy < src_h && sx >= 0 && sx < src_w);",
-      "(is_go ? true : sy >= 0 && sy < src_h && sx >= 0 && sx < src_w);"), "60:61"),  # the next chunk's columns summed twice
+    (("vec < live_vectors && px < cols};", "vec < live_vectors};"), "60:61"),  # the next chunk's columns summed twice
     (("for (int other = 1; other < kLanes; ++other) {", "for (int other = 1; other < 1; ++other) {"),
      "59:60"),  # the second lane's sums left out
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),

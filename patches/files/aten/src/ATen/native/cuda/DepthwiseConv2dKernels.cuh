@@ -1857,6 +1857,8 @@ grad_weight_register_tiled_kernel(
 
   const int plane_threads = blockDim.y * blockDim.z;
   const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  const int threads = blockDim.x * plane_threads;
+  const int tid = plane_tid * blockDim.x + threadIdx.x;
   const index_t c = blockIdx.x;
   const index_t src_c = c / g.multiplier;
   const index_t dst_channels = g.dst_channels, src_channels = g.src_channels;
@@ -1885,7 +1887,7 @@ grad_weight_register_tiled_kernel(
     const int live_planes = static_cast<int>(smaller<index_t>(blockDim.x, static_cast<index_t>(g.batch) - n0));
     stage_register_tiles<scalar_t, index_t, kStageVectors / 2>(
         shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,
-        t, src_y0, src_x0, plane_tid * blockDim.x + threadIdx.x, blockDim.x * plane_threads);
+        t, src_y0, src_x0, tid, threads);
     __syncthreads();
 
     const int y = y0 + threadIdx.z * kBlockRows;
@@ -1921,8 +1923,6 @@ grad_weight_register_tiled_kernel(
 
   // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
   // shared[tap * threads + tid], then halves folded onto the lower lanes.
-  const int threads = blockDim.x * plane_threads;
-  const int tid = plane_tid * blockDim.x + threadIdx.x;
   int span = 1;
   while (span < threads) span *= 2;
   for (int tap0 = 0; tap0 < kTaps; tap0 += work.reduce_taps) {

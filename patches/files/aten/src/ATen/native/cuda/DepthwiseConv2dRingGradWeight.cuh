@@ -147,16 +147,20 @@ __global__ void __launch_bounds__(kThreads, 3) grad_weight_ring_kernel(  // bloc
     const scalar_t* in_image = input + static_cast<int64_t>(n) * src_h * src_w * channels + c0;
     const scalar_t* go_image = grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + c0;
 
-    // Input ring row r (r counts from the item's first) at (sy0 + r, sx0 + px), zero outside.
-    auto load_input = [&](int r, int px, int vec, bool wanted) {
-      const int sy = sy0 + r, sx = sx0 + px;
-      return load_words_or_zero(wanted && vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
-                                in_image + (sy * src_w + sx) * channels + vec * V);
+    // Where a staged vector comes from, and whether it is read at all (else it is zeros): input
+    // ring row r (counted from the item's first) at (sy0 + r, sx0 + px), zero outside the plane;
+    // grad_output row y0 + t at column x0 + px, zero past the item's columns.
+    struct Source {
+      const scalar_t* address;
+      bool inside;
     };
-    // grad_output row y0 at column x0 + px, zero past the item's columns.
-    auto load_grad_output = [&](int px, int vec, bool wanted) {
-      return load_words_or_zero(wanted && vec < live_vectors && px < cols,
-                                go_image + (y0 * dst_w + x0 + px) * channels + vec * V);
+    auto input_at = [&](int r, int px, int vec) {
+      const int sy = sy0 + r, sx = sx0 + px;
+      return Source{in_image + (sy * src_w + sx) * channels + vec * V,
+                    vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w};
+    };
+    auto grad_output_at = [&](int t, int px, int vec) {
+      return Source{go_image + ((y0 + t) * dst_w + x0 + px) * channels + vec * V, vec < live_vectors && px < cols};
     };
 
     __syncthreads();  // no thread still reads the previous item's rows
@@ -165,14 +169,16 @@ __global__ void __launch_bounds__(kThreads, 3) grad_weight_ring_kernel(  // bloc
       stage_in_batches<kStageVectors>(
           kKernel * w.in_w * kVectors, tid, kBlockThreads, at,
           [&](const GridWalk<int, 3>& pos, bool in_range) {
-            return load_input(pos.at[0], pos.at[1], pos.at[2], in_range);
+            const Source from = input_at(pos.at[0], pos.at[1], pos.at[2]);
+            return load_words_or_zero(in_range && from.inside, from.address);
           },
           [&](int i, const Vector16<uint32_t>& loaded) { store_staged(in_ring + i * V, loaded); });
       GridWalk<int, 2> go_at(tid, kBlockThreads, {0, kVectors});  // (pixel, vector)
       stage_in_batches<kStageVectors>(
           w.staged_w * kVectors, tid, kBlockThreads, go_at,
           [&](const GridWalk<int, 2>& pos, bool in_range) {
-            return load_grad_output(pos.at[0], pos.at[1], in_range);
+            const Source from = grad_output_at(0, pos.at[0], pos.at[1]);
+            return load_words_or_zero(in_range && from.inside, from.address);
           },
           [&](int i, const Vector16<uint32_t>& loaded) { store_staged(go_rows + i * V, loaded); });
     }
@@ -180,20 +186,15 @@ __global__ void __launch_bounds__(kThreads, 3) grad_weight_ring_kernel(  // bloc
 
     for (int t = 0; t < rows; ++t) {
       // The next step's new rows, in flight while this step computes: one load site a vector (its
-      // address and condition chosen without branching), so that the loads are in flight together.
+      // source chosen, not its load), so that the loads are in flight together.
       const bool next = t + 1 < rows;
-      const int next_sy = sy0 + t * kStride + kKernel;  // the input row of new row 0
       Vector16<uint32_t> loaded[kRingPrefetch];  // converted when stored (load_words_or_zero)
 #pragma unroll
       for (int b = 0; b < kRingPrefetch; ++b) {
         const int row = place_row(b), px = place_px(b), vec = place_vec(b);
-        const bool is_go = row == kStride;
-        const int sy = next_sy + row, sx = sx0 + px;
-        const bool inside = next && row >= 0 && vec < live_vectors &&
-                            (is_go ? px < cols : sy >= 0 && sy < src_h && sx >= 0 && sx < src_w);
-        const scalar_t* address = is_go ? go_image + ((y0 + t + 1) * dst_w + x0 + px) * channels + vec * V
-                                        : in_image + (sy * src_w + sx) * channels + vec * V;
-        loaded[b] = load_words_or_zero(inside, address);
+        const Source from = row == kStride ? grad_output_at(t + 1, px, vec)
+                                           : input_at(t * kStride + kKernel + row, px, vec);
+        loaded[b] = load_words_or_zero(next && row >= 0 && from.inside, from.address);
       }
 
       const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;
