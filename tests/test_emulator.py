@@ -94,6 +94,10 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     checked = dict(re.findall(r"^checked (.+): (\d+)$", proc.stdout, re.M))
     assert sorted(checked) == sorted(KERNELS_CHECKED), proc.stdout
     assert all(int(count) >= 20 for count in checked.values()), proc.stdout
+    # Blocks with thread groups (grids the GPU holds at once) in both kernels that have them.
+    grouped = dict(re.findall(r"^checked with thread groups (.+): (\d+)$", proc.stdout, re.M))
+    assert sorted(grouped) == ["large-filter", "register-tiled NCHW"], proc.stdout
+    assert all(int(count) >= 20 for count in grouped.values()), proc.stdout
     # Run as DepthwiseConv2d.cu runs them (chosen, then launched), the sweep reaches every kernel.
     dispatched = dict(re.findall(r"^dispatched to (\w+): (\d+)$", proc.stdout, re.M))
     choice = (OURS / "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh").read_text()
@@ -263,6 +267,18 @@ MUTATIONS = [
     (("shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,",
       "shared, input + (n0 * src_channels + src_c) * src_plane_size, src_plane_size, live_planes, g,"),
      "26:27"),  # the weight gradient's batch entries, a channel count of planes apart
+    # Thread groups (blocks of grids that fit on the GPU at once): the register tiles' staging
+    # helpers and the large filter's groups that share out the window's rows:
+    (("place.y0 = blockIdx.y * place.rows * kBlockRows;", "place.y0 = blockIdx.y * blockDim.z * kBlockRows;"),
+     "0:1"),  # tiles down the plane placed by the helpers' rows too
+    (("if (!place.live || !computes) return;", "if (!place.live) return;"), "0:1"),  # helpers store their empty sums
+    (("    if (computes) {\n#pragma unroll\n      for (int i = 0; i < kBlockRows; ++i) {",
+      "    {\n#pragma unroll\n      for (int i = 0; i < kBlockRows; ++i) {"),
+     "7:8"),  # ... through shared memory, where many planes share a block
+    (("start_block<kBackward>(acc, place.group == 0 ? bias : nullptr, place);", "start_block<kBackward>(acc, bias, place);"),
+     "28:29"),  # the bias added by every group
+    (("for (int other = 1; other < groups; ++other) {", "for (int other = 1; other < groups - 1; ++other) {"),
+     "8:9"),  # the last group's sums left out
     # The register tiles' 16-byte staging:
     (("const int lead = ((src_x0 % V) + V) % V;", "const int lead = 0;"), "0:1"),  # the tile's columns off by the padding
     (("const int row_vectors = (lead + t.tile_in_w + V - 1) / V;", "const int row_vectors = (t.tile_in_w + V - 1) / V;"),

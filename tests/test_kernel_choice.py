@@ -185,6 +185,43 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
         assert report.count("\n| ") == 372 + 2  # a row a pass, after the header and its rule
 
 
+def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):
+    """Blocks get thread groups along z (RegisterTile::groups) only where that adds no wave: the
+    register tiles' helpers that stage (batch 1), the large filter's groups that share out the
+    window's rows (small planes, where one group was a warp a block)."""
+    def launch_of(layer_name, batch, dtype, pass_, sm_count=132):
+        return next(launch for p, pass__, launch in bench_launches[sm_count]
+                    if (p.layer.name, p.batch, p.dtype, pass__) == (layer_name, batch, dtype, pass_))
+
+    def grouped(p, launch):
+        """Whether the tiles down the plane (grid.y) have more rows of threads than the plane has
+        rows of kBlockRows = 4 outputs: by rows a tile, one tile's worth short at most, else
+        groups x by."""
+        plane_rows = -(-p.layer.output_length() // 4)
+        return launch.block[2] * launch.grid[1] >= plane_rows + launch.grid[1]
+
+    register_tiled = [(sm, p, launch) for sm, launches in bench_launches.items() for p, pass_, launch in launches
+                      if launch.kernel == "register_tiled_nchw_kernel"]
+    assert len(register_tiled) > 100
+    for sm, p, launch in register_tiled:
+        if p.batch == 64:  # grids of several waves
+            assert not grouped(p, launch), (sm, p, launch)
+        else:
+            assert launch.threads >= 224 and launch.blocks <= 3 * sm, (sm, p, launch)  # were 16 to 224 threads
+    assert sum(grouped(p, launch) for _, p, launch in register_tiled) >= 40
+    # 192@28 s2: a tile of 4 x 4 threads (14 x 14 outputs), staged by 16 groups.
+    assert launch_of("192@28 s2", 1, "float32", "forward").block == (1, 4, 64)
+    assert launch_of("192@28 s2", 64, "float32", "forward").block[2] <= 4
+    # 512@14 k27 at batch 64: two 14x14 planes of 4 x 4 threads a block, ten blocks an SM by shared
+    # memory; two groups (15 window rows each) make 20 warps an SM of the 10 at one (five would make 25:
+    # not a quarter more than two's).
+    large = launch_of("512@14 k27", 64, "float32", "forward")
+    assert large.block == (2, 4, 8) and large.shared_bytes < 24 * 1024
+    assert large.blocks_per_sm(registers=80) * large.threads // 32 == 20
+    # 128@56 k31's blocks of 196 threads already hold 42 warps an SM: groups would add under a quarter.
+    assert launch_of("128@56 k31", 64, "float32", "forward").block == (1, 14, 14)
+
+
 def test_the_plan_report_counts_blocks_and_waves():
     launch = plan_report.Launch.parse("register_tiled_nchw_kernel grid=288,4,1 block=1,32,7 shared=15872")
     assert (launch.blocks, launch.threads) == (1152, 224)

@@ -174,6 +174,8 @@ double tolerance() {
 }
 
 std::map<std::string, int> checks_per_kernel;
+// The checks of the kernels whose blocks have thread groups (RegisterTile::groups > 1), by kernel.
+std::map<std::string, int> grouped_checks_per_kernel;
 
 // `kernel` names the kernel and layout checked, `detail` the dtype, indexing and plan.
 template <typename T>
@@ -220,7 +222,8 @@ std::string stride_tag(const PassGeometry& g) {
 
 std::string register_tag(const RegisterTiledLaunch& plan) {
   return " planes=" + std::to_string(plan.block.x) + " bx=" + std::to_string(plan.block.y) +
-         " by=" + std::to_string(plan.block.z) + " pitch=" + std::to_string(plan.tile.pitch) +
+         " by=" + std::to_string(plan.block.z / plan.tile.groups) + " pitch=" + std::to_string(plan.tile.pitch) +
+         (plan.tile.groups > 1 ? " groups=" + std::to_string(plan.tile.groups) : "") +
          (plan.tile.vector_loads ? " vector loads" : "");
 }
 
@@ -250,6 +253,7 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
                            bias, out.data(), g, plan->tile);
         expect_close(kernel + stride_tag(g) + (plan->tile.row_access ? " row stores" : ""), tag + register_tag(*plan),
                      p.k, out, ref, false, terms);
+        if (plan->tile.groups > 1) ++grouped_checks_per_kernel["register-tiled NCHW"];
       }
     }
   }
@@ -276,6 +280,7 @@ void check_large_filter(const std::string& pass, const std::string& tag, const P
         expect_close(pass + " large-filter " + (channels_last ? "NHWC" : "NCHW") +
                          (plan->tile.row_access ? " row stores" : ""),
                      tag + register_tag(*plan), p.k, out, ref, channels_last, terms);
+        if (plan->tile.groups > 1) ++grouped_checks_per_kernel["large-filter"];
       }
     }
   }
@@ -901,10 +906,15 @@ void check_bench_layers_planned(const char* dtype) {
 
 }  // namespace
 
-// Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all)
+// Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all);
+// emulate_depthwise2d --list, the sweep's cases with their indices
 int main(int argc, char** argv) {
   dwconv_emu::launch_bound_threads = at::native::dwconv::kThreads;  // every kernel's __launch_bounds__ maximum
   const auto cases = sweep();
+  if (argc > 1 && std::string(argv[1]) == "--list") {
+    for (size_t i = 0; i < cases.size(); ++i) std::printf("%zu [%s]\n", i, cases[i].str().c_str());
+    return 0;
+  }
   size_t begin = 0, end = cases.size();
   if (argc > 1) {
     const std::string range = argv[1];
@@ -933,6 +943,9 @@ int main(int argc, char** argv) {
     std::printf("FAIL: %d buffers written past an end\n", out_of_bounds_writes);
   }
   for (const auto& [kernel, count] : checks_per_kernel) std::printf("checked %s: %d\n", kernel.c_str(), count);
+  for (const auto& [kernel, count] : grouped_checks_per_kernel) {
+    std::printf("checked with thread groups %s: %d\n", kernel.c_str(), count);
+  }
   for (const auto& [kernel, count] : dispatches_per_kernel) std::printf("dispatched to %s: %d\n", kernel.c_str(), count);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -78,13 +78,16 @@ def _vector(element_size):
 def register_tiled_cases(element_size):
     """NCHW square 3, 5 and 7 at stride 1 (all three passes), 3 and 5 at stride 2 (forward and the
     weight gradient; backward-input goes to the stride-2 kernel), dilation 1, over planes that give
-    one plane a block, several tiles a plane, and many planes a block with the last one part-filled."""
+    one plane a block, several tiles a plane, and many planes a block with the last one part-filled;
+    most grids here are small enough for thread groups that only stage (register_tile_groups)."""
     every, strided, none = set(PASSES), {"forward", "grad-weight"}, set()
     rows = [  # (label, batch, channels, size, kernel, stride, padding, dilation, multiplier, passes register-tiled)
         ("4 tiles a plane", 2, 3, (112, 112), 3, 1, 1, 1, 1, every),
         ("a plane a block", 3, 5, (56, 56), 7, 1, 3, 1, 1, every),
         ("several planes a block; backward sums two planes", 5, 7, (28, 28), 5, 1, 2, 1, 2, every),
-        ("16 planes a block, the last part-filled", 3, 37, (14, 14), 3, 1, 1, 1, 1, every),
+        ("16 planes a block, the last part-filled", 60, 37, (14, 14), 3, 1, 1, 1, 1, every),
+        ("a plane a block and 16 groups that stage it (111 planes: fewer than the SMs)", 3, 37, (14, 14), 3, 1, 1,
+         1, 1, every),
         ("7x7 planes", 1, 70, (7, 7), 7, 1, 3, 1, 1, every),
         ("tall and narrow, no padding", 2, 4, (300, 9), 5, 1, 0, 1, 1, every),
         ("one input row", 2, 4, (1, 500), 3, 1, 1, 1, 1, every),
@@ -357,7 +360,9 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 8, 1, 33, 70, (3, 3), (1, 1), (1, 1), (1, 1)),     # NCHW register-tiled: forward, backward-input, weight
     (5, 2, 1, 32, 32, (7, 7), (1, 1), (3, 3), (1, 1)),     # register-tiled weight gradient: 4 batch entries a block,
                                                            # the last group part-filled, sums reduced in two chunks
-    (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled, 16 planes a block, the last part-filled
+    (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled: a plane a block, 16 groups that stage
+    (8, 272, 1, 14, 14, (3, 3), (1, 1), (1, 1), (1, 1)),   # NCHW register-tiled, 16 planes a block of 256 threads
+                                                           # (no groups), outputs stored through shared memory
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # multiplier 2, stride 2: NCHW register-tiled forward and
                                                            # weight gradient, stride-2 backward-input; channels_last

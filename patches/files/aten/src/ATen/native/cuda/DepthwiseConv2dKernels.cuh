@@ -86,6 +86,23 @@ constexpr int kMaxColsPerThread = 4;
 constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 
+// Blocks of `threads` threads, `shared_bytes` and `registers` a thread that an SM holds at once
+// (at least 1), for the planners that trade threads a block against blocks an SM: an sm_90 SM
+// (2048 threads, 32 blocks, 64K registers allocated 256 a warp at a time, 228 KB of shared memory
+// with 1 KB of it reserved a block).
+inline int64_t sm90_blocks_per_sm(int threads, size_t shared_bytes, int registers) {
+  const int64_t warps = (threads + 31) / 32;
+  const int64_t warp_registers = (int64_t(registers) * 32 + 255) / 256 * 256;
+  return std::max<int64_t>(1, std::min({int64_t(32), int64_t(2048 / threads), 65536 / (warps * warp_registers),
+                                        int64_t(228 * 1024 / (shared_bytes + 1024))}));
+}
+
+// The registers a thread may take in a kernel of kThreads-thread blocks bounded to `min_blocks`
+// blocks an SM (what ptxas allows under __launch_bounds__(kThreads, min_blocks)).
+constexpr int registers_within_bounds(int min_blocks) {
+  return 65536 / (kThreads * min_blocks) / 8 * 8;
+}
+
 // 16 bytes of T: the unit of the tiled kernels' wide global and shared memory accesses.
 template <typename T>
 constexpr int kVector16 = 16 / static_cast<int>(sizeof(T));
@@ -258,8 +275,10 @@ __global__ void __launch_bounds__(kThreads) tiled_nchw_kernel(
 // general tiled kernel makes 980 4-byte ones. At stride 2 a thread's window is twice as wide
 // and tall (3x3 in float: 9 rows of 3 vectors for 16 outputs).
 // Block: (planes, bx, by) threads, planes fastest, so that blocks on small planes (7x7,
-// 14x14) hold many planes and still read shared memory without bank conflicts. A plane's
-// shared region: its kKernel^2 weights, then its input tile (row pitch `pitch`).
+// 14x14) hold many planes and still read shared memory without bank conflicts; (planes, bx,
+// by x groups) where a grid that fits on the GPU at once gets helper groups that only stage
+// (register_tile_groups). A plane's shared region: its kKernel^2 weights, then its input tile
+// (row pitch `pitch`).
 
 constexpr int kBlockRows = 4;
 constexpr int kBlockCols = 4;
@@ -290,6 +309,11 @@ struct RegisterTile {
   int tile_in_h, tile_in_w;
   bool row_access;   // a thread moves its kBlockCols values of a dst row as one access
   bool vector_loads;  // the tile is staged from 16-byte vectors of src (register_tile_vector_loads)
+  // Thread groups a block holds along z, each blockDim.z / groups rows of threads covering the
+  // whole tile: all stage the tile; in the register-tiled kernel group 0 computes and the others
+  // only stage (grids too small to fill the GPU), in the large-filter kernel the groups share out
+  // the window's rows and add their sums (register_tile_groups, large_filter_groups).
+  int groups = 1;
 };
 
 // A thread's kBlockCols values of one dst row, moved as one access (16 bytes for float).
@@ -421,23 +445,27 @@ __device__ __forceinline__ void walk_register_window(const acc_t* window, int pi
   }
 }
 
-// Where a thread of a register-tile block (planes, bx, by) sits: its plane slot's plane (planes
-// are consecutive (n, c) pairs, the block's slots fastest), whether that plane exists (the last
-// block's spare slots do not), its place among its plane's threads, and the block's first output
-// row and column.
+// Where a thread of a register-tile block (planes, bx, by x groups) sits: its plane slot's plane
+// (planes are consecutive (n, c) pairs, the block's slots fastest), whether that plane exists (the
+// last block's spare slots do not), its place among its plane's threads (all groups), its group
+// and its row of threads within the group's by rows, and the block's first output row and column.
 template <typename index_t>
 struct RegisterTileThread {
   int plane_tid, plane_threads;
+  int group, rows, row;
   index_t plane_count, first_plane, plane, n, c;
   bool live;
   int y0, x0;
 };
 
 template <typename index_t>
-__device__ __forceinline__ RegisterTileThread<index_t> register_tile_thread(const PassGeometry& g) {
+__device__ __forceinline__ RegisterTileThread<index_t> register_tile_thread(const PassGeometry& g, int groups) {
   RegisterTileThread<index_t> place;
   place.plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
   place.plane_threads = blockDim.y * blockDim.z;
+  place.rows = blockDim.z / groups;
+  place.group = threadIdx.z / place.rows;
+  place.row = threadIdx.z - place.group * place.rows;
   const index_t dst_channels = g.dst_channels;
   place.plane_count = static_cast<index_t>(g.batch) * dst_channels;
   place.first_plane = static_cast<index_t>(blockIdx.x) * blockDim.x;
@@ -445,7 +473,7 @@ __device__ __forceinline__ RegisterTileThread<index_t> register_tile_thread(cons
   place.n = place.plane / dst_channels;
   place.c = place.plane % dst_channels;
   place.live = place.plane < place.plane_count;
-  place.y0 = blockIdx.y * blockDim.z * kBlockRows;
+  place.y0 = blockIdx.y * place.rows * kBlockRows;
   place.x0 = blockIdx.z * blockDim.y * kBlockCols;
   return place;
 }
@@ -492,7 +520,8 @@ __global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>(
   acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes) + threadIdx.x * t.plane_stride;
   acc_t* tile = taps + kTapVectors * V;
 
-  const auto place = register_tile_thread<index_t>(g);
+  const auto place = register_tile_thread<index_t>(g, t.groups);
+  const bool computes = place.group == 0;  // the other groups only stage
   const index_t src_channels = g.src_channels;
   const index_t src_plane_size = static_cast<index_t>(g.src_h) * g.src_w;
   const int threads = blockDim.x * place.plane_threads;
@@ -532,16 +561,18 @@ __global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>(
     __syncthreads();
 
     if (member == 0) start_block<kBackward>(acc, bias, place);
-    acc_t w[kTapVectors * V];
-    load_shared_vectors<acc_t, kTapVectors>(taps, w);
-    const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
-    walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& x) {
+    if (computes) {
+      acc_t w[kTapVectors * V];
+      load_shared_vectors<acc_t, kTapVectors>(taps, w);
+      const acc_t* window = tile + (place.row * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
+      walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& x) {
 #pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
+        for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];
-      }
-    });
+          for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[kh * kKernel + kw];
+        }
+      });
+    }
   }
 
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
@@ -550,15 +581,17 @@ __global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>(
     // then the whole block writes them row by row, so that a warp's stores fill a plane's rows
     // rather than touching a line of each of 16 to 32 planes.
     __syncthreads();  // every thread is done with the tiles
+    if (computes) {
 #pragma unroll
-    for (int i = 0; i < kBlockRows; ++i) {
+      for (int i = 0; i < kBlockRows; ++i) {
 #pragma unroll
-      for (int j = 0; j < kBlockCols; ++j) {
-        tile[(threadIdx.z * kBlockRows + i) * t.pitch + threadIdx.y * kBlockCols + j] = acc[i][j];
+        for (int j = 0; j < kBlockCols; ++j) {
+          tile[(place.row * kBlockRows + i) * t.pitch + threadIdx.y * kBlockCols + j] = acc[i][j];
+        }
       }
     }
     __syncthreads();
-    const int rows = static_cast<int>(smaller<index_t>(blockDim.z * kBlockRows, dst_h - place.y0));
+    const int rows = static_cast<int>(smaller<index_t>(place.rows * kBlockRows, dst_h - place.y0));
     const int cols = static_cast<int>(smaller<index_t>(blockDim.y * kBlockCols, dst_w - place.x0));
     scalar_t* const dst0 = dst + (place.first_plane * dst_h + place.y0) * dst_w + place.x0;
     GridWalk<int, 3> at(tid, threads, {0, rows, cols});  // (plane, row, col)
@@ -568,11 +601,11 @@ __global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>(
     }
     return;
   }
-  if (!place.live) return;
+  if (!place.live || !computes) return;
   const int x = place.x0 + threadIdx.y * kBlockCols;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
-    const int y = place.y0 + threadIdx.z * kBlockRows + i;
+    const int y = place.y0 + place.row * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
     store_block_row<scalar_t, index_t>(dst + (place.plane * dst_h + y) * dst_w + x, acc[i], g.dst_w - x, 1, t.row_access);
   }
@@ -591,7 +624,9 @@ __global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>(
 // load, the same address across a plane's threads), then makes 16 multiply-adds per output row.
 // Source and destination are addressed through their strides; a block's planes are
 // consecutive channels of one image with planes fastest, so channels_last tiles are loaded and
-// results stored across channels.
+// results stored across channels. Where a block has thread groups (large_filter_groups), each
+// group takes every groups-th input row of the windows and adds its sums into the first group's
+// at the end (add_group_sums): more warps for the same tile in shared memory.
 
 constexpr int kLargeFilterMinTaps = 16;
 
@@ -609,9 +644,13 @@ int large_filter_window_vectors(int kernel_w) {
 // Stages a region of `rows` x `cols` values of each of a block's planes into shared memory
 // (rows `pitch` values apart, planes `plane_stride` apart), zero outside the plane: value
 // (row, col) of plane slot p comes from (row0 + row, col0 + col) of the plane that
-// plane_base(p) points to (null for a slot with no plane), of height x width and strides s.
-// Consecutive threads load consecutive columns of a plane, or consecutive slots (channels) of
-// a pixel when `channels_fastest`.
+// plane_base(p) points to (null for a slot with no plane, whose values are not written), of
+// height x width and strides s. Consecutive threads load consecutive columns of a plane, or
+// consecutive slots (channels) of a pixel when `channels_fastest`. A thread has 2 * kStageVectors
+// loads in flight (stage_in_batches; one, waited out value by value, made the staging of 7x7 and
+// 14x14 planes under a large filter 100 round trips a thread), walks its positions with carries,
+// and calls plane_base again only when its slot changes (with channels fastest, never: a block's
+// threads are a whole number of slots).
 template <typename scalar_t, typename index_t, typename PlaneBase>
 __device__ __forceinline__ void stage_planes(at::acc_type<scalar_t, true>* dst, int plane_stride, int pitch, int rows,
                                              int cols, int row0, int col0, index_t height, index_t width,
@@ -620,19 +659,39 @@ __device__ __forceinline__ void stage_planes(at::acc_type<scalar_t, true>* dst, 
   const int planes = blockDim.x;
   const int threads = blockDim.x * blockDim.y * blockDim.z;
   const int tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
-  const int plane_values = rows * cols;
-  for (int e = tid; e < planes * plane_values; e += threads) {
-    const int p = channels_fastest ? e % planes : e / plane_values;
-    const int pos = channels_fastest ? e / planes : e % plane_values;
-    const scalar_t* base = plane_base(p);
-    if (base == nullptr) continue;
-    const int row = pos / cols;
-    const int col = pos % cols;
-    const index_t sy = row0 + row;
-    const index_t sx = col0 + col;
-    const bool inside = sy >= 0 && sy < height && sx >= 0 && sx < width;
-    dst[p * plane_stride + row * pitch + col] =
-        inside ? static_cast<acc_t>(base[sy * static_cast<index_t>(s.h) + sx * static_cast<index_t>(s.w)]) : acc_t(0);
+  const index_t row_stride = s.h, col_stride = s.w;
+  int cached_slot = -1;
+  const scalar_t* cached_base = nullptr;
+  struct Loaded {
+    acc_t value;
+    int at;  // p * plane_stride + row * pitch + col; negative for a slot with no plane
+  };
+  const auto load = [&](int p, int row, int col, bool in_range) {
+    if (in_range && p != cached_slot) {
+      cached_slot = p;
+      cached_base = plane_base(p);
+    }
+    const scalar_t* base = in_range ? cached_base : nullptr;
+    const index_t sy = row0 + row, sx = col0 + col;
+    const bool inside = base != nullptr && sy >= 0 && sy < height && sx >= 0 && sx < width;
+    return Loaded{inside ? static_cast<acc_t>(base[sy * row_stride + sx * col_stride]) : acc_t(0),
+                  base != nullptr ? p * plane_stride + row * pitch + col : -1};
+  };
+  const auto store = [&](int, const Loaded& loaded) {
+    if (loaded.at >= 0) dst[loaded.at] = loaded.value;
+  };
+  if (channels_fastest) {
+    GridWalk<int, 3> at(tid, threads, {0, cols, planes});  // (row, col, slot)
+    stage_in_batches<2 * kStageVectors>(
+        rows * cols * planes, tid, threads, at,
+        [&](const GridWalk<int, 3>& pos, bool in_range) { return load(pos.at[2], pos.at[0], pos.at[1], in_range); },
+        store);
+  } else {
+    GridWalk<int, 3> at(tid, threads, {0, rows, cols});  // (slot, row, col)
+    stage_in_batches<2 * kStageVectors>(
+        planes * rows * cols, tid, threads, at,
+        [&](const GridWalk<int, 3>& pos, bool in_range) { return load(pos.at[0], pos.at[1], pos.at[2], in_range); },
+        store);
   }
 }
 
@@ -689,13 +748,15 @@ __device__ __forceinline__ void accumulate_large_filter_row(acc_t (&acc)[kBlockR
   }
 }
 
-// A thread's whole window: input row r (`window + r * pitch`) feeds output row i through
-// kernel row r - i, for the kernel_h x kernel_w filter at `taps` (rows weight_pitch apart).
+// A thread's share of its window, the input rows first_row, first_row + row_step, ...: input row r
+// (`window + r * pitch`) feeds output row i through kernel row r - i, for the kernel_h x kernel_w
+// filter at `taps` (rows weight_pitch apart).
 template <typename acc_t>
 __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* window,
                                                                int pitch, const acc_t* taps, int weight_pitch,
-                                                               int kernel_h, int kernel_w) {
-  for (int r = 0; r < kBlockRows + kernel_h - 1; ++r) {
+                                                               int kernel_h, int kernel_w, int first_row,
+                                                               int row_step) {
+  for (int r = first_row; r < kBlockRows + kernel_h - 1; r += row_step) {
     const int first_row = r < kernel_h ? 0 : r - kernel_h + 1;  // the output rows input row r feeds
     const int last_row = smaller(kBlockRows - 1, r);
     const acc_t* row_taps = taps + r * weight_pitch;
@@ -709,8 +770,45 @@ __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlo
   }
 }
 
+// Three blocks an SM in float and the half types (80 registers; it takes 56-72, sm_90), two in
+// double: what large_filter_groups counts on when it gives a block kThreads threads.
+template <typename scalar_t>
+constexpr int large_filter_min_blocks() {
+  return sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2;
+}
+
+// The shared memory add_group_sums needs: the sums of every group but the first, of `threads`
+// threads each.
+template <typename acc_t>
+size_t group_sums_bytes(int groups, int threads) {
+  return size_t(groups - 1) * kBlockRows * kBlockCols * threads * sizeof(acc_t);
+}
+
+// Adds the sums of groups 1.. into group 0's, in group order (the same sums on every run), through
+// shared memory at `sums` (group_sums_bytes), which no thread may still be reading.
+template <typename acc_t, typename index_t>
+__device__ __forceinline__ void add_group_sums(acc_t (&acc)[kBlockRows][kBlockCols], acc_t* sums,
+                                               const RegisterTileThread<index_t>& place, int groups) {
+  const int group_threads = blockDim.x * blockDim.y * place.rows;
+  const int slot = (place.row * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  constexpr int kValues = kBlockRows * kBlockCols;
+  __syncthreads();  // every group is done with the tiles
+  if (place.group > 0) {
+    acc_t* mine = sums + (place.group - 1) * kValues * group_threads + slot;
+#pragma unroll
+    for (int v = 0; v < kValues; ++v) mine[v * group_threads] = acc[v / kBlockCols][v % kBlockCols];
+  }
+  __syncthreads();
+  if (place.group > 0) return;
+  for (int other = 1; other < groups; ++other) {
+    const acc_t* theirs = sums + (other - 1) * kValues * group_threads + slot;
+#pragma unroll
+    for (int v = 0; v < kValues; ++v) acc[v / kBlockCols][v % kBlockCols] += theirs[v * group_threads];
+  }
+}
+
 template <typename scalar_t, typename index_t, bool kBackward>
-__global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
+__global__ void __launch_bounds__(kThreads, large_filter_min_blocks<scalar_t>()) large_filter_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -727,12 +825,11 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
   acc_t* const taps = tiles + threadIdx.x * t.plane_stride;
   const acc_t* const tile = taps + weight_values;
 
-  const auto place = register_tile_thread<index_t>(g);
+  const auto place = register_tile_thread<index_t>(g, t.groups);
   const index_t dst_channels = g.dst_channels;
   const int filter_taps = g.kernel_h * g.kernel_w;
 
-  acc_t acc[kBlockRows][kBlockCols];
-  start_block<kBackward>(acc, bias, place);
+  acc_t acc[kBlockRows][kBlockCols];  // started after the first staging, so that it is not live there
 
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
@@ -758,16 +855,18 @@ __global__ void __launch_bounds__(kThreads, 2) large_filter_kernel(
     }
     __syncthreads();
 
-    accumulate_large_filter_window(acc, tile + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols, t.pitch,
-                                   taps, weight_pitch, g.kernel_h, g.kernel_w);
+    if (member == 0) start_block<kBackward>(acc, place.group == 0 ? bias : nullptr, place);  // groups' sums are added
+    accumulate_large_filter_window(acc, tile + place.row * kBlockRows * t.pitch + threadIdx.y * kBlockCols, t.pitch,
+                                   taps, weight_pitch, g.kernel_h, g.kernel_w, place.group, t.groups);
   }
+  if (t.groups > 1) add_group_sums(acc, tiles, place, t.groups);
 
-  if (!place.live) return;
+  if (!place.live || place.group != 0) return;
   const int x = place.x0 + threadIdx.y * kBlockCols;
   const index_t dst_col_stride = dst_strides.w;
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
-    const int y = place.y0 + threadIdx.z * kBlockRows + i;
+    const int y = place.y0 + place.row * kBlockRows + i;
     if (y >= g.dst_h || x >= g.dst_w) continue;
     scalar_t* out = dst + place.n * static_cast<index_t>(dst_strides.n) + place.c * static_cast<index_t>(dst_strides.c) +
                     y * static_cast<index_t>(dst_strides.h) + x * dst_col_stride;
@@ -835,7 +934,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
     __syncthreads();
     const acc_t* plane = regions + threadIdx.x * t.plane_stride;
     accumulate_large_filter_window(acc, plane + go_values + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols,
-                                   t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w));
+                                   t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w), 0, 1);
   }
 
   if (c >= dst_channels) return;
@@ -2402,14 +2501,28 @@ RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_i
   return best;
 }
 
-// A register-tiled launch for this pass, or nothing when its filter is not one of the
-// compiled sizes or no tile fits. As many planes share a block as fill 256 threads. Then,
-// while the grid has fewer than `min_blocks` blocks (batch 1), blocks hold fewer planes, then
-// fewer rows; and while the tile does not fit in shared memory (stride 2 reads four times the
-// input), fewer planes, then fewer rows. The caller sets tile.row_access
-// (register_tile_row_access: it depends on dst's address).
+// Thread groups for a register-tiled launch of `blocks` blocks of `block` (RegisterTile::groups:
+// the groups past the first only stage). Where the grid is on the GPU all at once even in blocks
+// of kThreads threads (batch 1: a fraction of a wave, blocks of 16 to 64 threads each staging its
+// tile in a chain of loads that nothing hides), as many as fill kThreads threads; one where the
+// grid is larger, so that no wave is added.
 template <typename acc_t>
-std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t min_blocks) {
+int register_tile_groups(int64_t blocks, dim3 block, size_t shared_bytes, int64_t sm_count) {
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  const int groups = std::min(kThreads / threads, 64 / static_cast<int>(block.z));  // blockDim.z <= 64
+  if (groups <= 1) return 1;
+  const int registers = registers_within_bounds(register_tiled_min_blocks<acc_t>());
+  return blocks <= sm_count * sm90_blocks_per_sm(threads * groups, shared_bytes, registers) ? groups : 1;
+}
+
+// A register-tiled launch for this pass, or nothing when its filter is not one of the
+// compiled sizes or no tile fits. As many planes share a block as fill 256 threads. Then, while
+// the grid has fewer blocks than the GPU's `sm_count` SMs (batch 1), blocks hold fewer planes,
+// then fewer rows; and while the tile does not fit in shared memory (stride 2 reads four times
+// the input), fewer planes, then fewer rows. Last, register_tile_groups. The caller sets
+// tile.row_access (register_tile_row_access: it depends on dst's address).
+template <typename acc_t>
+std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t sm_count) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g)) return std::nullopt;
   const int kernel = g.kernel_h;
@@ -2417,7 +2530,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
   RegisterTileShape shape = register_tile_shape(g);
   int planes = 1;
   while (2 * planes * shape.bx * shape.by <= kThreads) planes *= 2;
-  while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < min_blocks &&
+  while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < sm_count &&
          shrink_register_block(planes, shape)) {
   }
 
@@ -2433,12 +2546,12 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
       if (plane_groups > std::numeric_limits<int32_t>::max() || shape.tiles_h > 65535 || shape.tiles_w > 65535) {
         return std::nullopt;
       }
+      RegisterTile tile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, register_tile_in_w(g, shape.bx),
+                        false};
+      tile.groups = register_tile_groups<acc_t>(plane_groups * shape.tiles_h * shape.tiles_w, block, bytes, sm_count);
       return RegisterTiledLaunch{dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(shape.tiles_h),
                                       static_cast<unsigned>(shape.tiles_w)),
-                                 block,
-                                 RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h,
-                                              register_tile_in_w(g, shape.bx), false},
-                                 bytes};
+                                 dim3(block.x, block.y, block.z * tile.groups), tile, bytes};
     }
     if (!shrink_register_block(planes, shape)) return std::nullopt;
   }
@@ -2469,14 +2582,43 @@ inline bool has_large_filter(const PassGeometry& g) {
          g.kernel_h * g.kernel_w >= kLargeFilterMinTaps && !has_register_tiled_filter(g) && g.dst_h >= 2;
 }
 
+// Thread groups for a large-filter launch of `blocks` blocks of `block` (RegisterTile::groups: they
+// share out the window's `window_rows` rows, two at least each, and add their sums through shared
+// memory): the number with the most warps on the GPU at once (blocks an SM at the kernel's
+// register bound, shared memory and threads, times the warps of a block, over the grid's first
+// wave), a number more only where it brings a quarter more warps (each group adds its sums once).
+// On 7x7 and 14x14 planes one group was a warp a block, ten blocks an SM by shared memory: ten
+// warps to hide the latency of its shared loads.
+template <typename acc_t>
+int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int window_rows, int64_t sm_count) {
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  const int registers = registers_within_bounds(large_filter_min_blocks<acc_t>());
+  int best = 1;
+  int64_t best_warps = 0;
+  for (int groups = 1; groups == 1 || (threads * groups <= kThreads && static_cast<int>(block.z) * groups <= 64 &&
+                                       2 * groups <= window_rows);
+       ++groups) {
+    const size_t bytes = std::max(tile_bytes, group_sums_bytes<acc_t>(groups, threads));
+    if (bytes > kMaxSharedBytes) break;
+    const int64_t per_sm = sm90_blocks_per_sm(threads * groups, bytes, registers);
+    const int64_t warps = std::min(blocks, sm_count * per_sm) * ((threads * groups + 31) / 32);
+    if (4 * warps > 5 * best_warps) {
+      best = groups;
+      best_warps = warps;
+    }
+  }
+  return best;
+}
+
 // A large-filter launch for this pass, or nothing when the kernel does not take the filter or
 // even one row of threads' tile does not fit in shared memory. A tile is as wide as the plane
 // (up to 32 threads, 128 columns, in the fewest tiles), as tall as the threads and shared memory
-// allow; planes share a block where that fills whole warps. While the grid has fewer than
-// `min_blocks` blocks (batch 1), blocks hold fewer planes, then fewer rows. The caller sets
-// tile.row_access (NCHW destinations only; register_tile_row_access).
+// allow; planes share a block where that fills whole warps. While the grid has fewer blocks
+// than the GPU's `sm_count` SMs (batch 1), blocks hold fewer planes, then fewer rows. Last,
+// large_filter_groups. The caller sets tile.row_access (NCHW destinations only;
+// register_tile_row_access).
 template <typename acc_t>
-std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int64_t min_blocks) {
+std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int64_t sm_count) {
   constexpr int V = kVector16<acc_t>;
   constexpr size_t kUnit = sizeof(Vector16<acc_t>);
   if (!has_large_filter(g)) return std::nullopt;
@@ -2503,8 +2645,8 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   }
   int planes = planes_filling_warps(bx * by, kThreads, [&](int p) { return fits(p, by); });
   auto blocks = [&] { return (plane_count + planes - 1) / planes * tiles_h * tiles_w; };
-  while (blocks() < min_blocks && planes > 1) --planes;
-  while (blocks() < min_blocks && by > 1) {
+  while (blocks() < sm_count && planes > 1) --planes;
+  while (blocks() < sm_count && by > 1) {
     tiles_h = (block_rows + by - 2) / (by - 1);
     by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
   }
@@ -2515,10 +2657,14 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   const auto layout = layout_of(planes, by);
   const int tile_in_h = input_extent(by * kBlockRows, 1, g.kernel_h, 1);
   const int tile_in_w = input_extent(bx * kBlockCols, 1, g.kernel_w, 1);
+  RegisterTile tile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false};
+  const size_t tile_bytes = layout.bytes(planes, kUnit);
+  tile.groups = large_filter_groups<acc_t>(plane_groups * tiles_h * tiles_w, block, tile_bytes,
+                                           kBlockRows + g.kernel_h - 1, sm_count);
   return RegisterTiledLaunch{
-      dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)), block,
-      RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false},
-      layout.bytes(planes, kUnit)};
+      dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
+      dim3(block.x, block.y, block.z * tile.groups), tile,
+      std::max(tile_bytes, group_sums_bytes<acc_t>(tile.groups, static_cast<int>(block.x * block.y * block.z)))};
 }
 
 struct LargeFilterGradWeightLaunch {

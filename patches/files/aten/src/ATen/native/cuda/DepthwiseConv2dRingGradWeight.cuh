@@ -33,6 +33,8 @@ namespace at::native::dwconv {
 constexpr int kRingChannels = 32;                 // a block's channels: blockDim.x
 constexpr int kRingChunk = 8;                     // output columns a thread takes at a time
 constexpr int kRingPrefetch = 4;                  // 16-byte vectors a thread holds for the next step, at most
+constexpr int kRingMinBlocks = 3;                 // blocks an SM its __launch_bounds__ ask for
+constexpr int kRingRegisters = registers_within_bounds(kRingMinBlocks);  // 80
 constexpr size_t kRingSharedBytes = 40 * 1024;    // so that five or six blocks share an SM
 
 // blockDim.z: lanes that alternate a row's chunks, so that a block has 160 to 224 threads.
@@ -62,7 +64,7 @@ size_t ring_shared_bytes(int kernel, int stride, int in_w, int staged_w) {
 }
 
 template <typename scalar_t, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, 3) grad_weight_ring_kernel(  // blocks of 160 to 224 threads
+__global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_kernel(  // blocks of 160 to 224 threads
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -284,18 +286,9 @@ inline bool has_ring_grad_weight(const PassGeometry& g, size_t element_size) {
          g.dst_channels % (16 / static_cast<int64_t>(element_size)) == 0;
 }
 
-// Blocks of `threads` threads and `shared_bytes` an SM can hold: an sm_90 SM (2048 threads, 64K
-// registers, 228 KB of shared memory, 1 KB of it reserved a block), the kernel at its
-// __launch_bounds__ of 80 registers a thread (allocated 256 a warp at a time).
-inline int64_t ring_blocks_per_sm(int threads, size_t shared_bytes) {
-  const int64_t warps = (threads + 31) / 32;
-  return std::max<int64_t>(1, std::min({int64_t(2048 / threads), int64_t(65536 / (warps * 32 * 80)),
-                                        int64_t(228 * 1024 / (shared_bytes + 1024))}));
-}
-
 // The widest chunk of columns whose ring fits kRingSharedBytes and whose step a block loads in
 // kRingPrefetch vectors a thread, the row cut into equal chunks; then the bands and slices that
-// fill the SMs in the fewest steps (ring_blocks_per_sm blocks an SM).
+// fill the SMs in the fewest steps (sm90_blocks_per_sm blocks an SM, at kRingRegisters).
 template <typename scalar_t>
 std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g, int sm_count) {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -320,7 +313,7 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
 
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const size_t shared_bytes = ring_shared_bytes<acc_t>(kernel, stride, in_w, staged_w);
-  const int64_t resident = ring_blocks_per_sm(threads, shared_bytes) * std::max(sm_count, 1);
+  const int64_t resident = sm90_blocks_per_sm(threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
   // The cut of the planes into bands and of the items into slices with the least time, in steps
   // an SM runs: waves x items a slice x (rows a band + the rows a band stages before its first
   // step); fewer blocks where it is a tie (fewer partial sums).
