@@ -95,7 +95,7 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
     assert sorted(checked) == sorted(KERNELS_CHECKED), proc.stdout
     assert all(int(count) >= 20 for count in checked.values()), proc.stdout
     # Blocks with thread groups (grids the GPU holds at once) in both kernels that have them.
-    grouped = dict(re.findall(r"^checked with thread groups (.+): (\d+)$", proc.stdout, re.M))
+    grouped = dict(re.findall(r"^with thread groups, checked (.+): (\d+)$", proc.stdout, re.M))
     assert sorted(grouped) == ["large-filter", "register-tiled NCHW"], proc.stdout
     assert all(int(count) >= 20 for count in grouped.values()), proc.stdout
     # Run as DepthwiseConv2d.cu runs them (chosen, then launched), the sweep reaches every kernel.
@@ -148,8 +148,11 @@ MUTATIONS = [
     (("const int tap = kBackward ? filter_taps - 1 - i : i;", "const int tap = i;"), "29:30"),
     (("__syncthreads();  // no thread still reads the previous member's tiles or weights", "// barrier removed"),
      "29:30"),
-    (("const int pos = channels_fastest ? e / planes : e % plane_values;", "const int pos = e % plane_values;"),
-     "28:29"),  # channels_last tiles
+    (("[&](const GridWalk<int, 3>& pos, bool in_range) { return load(pos.at[2], pos.at[0], pos.at[1], in_range); },",
+      "[&](const GridWalk<int, 3>& pos, bool in_range) { return load(pos.at[2], pos.at[1], pos.at[0], in_range); },"),
+     "28:29"),  # channels_last tiles' rows and columns exchanged
+    (("if (in_range && p != cached_slot) {", "if (in_range && cached_slot < 0) {"),
+     "28:29"),  # every plane slot staged from the first one a thread stages
     (("load_shared_vectors<acc_t, kStepVectors>(input + (step + 1) * kBlockCols, next);",
       "load_shared_vectors<acc_t, kStepVectors>(input + step * kBlockCols, next);"), "32:33"),
     (("auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };",

@@ -944,7 +944,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& [kernel, count] : checks_per_kernel) std::printf("checked %s: %d\n", kernel.c_str(), count);
   for (const auto& [kernel, count] : grouped_checks_per_kernel) {
-    std::printf("checked with thread groups %s: %d\n", kernel.c_str(), count);
+    std::printf("with thread groups, checked %s: %d\n", kernel.c_str(), count);
   }
   for (const auto& [kernel, count] : dispatches_per_kernel) std::printf("dispatched to %s: %d\n", kernel.c_str(), count);
   std::printf("%d passed, %d failed\n", passed, failed);

@@ -23,10 +23,11 @@
 //   stride template arguments: each thread computes a 4x4 block of outputs from 16-byte
 //   shared loads of its input rows, weights in registers; blocks on small planes hold
 //   several planes. Tiles are staged from 16-byte global loads where src rows are whole
-//   vectors.
+//   vectors. Where the grid fits on the GPU at once (batch 1), extra thread groups stage.
 // - large_filter_kernel: the same register tile for other filters of 16 taps or more at
 //   stride 1 and dilation 1 (13x13 to 31x31), NCHW or channels_last: weights in shared
-//   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory.
+//   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory. On
+//   small planes a block's thread groups share out the window rows and add their sums.
 // - tiled_channels_last_kernel: the same for channels_last, with a tile of pixels
 //   for a group of channels; every global load and store is a 16-byte channel
 //   vector, staged through shared memory. Needs multiplier 1, channels a multiple

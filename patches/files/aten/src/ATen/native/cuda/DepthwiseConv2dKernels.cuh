@@ -748,15 +748,15 @@ __device__ __forceinline__ void accumulate_large_filter_row(acc_t (&acc)[kBlockR
   }
 }
 
-// A thread's share of its window, the input rows first_row, first_row + row_step, ...: input row r
-// (`window + r * pitch`) feeds output row i through kernel row r - i, for the kernel_h x kernel_w
-// filter at `taps` (rows weight_pitch apart).
+// A thread's share of its window, the input rows first_input_row, first_input_row + input_row_step,
+// ...: input row r (`window + r * pitch`) feeds output row i through kernel row r - i, for the
+// kernel_h x kernel_w filter at `taps` (rows weight_pitch apart).
 template <typename acc_t>
 __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* window,
                                                                int pitch, const acc_t* taps, int weight_pitch,
-                                                               int kernel_h, int kernel_w, int first_row,
-                                                               int row_step) {
-  for (int r = first_row; r < kBlockRows + kernel_h - 1; r += row_step) {
+                                                               int kernel_h, int kernel_w, int first_input_row,
+                                                               int input_row_step) {
+  for (int r = first_input_row; r < kBlockRows + kernel_h - 1; r += input_row_step) {
     const int first_row = r < kernel_h ? 0 : r - kernel_h + 1;  // the output rows input row r feeds
     const int last_row = smaller(kBlockRows - 1, r);
     const acc_t* row_taps = taps + r * weight_pitch;
@@ -770,7 +770,7 @@ __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlo
   }
 }
 
-// Three blocks an SM in float and the half types (80 registers; it takes 56-72, sm_90), two in
+// Three blocks an SM in float and the half types (80 registers; it takes 72-80, sm_90), two in
 // double: what large_filter_groups counts on when it gives a block kThreads threads.
 template <typename scalar_t>
 constexpr int large_filter_min_blocks() {
@@ -2503,7 +2503,7 @@ RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_i
 
 // Thread groups for a register-tiled launch of `blocks` blocks of `block` (RegisterTile::groups:
 // the groups past the first only stage). Where the grid is on the GPU all at once even in blocks
-// of kThreads threads (batch 1: a fraction of a wave, blocks of 16 to 64 threads each staging its
+// of kThreads threads (batch 1: a fraction of a wave, blocks of 16 to 224 threads each staging its
 // tile in a chain of loads that nothing hides), as many as fill kThreads threads; one where the
 // grid is larger, so that no wave is added.
 template <typename acc_t>
