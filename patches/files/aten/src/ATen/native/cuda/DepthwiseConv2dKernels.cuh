@@ -490,18 +490,22 @@ __device__ __forceinline__ void start_block(acc_t (&acc)[kBlockRows][kBlockCols]
   }
 }
 
+// The blocks an SM the register-tiled and large-filter kernels ask of __launch_bounds__, and
+// their planners count on when they give a block kThreads threads (register_tile_groups,
+// large_filter_groups): three in float and the half types (80 registers), two in double (128).
+template <typename scalar_t>
+constexpr int tile_min_blocks() {
+  return sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2;
+}
+
 // Two blocks an SM at least: with the thread count alone as its bound, ptxas holds the kernel
 // to 64 registers and the 7x7 backward spills; here it takes 56-80 (sm_90, float), no spills.
 // Three blocks an SM in float and the half types (80 registers): staging and storing small
 // planes with the whole block took them to 72-89 registers left to themselves (two blocks at 7x7),
 // and at four blocks (64) the forward spilled. Before either it had 55-80 registers, 3-4 blocks.
-template <typename scalar_t>
-constexpr int register_tiled_min_blocks() {
-  return sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2;
-}
 
 template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, register_tiled_min_blocks<scalar_t>())
+__global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>())
     register_tiled_nchw_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
@@ -770,22 +774,15 @@ __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlo
   }
 }
 
-// Three blocks an SM in float and the half types (80 registers; it takes 72-80, sm_90), two in
-// double: what large_filter_groups counts on when it gives a block kThreads threads.
-template <typename scalar_t>
-constexpr int large_filter_min_blocks() {
-  return sizeof(at::acc_type<scalar_t, true>) == 4 ? 3 : 2;
-}
-
-// The shared memory add_group_sums needs: the sums of every group but the first, of `threads`
-// threads each.
+// The shared memory of a large-filter block of `groups` thread groups of `threads` threads each:
+// its tile (`tile_bytes`), which add_group_sums then reuses for the sums of every group but the first.
 template <typename acc_t>
-size_t group_sums_bytes(int groups, int threads) {
-  return size_t(groups - 1) * kBlockRows * kBlockCols * threads * sizeof(acc_t);
+size_t large_filter_shared_bytes(size_t tile_bytes, int groups, int threads) {
+  return std::max(tile_bytes, size_t(groups - 1) * kBlockRows * kBlockCols * threads * sizeof(acc_t));
 }
 
 // Adds the sums of groups 1.. into group 0's, in group order (the same sums on every run), through
-// shared memory at `sums` (group_sums_bytes), which no thread may still be reading.
+// shared memory at `sums` (large_filter_shared_bytes), which no thread may still be reading.
 template <typename acc_t, typename index_t>
 __device__ __forceinline__ void add_group_sums(acc_t (&acc)[kBlockRows][kBlockCols], acc_t* sums,
                                                const RegisterTileThread<index_t>& place, int groups) {
@@ -807,8 +804,9 @@ __device__ __forceinline__ void add_group_sums(acc_t (&acc)[kBlockRows][kBlockCo
   }
 }
 
+// Three blocks an SM in float and the half types (tile_min_blocks): it takes 72-80 registers, sm_90.
 template <typename scalar_t, typename index_t, bool kBackward>
-__global__ void __launch_bounds__(kThreads, large_filter_min_blocks<scalar_t>()) large_filter_kernel(
+__global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>()) large_filter_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -2501,6 +2499,12 @@ RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_i
   return best;
 }
 
+// The most thread groups (RegisterTile::groups) a block of `block` can have: kThreads threads,
+// and blockDim.z = block.z x groups at most 64.
+inline int most_thread_groups(dim3 block) {
+  return std::min(kThreads / static_cast<int>(block.x * block.y * block.z), 64 / static_cast<int>(block.z));
+}
+
 // Thread groups for a register-tiled launch of `blocks` blocks of `block` (RegisterTile::groups:
 // the groups past the first only stage). Where the grid is on the GPU all at once even in blocks
 // of kThreads threads (batch 1: a fraction of a wave, blocks of 16 to 224 threads each staging its
@@ -2509,9 +2513,9 @@ RegisterTileLayout register_tile_layout(dim3 block, int window_units, int tile_i
 template <typename acc_t>
 int register_tile_groups(int64_t blocks, dim3 block, size_t shared_bytes, int64_t sm_count) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  const int groups = std::min(kThreads / threads, 64 / static_cast<int>(block.z));  // blockDim.z <= 64
+  const int groups = most_thread_groups(block);
   if (groups <= 1) return 1;
-  const int registers = registers_within_bounds(register_tiled_min_blocks<acc_t>());
+  const int registers = registers_within_bounds(tile_min_blocks<acc_t>());
   return blocks <= sm_count * sm90_blocks_per_sm(threads * groups, shared_bytes, registers) ? groups : 1;
 }
 
@@ -2592,13 +2596,12 @@ inline bool has_large_filter(const PassGeometry& g) {
 template <typename acc_t>
 int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int window_rows, int64_t sm_count) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
-  const int registers = registers_within_bounds(large_filter_min_blocks<acc_t>());
+  const int registers = registers_within_bounds(tile_min_blocks<acc_t>());
+  const int most = std::min(most_thread_groups(block), window_rows / 2);
   int best = 1;
   int64_t best_warps = 0;
-  for (int groups = 1; groups == 1 || (threads * groups <= kThreads && static_cast<int>(block.z) * groups <= 64 &&
-                                       2 * groups <= window_rows);
-       ++groups) {
-    const size_t bytes = std::max(tile_bytes, group_sums_bytes<acc_t>(groups, threads));
+  for (int groups = 1; groups == 1 || groups <= most; ++groups) {
+    const size_t bytes = large_filter_shared_bytes<acc_t>(tile_bytes, groups, threads);
     if (bytes > kMaxSharedBytes) break;
     const int64_t per_sm = sm90_blocks_per_sm(threads * groups, bytes, registers);
     const int64_t warps = std::min(blocks, sm_count * per_sm) * ((threads * groups + 31) / 32);
@@ -2664,7 +2667,7 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   return RegisterTiledLaunch{
       dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
       dim3(block.x, block.y, block.z * tile.groups), tile,
-      std::max(tile_bytes, group_sums_bytes<acc_t>(tile.groups, static_cast<int>(block.x * block.y * block.z)))};
+      large_filter_shared_bytes<acc_t>(tile_bytes, tile.groups, static_cast<int>(block.x * block.y * block.z))};
 }
 
 struct LargeFilterGradWeightLaunch {
