@@ -52,11 +52,13 @@ KERNELS_CHECKED = [
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
     "forward register-tiled NHWC stride 2"] + [
-      "grad-weight NCHW", "grad-weight row NCHW", "grad-weight column NHWC", "grad-weight register-tiled NCHW",
-      "grad-weight register-tiled NCHW row loads", "grad-weight register-tiled NCHW stride 2",
-      "grad-weight register-tiled NCHW stride 2 row loads", "grad-weight register NHWC", "grad-weight ring NHWC", "grad-weight large-filter NCHW", "grad-weight large-filter NHWC",
-      "grad-weight strided NHWC"] + [
-    f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight") for layout in ("NCHW", "NHWC")]
+    # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
+    f"grad-weight {kernel}{bias}" for bias in ("", " bias")
+    for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
+                   "register-tiled NCHW stride 2", "register-tiled NCHW stride 2 row loads", "register NHWC",
+                   "ring NHWC", "large-filter NCHW", "large-filter NHWC", "strided NHWC")] + [
+    f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
+    for layout in ("NCHW", "NHWC")]
 
 
 def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
@@ -297,6 +299,26 @@ MUTATIONS = [
      "4:5"),  # the general tile's height and width exchanged
     (("plan_grad_weight(g, t.nchw, sm_count)", "plan_grad_weight(g, true, sm_count)"),
      "6:7"),  # channels_last data summed as NCHW
+    # The bias gradient every weight-gradient kernel sums on the way, and the slices' sum of it:
+    (("        acc[kTaps] += go[k];\n", "\n"), "36:37"),  # the row kernel's whole chunks
+    (("        acc[kTaps] += go;\n", "\n"), "36:37"),  # ... and its chunks at a row's ends
+    (("    for (int k = 0; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);",
+      "    for (int k = 1; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);"), "42:43"),  # a vector's first
+    (("src_w, index_t(1), y, x);\n      acc[kSlots] += go;", "src_w, index_t(1), y, x);"), "0:1"),  # general NCHW
+    (("in_h, in_w, y, x);\n        acc[kSlots] += go;", "in_h, in_w, y, x);"), "0:1"),  # general channels_last
+    (("      for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];",
+      "      for (int j = 1; j < kBlockCols; ++j) sums[kTaps] += go[i][j];"), "26:28"),  # register tiles' 4x4 blocks
+    (("        sums[kTaps][k] += go[j][k];\n", "\n"), "12:14"),  # channels_last register strips
+    (("          grad_output_sum += go;\n", "\n"), "59:61"),  # the ring
+    (("    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];",
+      "    for (int other = 1; other < 1; ++other) total += lane_bias_sums[other * kRingChannels + channel];"),
+     "59:60"),  # the ring's second lane
+    (("for (int i = slot_tid; i < rows * dst_w; i += slot_threads)",
+      "for (int i = slot_tid; i < rows * dst_w - 1; i += slot_threads)"), "28:29"),  # a large-filter band's last value
+    (("      for (int i = 0; i < slot_threads; ++i) total += slot_sums[i];",
+      "      for (int i = 1; i < slot_threads; ++i) total += slot_sums[i];"), "28:29"),  # ... a slot thread's sum
+    (("const int64_t slice_stride = is_bias ? channels : values;", "const int64_t slice_stride = values;"),
+     "0:1"),  # the bias's slices read at the taps' stride
 ]
 
 

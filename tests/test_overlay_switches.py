@@ -106,3 +106,20 @@ def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
     assert overlay_probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT))) == [
         "stock False [] upstream", "ours True [] upstream", "ours-without-row True ['row'] upstream",
         "routed True [] auto", "after True [] upstream"]
+
+
+# The backward the routing calls, with the bias gradient (DepthwiseConvBackwardOps.cpp).
+BACKWARD_WITH_BIAS = """
+op = torch.ops.dwconv.conv_depthwise2d_backward.default
+print(op._schema)
+print("CUDA", torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CUDA"))
+print("CPU", torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CPU"))
+"""
+
+
+def test_the_backward_with_the_bias_gradient_is_a_cuda_operator(overlay_probe):
+    assert overlay_probe(BACKWARD_WITH_BIAS) == [
+        "dwconv::conv_depthwise2d_backward(Tensor grad_output, Tensor self, Tensor weight, int[2] kernel_size, "
+        "int[2] stride, int[2] padding, int[2] dilation, bool[3] output_mask) -> (Tensor grad_input, "
+        "Tensor grad_weight, Tensor grad_bias)",
+        "CUDA True", "CPU False"]

@@ -6,7 +6,9 @@
            pass of a transposed convolution; the weight gradient of a convolution is the
            weight gradient of the transposed convolution with input and grad_output swapped)
   native   upstream's native depthwise kernels forced (overlay disabled, cuDNN disabled)
-  ours     the patch set's kernels through the overlay's operators (forced)
+  ours     the patch set's kernels through the overlay's operators (forced): the forward op, and
+           the backward op the routing calls (dwconv::conv_depthwise2d_backward), whose weight
+           gradient sums grad_output for the bias on the way
   ours-without-<path>  the same with one specialised kernel path switched off
            (dwconv_overlay.disable_kernels): what that path brings, measured (VARIANTS=...)
   routed   the overlay as a user gets it: convolution / convolution_backward, routed as measured
@@ -177,25 +179,26 @@ def cudnn_gradient_backend(problem: Problem, B: Buffers) -> str:
 def ours_passes(problem: Problem) -> dict[str, Callable]:
     a = ConvArgs.of(problem)
     forward_op = torch.ops.aten._conv_depthwise2d.default
-    backward_op = torch.ops.aten._conv_depthwise2d_backward.default
+    backward_op = torch.ops.dwconv.conv_depthwise2d_backward.default
 
     def forward(B: Buffers):
         return a.from4d(forward_op(a.as4d(B.x), a.as4d(B.w), a.kernel2d, B.b, a.stride2d, a.padding2d, a.dilation2d))
 
     def backward(B: Buffers, mask):
-        gi, gw = backward_op(a.as4d(B.go), a.as4d(B.x), a.as4d(B.w), a.kernel2d, a.stride2d, a.padding2d,
-                             a.dilation2d, mask)
-        return (a.from4d(gi) if mask[0] else None), (a.from4d(gw) if mask[1] else None)
+        grads = backward_op(a.as4d(B.go), a.as4d(B.x), a.as4d(B.w), a.kernel2d, a.stride2d, a.padding2d,
+                            a.dilation2d, mask)
+        gi, gw, gb = grads
+        return (a.from4d(gi) if mask[0] else None), (a.from4d(gw) if mask[1] else None), (gb if mask[2] else None)
 
     def step(B: Buffers):
         out = forward(B)
-        grads = backward(B, [True, True])
-        return (out, *grads, _bias_grad(B.go)) if B.b is not None else (out, *grads)
+        grad_input, grad_weight, grad_bias = backward(B, [True, True, B.b is not None])
+        return (out, grad_input, grad_weight, grad_bias) if B.b is not None else (out, grad_input, grad_weight)
 
     return {
         "forward": forward,
-        "backward_input": lambda B: backward(B, [True, False])[0],
-        "backward_weight": lambda B: backward(B, [False, True])[1],
+        "backward_input": lambda B: backward(B, [True, False, False])[0],
+        "backward_weight": lambda B: backward(B, [False, True, False])[1],
         "step": step,
     }
 

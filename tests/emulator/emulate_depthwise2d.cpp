@@ -119,7 +119,7 @@ struct Problem {
   Case k;
   Tensor4 input, weight, grad_output;
   std::vector<double> bias;
-  Tensor4 output, grad_input, grad_weight;  // float64 references
+  Tensor4 output, grad_input, grad_weight, grad_bias;  // float64 references (grad_bias: (1, C, 1, 1))
 
   explicit Problem(const Case& c, std::mt19937& rng)
       : k(c),
@@ -129,7 +129,8 @@ struct Problem {
         bias(size_t(c.c) * c.m),
         output(c.n, c.c * c.m, c.oh(), c.ow()),
         grad_input(c.n, c.c, c.h, c.w),
-        grad_weight(c.c * c.m, 1, c.kh, c.kw) {
+        grad_weight(c.c * c.m, 1, c.kh, c.kw),
+        grad_bias(1, c.c * c.m, 1, 1) {
     std::uniform_real_distribution<double> uniform(-1.0, 1.0);
     for (auto* t : {&input, &weight, &grad_output})
       for (auto& x : t->v) x = uniform(rng);
@@ -149,6 +150,7 @@ struct Problem {
                 grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
               }
             output.at(i, co, y, x) = sum;
+            grad_bias.at(0, co, 0, 0) += grad_output.at(i, co, y, x);
           }
   }
 
@@ -478,16 +480,29 @@ void check_backward_input(const Problem& p, const char* dtype) {
   }
 }
 
-// grad_weight_finish_kernel over the slices' sums in `partial`, checked against the reference.
+// The weight-gradient kernels' sums of a launch: of the taps, and of grad_output for the bias.
+template <typename T>
+struct GradWeightSums {
+  Buffer<at::acc_type<T, true>> partial, partial_bias;
+  GradWeightSums(const Problem& p, int64_t slices)
+      : partial(poisoned<at::acc_type<T, true>>(size_t(slices) * p.grad_weight.v.size())),
+        partial_bias(poisoned<at::acc_type<T, true>>(size_t(slices) * p.grad_bias.v.size())) {}
+};
+
+// grad_weight_finish_kernel over the slices' sums, grad_weight and grad_bias checked against the
+// references.
 template <typename T>
 void check_finished_grad_weight(const std::string& kernel, const std::string& tag, const Problem& p,
-                                const Buffer<at::acc_type<T, true>>& partial, int64_t slices) {
+                                const GradWeightSums<T>& sums, int64_t slices) {
   const int64_t values = p.grad_weight.v.size();
+  const int64_t channels = p.grad_bias.v.size();
   auto gw = poisoned<T>(values);
-  dwconv_emu::launch(grid_for(values), dim3(kThreads), 0, grad_weight_finish_kernel<T>, partial.data(), gw.data(),
-                     slices, values);
-  expect_close(kernel, tag + " slices=" + std::to_string(slices), p.k, gw, p.grad_weight, false,
-               double(p.k.n) * p.k.oh() * p.k.ow());
+  auto gb = poisoned<T>(channels);
+  dwconv_emu::launch(grid_for(values + channels), dim3(kThreads), 0, grad_weight_finish_kernel<T>,
+                     sums.partial.data(), gw.data(), slices, values, sums.partial_bias.data(), gb.data(), channels);
+  const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
+  expect_close(kernel, tag + " slices=" + std::to_string(slices), p.k, gw, p.grad_weight, false, terms);
+  expect_close(kernel + " bias", tag + " slices=" + std::to_string(slices), p.k, gb, p.grad_bias, false, terms);
 }
 
 // The register-tiled weight gradient (NCHW, 32-bit indexing only, as on the GPU), planned for
@@ -505,17 +520,17 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
       plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
       for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
         plan->tile.vector_loads = vector_loads;
-        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+        GradWeightSums<T> sums(p, plan->grid.y);
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
                            grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
-                           in.data(), partial.data(), g, plan->tile, plan->work);
+                           in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work);
         const std::string kernel =
             "grad-weight register-tiled NCHW" + stride_tag(g) + (plan->tile.row_access ? " row loads" : "");
         check_finished_grad_weight<T>(
             kernel,
             tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
                 " items/slice=" + std::to_string(plan->work.items_per_slice),
-            p, partial, plan->grid.y);
+            p, sums, plan->grid.y);
       }
     }
   }
@@ -525,7 +540,6 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
 // indexing only, as on the GPU), planned for a one-SM GPU and a large one.
 template <typename T, typename index_t>
 void check_channels_last_register_grad_weight(const Problem& p, const std::string& tag) {
-  using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     const auto go = p.grad_output.store<T>(true);
@@ -533,14 +547,14 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
     if (!has_channels_last_register_grad_weight(g, go.data(), in.data(), sizeof(T))) return;
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_channels_last_register_grad_weight<T>(g, sm_count);
-      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
                          grad_weight_register_channels_last_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
-                         in.data(), partial.data(), g, plan.work);
+                         in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.work);
       check_finished_grad_weight<T>("grad-weight register NHWC",
                                     tag + " lanes=" + std::to_string(plan.block.x) +
                                         " strips/slice=" + std::to_string(plan.work.strips_per_slice),
-                                    p, partial, plan.grid.y);
+                                    p, sums, plan.grid.y);
     }
   }
 }
@@ -550,7 +564,6 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
 // (bands down the planes where the batch alone leaves SMs idle).
 template <typename T, typename index_t>
 void check_ring_grad_weight(const Problem& p, const std::string& tag) {
-  using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     if (!has_ring_grad_weight(g, sizeof(T))) return;
@@ -559,15 +572,15 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_ring_grad_weight<T>(g, sm_count);
       if (!plan) continue;
-      auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+      GradWeightSums<T> sums(p, plan->grid.y);
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(), partial.data(),
-                         g, plan->work);
+                         grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
+                         sums.partial.data(), sums.partial_bias.data(), g, plan->work);
       check_finished_grad_weight<T>("grad-weight ring NHWC",
                                     tag + " chunks=" + std::to_string(plan->work.chunks_w) +
                                         " bands=" + std::to_string(plan->work.bands) +
                                         " items/slice=" + std::to_string(plan->work.items_per_slice),
-                                    p, partial, plan->grid.y);
+                                    p, sums, plan->grid.y);
     }
   }
 }
@@ -585,15 +598,15 @@ void check_large_filter_grad_weight(const Problem& p, const std::string& tag) {
       for (const int sm_count : {1, 512}) {
         const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count);
         if (!plan) continue;
-        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * p.grad_weight.v.size());
+        GradWeightSums<T> sums(p, plan->grid.y);
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, grad_weight_large_filter_kernel<T, index_t>,
-                           go.data(), in.data(), partial.data(), g, plan->tile, plan->work,
+                           go.data(), in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work,
                            p.grad_output.strides(channels_last), p.input.strides(channels_last));
         check_finished_grad_weight<T>(std::string("grad-weight large-filter ") + (channels_last ? "NHWC" : "NCHW"),
                                       tag + " slots=" + std::to_string(plan->block.x) +
                                           " band=" + std::to_string(plan->work.band_rows) +
                                           " items/slice=" + std::to_string(plan->work.items_per_slice),
-                                      p, partial, plan->grid.y);
+                                      p, sums, plan->grid.y);
       }
     }
   }
@@ -603,7 +616,6 @@ void check_large_filter_grad_weight(const Problem& p, const std::string& tag) {
 // planned for a one-SM GPU (one slice a channel) and a large one.
 template <typename T, typename index_t>
 void check_row_grad_weight(const Problem& p, const std::string& tag) {
-  using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     if (!has_row_kernel(g)) return;
@@ -611,11 +623,12 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
     const auto in = p.input.store<T>(false);
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_row_grad_weight(g, sm_count);
-      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, dim3(kThreads), 0, grad_weight_row_kernel_for<T, index_t>(g.kernel_w), go.data(),
-                         in.data(), partial.data(), g, plan.chunks_per_row, plan.chunks_per_slice);
+                         in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.chunks_per_row,
+                         plan.chunks_per_slice);
       check_finished_grad_weight<T>("grad-weight row NCHW", tag + " chunks/slice=" + std::to_string(plan.chunks_per_slice),
-                                    p, partial, plan.grid.y);
+                                    p, sums, plan.grid.y);
     }
   }
 }
@@ -624,7 +637,6 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
 // planned for a one-SM GPU and a large one.
 template <typename T, typename index_t>
 void check_column_grad_weight(const Problem& p, const std::string& tag) {
-  using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     if (!has_column_kernel(g, kVector16<T>)) return;
@@ -632,11 +644,11 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
     const auto in = p.input.store<T>(true);
     for (const int sm_count : {1, 512}) {
       const auto plan = plan_column_grad_weight(g, kVector16<T>, sm_count);
-      auto partial = poisoned<acc_t>(size_t(plan.grid.y) * p.grad_weight.v.size());
+      GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, plan.block, 0, grad_weight_column_kernel_for<T, index_t>(g.kernel_w), go.data(),
-                         in.data(), partial.data(), g, plan.items_per_slice);
+                         in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.items_per_slice);
       check_finished_grad_weight<T>("grad-weight column NHWC",
-                                    tag + " items/slice=" + std::to_string(plan.items_per_slice), p, partial,
+                                    tag + " items/slice=" + std::to_string(plan.items_per_slice), p, sums,
                                     plan.grid.y);
     }
   }
@@ -644,7 +656,6 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
 
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
-  using acc_t = at::acc_type<T, true>;
   const auto g = p.geometry();
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
@@ -658,19 +669,19 @@ void check_grad_weight(const Problem& p, const char* dtype) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
     const auto go = p.grad_output.store<T>(channels_last);
     const auto in = p.input.store<T>(channels_last);
-    auto partial = poisoned<acc_t>(size_t(plan.slices) * g.dst_channels * taps);
+    GradWeightSums<T> sums(p, plan.slices);
     const dim3 grid(unsigned(plan.channel_blocks), unsigned(plan.slices));
     if (plan.channels_last) {
       dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0,
                          grad_weight_channels_last_kernel_for<T, index_t>(int(taps)),
-                         go.data(), in.data(), partial.data(), g, p.grad_output.strides(channels_last),
-                         p.input.strides(channels_last), plan.rows_per_slice);
+                         go.data(), in.data(), sums.partial.data(), sums.partial_bias.data(), g,
+                         p.grad_output.strides(channels_last), p.input.strides(channels_last), plan.rows_per_slice);
     } else {
       dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel_for<T, index_t>(int(taps)), go.data(), in.data(),
-                         partial.data(), g, plan.rows_per_slice);
+                         sums.partial.data(), sums.partial_bias.data(), g, plan.rows_per_slice);
     }
     check_finished_grad_weight<T>(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag, p,
-                                  partial, plan.slices);
+                                  sums, plan.slices);
   }
 }
 
@@ -737,14 +748,22 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64};
     const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
-    auto partial = poisoned<acc_t>(size_t(grad_weight_slices(grad_weight_choice)) * g.dst_channels * taps);
+    // With the bias gradient where the case has a bias, as the routing asks for it; without, the
+    // kernels must leave it alone (its buffers stay null).
+    const int64_t slices = grad_weight_slices(grad_weight_choice);
+    auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
+    auto partial_bias = poisoned<acc_t>(p.k.bias ? size_t(slices) * g.dst_channels : 0);
     auto gw = poisoned<T>(p.grad_weight.v.size());
+    auto gb = poisoned<T>(p.grad_bias.v.size());
     launch_grad_weight<T>(grad_weight_choice, index64, g,
                           GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(),
-                                                p.grad_output.strides(cl), p.input.strides(cl)},
+                                                p.grad_output.strides(cl), p.input.strides(cl),
+                                                p.k.bias ? partial_bias.data() : nullptr,
+                                                p.k.bias ? gb.data() : nullptr},
                           kDispatchSMs, 0);
-    expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false,
-           double(p.k.n) * p.k.oh() * p.k.ow());
+    const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
+    expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false, terms);
+    if (p.k.bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
   }
 }
 

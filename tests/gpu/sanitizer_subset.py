@@ -1,8 +1,9 @@
 """A small subset of the depthwise kernels for compute-sanitizer (memcheck, racecheck): the
 calls of kernel_cases.SANITIZER_CASES in float32 and bfloat16, NCHW and channels_last, forward,
-backward-input and the weight gradient, through the ops themselves (aten::convolution would send
-channels_last to cuDNN, or with cuDNN off make it NCHW). Together they run every kernel of
-DepthwiseConv2d.cu, which tests/test_kernel_choice.py checks on a CPU."""
+backward-input and the weight gradient (with and without the bias gradient), through the ops
+themselves (aten::convolution would send channels_last to cuDNN, or with cuDNN off make it NCHW).
+Together they run every kernel of DepthwiseConv2d.cu, which tests/test_kernel_choice.py checks on
+a CPU."""
 
 import sys
 from pathlib import Path
@@ -22,5 +23,8 @@ for dtype in (torch.float32, torch.bfloat16):
             grad_out = torch.randn_like(out).contiguous(memory_format=memory_format)
             torch.ops.aten._conv_depthwise2d_backward(grad_out, x, weight, kernel, stride, padding, dilation,
                                                       [True, True])
+            # the weight gradient again, summing grad_output for the bias on the way
+            torch.ops.dwconv.conv_depthwise2d_backward(grad_out, x, weight, kernel, stride, padding, dilation,
+                                                       [False, True, True])
 torch.cuda.synchronize()
 print("sanitizer subset done")

@@ -61,6 +61,13 @@ def depthwise_backward(grad_out, x, w, stride, padding, dilation, mask=(True, Tr
     return torch.ops.aten._conv_depthwise2d_backward(grad_out, x, w, w.shape[2:], stride, padding, dilation, list(mask))
 
 
+def depthwise_backward_with_bias(grad_out, x, w, stride, padding, dilation, mask=(True, True, True)):
+    """dwconv::conv_depthwise2d_backward, the backward the routing calls: (grad_input, grad_weight,
+    grad_bias) as `mask` asks, grad_bias summed by the weight-gradient kernel when both are asked."""
+    return torch.ops.dwconv.conv_depthwise2d_backward(grad_out, x, w, w.shape[2:], stride, padding, dilation,
+                                                      list(mask))
+
+
 def random_cases(count, seed=0):
     """A randomized sweep of every parameter: kernel (square, 1xk, kx1), stride, padding,
     dilation, multiplier, batch, bias, H = 1 (conv1d) and channels."""
@@ -148,7 +155,8 @@ class TestDepthwise2d(TestCase):
         """Each call of the table cases_of(element size) (tests/gpu/kernel_cases.py, whose
         expectations tests/test_kernel_choice.py checks against the host code's choice on a CPU):
         whether each pass launches each kernel as the table says, as the profiler sees it, and that
-        the forward pass, backward-input and the weight gradient match float64."""
+        the forward pass, backward-input, the weight gradient and the bias gradient summed with it
+        match float64, with no reduction kernel of its own for the bias."""
         atol, rtol = TOLERANCES[dtype]
         for expectation in cases_of(torch.empty((), dtype=dtype).element_size()):
             call = expectation.call
@@ -160,23 +168,24 @@ class TestDepthwise2d(TestCase):
                 w = torch.randn(c_out, 1, *call.kernel, device=device, dtype=dtype)
                 b = torch.randn(c_out, device=device, dtype=dtype)
                 args = (call.stride, call.padding, call.dilation)
-                ref, x64, w64, _ = reference(x, w, b, *args)
+                ref, x64, w64, b64 = reference(x, w, b, *args)
                 grad_out = placed(torch.randn(ref.shape, device=device, dtype=dtype), memory_format,
                                   call.grad_output_offset)
                 forward = lambda: depthwise(x, w, b, *args)  # noqa: E731
-                backward = lambda: torch.ops.aten._conv_depthwise2d_backward(  # noqa: E731
-                    grad_out, x, w, call.kernel, *args, [True, True])
+                backward = lambda: depthwise_backward_with_bias(grad_out, x, w, *args)  # noqa: E731
                 launched_by = {"forward": op_names(forward)}
                 launched_by["backward-input"] = launched_by["grad-weight"] = op_names(backward)
                 for pass_, kernels in expectation.launches.items():
                     for kernel, expected in kernels.items():
                         self.assertEqual(launched(launched_by[pass_], kernel), expected,
                                          f"{pass_}: {kernel} {'not ' if expected else ''}launched")
+                self.assertFalse(any("reduce_kernel" in n for n in launched_by["grad-weight"]),
+                                 "the bias gradient took a reduction of its own")
 
                 out = forward()
                 self.assertTrue(out.is_contiguous(memory_format=memory_format))
                 self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
-                grad_input, grad_weight = backward()
+                grad_input, grad_weight, grad_bias = backward()
                 ref.backward(grad_out.double().cpu())
                 self.assertTrue(grad_input.is_contiguous(memory_format=memory_format))
                 taps = call.kernel[0] * call.kernel[1] * call.multiplier
@@ -184,6 +193,28 @@ class TestDepthwise2d(TestCase):
                                  atol=atol * (x64.grad.abs().max().item() + taps), rtol=rtol)
                 reduction = call.n * ref.shape[2] * ref.shape[3]
                 self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+                self.assertEqual(grad_bias.double().cpu(), b64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.bfloat16)
+    def test_bias_gradient_for_every_mask(self, device, dtype):
+        """grad_bias from the weight-gradient kernel (with grad_weight) or a sum (without), None
+        where it is not asked, and the other outputs as the mask says, on a sweep of shapes."""
+        atol, rtol = TOLERANCES[dtype]
+        for case in random_cases(12, seed=3):
+            x, w, _ = make_inputs(case, dtype, device, channels_last=case["bias"])
+            args = (case["stride"], case["padding"], case["dilation"])
+            grad_out = torch.randn_like(depthwise(x, w, None, *args))
+            expected = grad_out.double().sum((0, 2, 3)).cpu()
+            reduction = grad_out.numel() // grad_out.shape[1]
+            for mask in itertools.product((False, True), repeat=3):
+                with self.subTest(case=case, mask=mask):
+                    grads = depthwise_backward_with_bias(grad_out, x, w, *args, mask=mask)
+                    self.assertEqual([g is not None for g in grads], list(mask))
+                    if mask[2]:
+                        self.assertEqual(grads[2].dtype, dtype)
+                        self.assertEqual(grads[2].double().cpu(), expected, atol=atol * reduction ** 0.5 * 4,
+                                         rtol=rtol * 4)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
@@ -229,6 +260,10 @@ class TestDepthwise2d(TestCase):
         xg = x.clone().requires_grad_()
         F.conv2d(xg, w, None, 1, 1, 1, groups=8).sum().backward()
         self.assertEqual(w.grad, torch.zeros_like(w))
+        for mask in ((False, True, True), (False, False, True)):
+            grad_bias = depthwise_backward_with_bias(torch.randn_like(out), x, w.detach(), (1, 1), (1, 1), (1, 1),
+                                                     mask=mask)[2]
+            self.assertEqual(grad_bias, torch.zeros(16, device=device))
 
     @onlyCUDA
     def test_gradcheck_and_gradgradcheck(self, device):

@@ -29,7 +29,7 @@ from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 
 OUR_FORWARD = "aten::_conv_depthwise2d"
-OUR_BACKWARD = "aten::_conv_depthwise2d_backward"
+OUR_BACKWARD = "dwconv::conv_depthwise2d_backward"  # the backward with the bias gradient (DepthwiseConvBackwardOps.cpp)
 CUDNN_OPS = {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"}
 
 
@@ -149,6 +149,21 @@ class TestRouting(TestCase):
                 grads.append(module.weight.grad.clone())
         for g in grads[1:]:
             self.assertTrue(torch.equal(g, grads[0]))
+
+    def test_a_biased_layers_bias_gradient_takes_no_pass_of_its_own(self):
+        """Ours: the weight-gradient kernel sums grad_output for the bias as it reads it, so a training
+        step launches no reduction; stock sums it in a reduction of its own."""
+        for kwargs in ({}, {"conv1d": True, "kernel": 4, "channels_last": False}, {"dtype": torch.float32, "kernel": 7}):
+            with self.subTest(**kwargs):
+                module = depthwise_module(**kwargs)
+                x = make_input(module, channels_last=kwargs.get("channels_last", True))
+                with routing("ours"):
+                    ours = op_names(lambda: train_step(module, x))
+                with stock_kernels():
+                    stock = op_names(lambda: train_step(module, x))
+                self.assertIn(OUR_BACKWARD, ours)
+                self.assertEqual({n for n in ours if "reduce_kernel" in n}, set())
+                self.assertTrue(any("reduce_kernel" in n for n in stock), "stock's bias gradient is no longer a sum")
 
     def test_autograd_is_unchanged(self):
         module = depthwise_module()

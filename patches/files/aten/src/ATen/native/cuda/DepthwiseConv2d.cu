@@ -194,8 +194,10 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
   });
 }
 
+// grad_weight, and grad_bias where it is defined: the weight-gradient kernel sums grad_output
+// for the bias as it reads it, so the bias gradient costs no pass of its own.
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
-                      const PassGeometry& g) {
+                      const Tensor& grad_bias, const PassGeometry& g) {
   const GradWeightOperands operands{
       both_contiguous(grad_output, input, MemoryFormat::Contiguous),
       both_contiguous(grad_output, input, MemoryFormat::ChannelsLast),
@@ -208,11 +210,16 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     using acc_t = at::acc_type<scalar_t, true>;
     const GradWeightChoice choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), sms);
     // The kernel's sums per slice, [slices][channels][taps], added in slice order into grad_weight.
-    const Tensor partial = at::empty({grad_weight_slices(choice), g.dst_channels, int64_t(g.kernel_h) * g.kernel_w},
-                                     grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value));
+    const auto partial_options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
+    const int64_t slices = grad_weight_slices(choice);
+    const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
+    // The bias's sums per slice, [slices][channels], added the same way into grad_bias.
+    const Tensor partial_bias = grad_bias.defined() ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
     const GradWeightPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
-        grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input)};
+        grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input),
+        grad_bias.defined() ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
+        grad_bias.defined() ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
     launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, sms, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -281,7 +288,7 @@ Tensor conv_depthwise2d_cuda(
 
 namespace dwconv {
 
-std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
+std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
     const Tensor& grad_output_,
     const Tensor& self_,
     const Tensor& weight_,
@@ -289,7 +296,7 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     IntArrayRef stride,
     IntArrayRef padding,
     IntArrayRef dilation,
-    std::array<bool, 2> output_mask) {
+    std::array<bool, 3> output_mask) {
   const auto out_sizes = checked_output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
   depthwise_checks::check_grad_output("conv_depthwise2d", grad_output_, self_, out_sizes);
   const auto args = conv2d_args(kernel_size, stride, padding, dilation);
@@ -306,15 +313,33 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
       backward_input_into(grad_output, weight_.contiguous(), grad_input, g);
     }
   }
-  Tensor grad_weight;
+  Tensor grad_weight, grad_bias;
   if (output_mask[1]) {
     grad_weight = at::empty(weight_.sizes(), grad_output.options());
+    if (output_mask[2]) grad_bias = at::empty({weight_.size(0)}, grad_output.options());
     if (grad_output.numel() == 0) {
       grad_weight.zero_();  // an empty batch contributes nothing
+      if (output_mask[2]) grad_bias.zero_();
     } else {
-      grad_weight_into(grad_output, self_.contiguous(layout), grad_weight, g);
+      grad_weight_into(grad_output, self_.contiguous(layout), grad_weight, grad_bias, g);
     }
+  } else if (output_mask[2]) {
+    grad_bias = grad_output.sum(IntArrayRef{0, 2, 3});  // no weight-gradient kernel to sum it on the way
   }
+  return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
+}
+
+std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
+    const Tensor& grad_output,
+    const Tensor& self,
+    const Tensor& weight,
+    IntArrayRef kernel_size,
+    IntArrayRef stride,
+    IntArrayRef padding,
+    IntArrayRef dilation,
+    std::array<bool, 2> output_mask) {
+  auto [grad_input, grad_weight, grad_bias] = depthwise2d_backward_with_bias_cuda(
+      grad_output, self, weight, kernel_size, stride, padding, dilation, {output_mask[0], output_mask[1], false});
   return std::make_tuple(std::move(grad_input), std::move(grad_weight));
 }
 

@@ -880,7 +880,9 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>()) large_f
 // a kBlockRows x kBlockCols block of taps; a block's plane slots are consecutive channels, each
 // summing its own channel's taps over the items of its slice (an item: a band of grad_output
 // rows of one batch entry, the whole plane where it fits), so no sums cross slots. Each slice
-// writes its sums to `partial`; grad_weight_finish_kernel adds the slices in order.
+// writes its sums to `partial`; grad_weight_finish_kernel adds the slices in order. A slot's
+// threads also share out the sum of its staged grad_output bands, the bias gradient's, which
+// goes to `partial_bias` unless that is null.
 
 struct LargeFilterGradWeightWork {
   int band_rows;            // grad_output rows an item covers (the last band of a plane may have fewer)
@@ -893,6 +895,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const RegisterTile t,
     const LargeFilterGradWeightWork work,
@@ -917,6 +920,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
   };
 
   acc_t acc[kBlockRows][kBlockCols] = {};
+  const int slot_threads = blockDim.y * blockDim.z;
+  const int slot_tid = threadIdx.z * blockDim.y + threadIdx.y;
+  acc_t grad_output_sum = acc_t(0);  // of the staged values slot_tid, slot_tid + slot_threads, ...
   for (index_t item = item_begin; item < item_end; ++item) {
     const index_t n = item / work.bands;
     const int y0 = static_cast<int>(item % work.bands) * work.band_rows;
@@ -933,8 +939,23 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
     const acc_t* plane = regions + threadIdx.x * t.plane_stride;
     accumulate_large_filter_window(acc, plane + go_values + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols,
                                    t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w), 0, 1);
+    if (partial_bias != nullptr) {
+      const int dst_w = static_cast<int>(g.dst_w);
+      for (int i = slot_tid; i < rows * dst_w; i += slot_threads) grad_output_sum += plane[i / dst_w * go_pitch + i % dst_w];
+    }
   }
 
+  if (partial_bias != nullptr) {  // a slot's threads' sums, added in thread order
+    acc_t* const slot_sums = regions + threadIdx.x * t.plane_stride;
+    __syncthreads();  // no thread still reads the planes
+    slot_sums[slot_tid] = grad_output_sum;
+    __syncthreads();
+    if (slot_tid == 0 && c < dst_channels) {
+      acc_t total = acc_t(0);
+      for (int i = 0; i < slot_threads; ++i) total += slot_sums[i];
+      partial_bias[static_cast<index_t>(blockIdx.y) * dst_channels + c] = total;
+    }
+  }
   if (c >= dst_channels) return;
   const int taps = g.kernel_h * g.kernel_w;
   acc_t* out = partial + (static_cast<index_t>(blockIdx.y) * dst_channels + c) * taps;
@@ -1349,13 +1370,15 @@ __host__ __device__ inline PassTaps<kSlots> pass_taps(const PassGeometry& g, int
   return taps;
 }
 
-// Adds grad_output value `go` times each pass tap's input for output position (y, x) into acc;
-// `pixel` is the input plane's element (0, 0) and (row_stride, col_stride) its strides.
-template <typename scalar_t, typename index_t, typename acc_t, int kSlots>
-__device__ __forceinline__ void accumulate_pass_taps(acc_t (&acc)[kSlots], const PassTaps<kSlots>& taps,
+// Adds grad_output value `go` times each pass tap's input for output position (y, x) into
+// acc[0, kSlots) (slots past them are the caller's); `pixel` is the input plane's element (0, 0)
+// and (row_stride, col_stride) its strides.
+template <typename scalar_t, typename index_t, typename acc_t, int kSlots, int kSums>
+__device__ __forceinline__ void accumulate_pass_taps(acc_t (&acc)[kSums], const PassTaps<kSlots>& taps,
                                                      const PassGeometry& g, acc_t go, const scalar_t* pixel,
                                                      index_t row_stride, index_t col_stride, index_t y, index_t x) {
   const index_t src_h = g.src_h, src_w = g.src_w;  // compared in index_t: 32-bit math on the 32-bit path
+  static_assert(kSums >= kSlots, "a sum for every slot");
   const index_t sy0 = y * g.stride_h, sx0 = x * g.stride_w;
   scalar_t value[kSlots];
   bool inside[kSlots];
@@ -1388,15 +1411,18 @@ __device__ __forceinline__ void sum_over_block(acc_t (&sums)[kSlots][kThreads], 
   }
 }
 
+// Sum slot kSlots of the general weight-gradient kernels: grad_output's own sum, the bias
+// gradient's share of the slice, taken in every pass over the taps and written after the first.
 template <typename scalar_t, typename index_t, int kSlots>
 __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kSlots][kThreads];
+  __shared__ acc_t sums[kSlots + 1][kThreads];
   const int tid = threadIdx.x;
   const index_t c = blockIdx.x;
   const index_t slice = blockIdx.y;
@@ -1413,20 +1439,22 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
 
   for (int tap0 = 0; tap0 < taps_count; tap0 += kSlots) {
     const auto taps = pass_taps<kSlots>(g, tap0);
-    acc_t acc[kSlots];
+    acc_t acc[kSlots + 1];
 #pragma unroll
-    for (int t = 0; t < kSlots; ++t) acc[t] = acc_t(0);
+    for (int t = 0; t <= kSlots; ++t) acc[t] = acc_t(0);
     GridWalk<index_t, 3> at(row_begin * dst_w + tid, kThreads, {0, dst_h, dst_w});  // (n, y, x)
     for (index_t p = tid; p < positions; p += kThreads, at.advance()) {
       const index_t n = at.at[0], y = at.at[1], x = at.at[2];
       const acc_t go = static_cast<acc_t>(grad_output[(n * dst_channels + c) * dst_plane_size + y * dst_w + x]);
       accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + (n * src_channels + src_c) * src_plane_size,
                                               src_w, index_t(1), y, x);
+      acc[kSlots] += go;
     }
     sum_over_block(sums, acc, tid);
     if (tid < taps.count) {
       partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = sums[tid][0];
     }
+    if (tid == 0 && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = sums[kSlots][0];
     __syncthreads();
   }
 }
@@ -1456,12 +1484,13 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const Strides4 go_strides,
     const Strides4 in_strides,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kSlots][kPositionLanes][kChannelLanes];
+  __shared__ acc_t sums[kSlots + 1][kPositionLanes][kChannelLanes];  // slot kSlots: the bias (grad_weight_nchw_kernel)
   const index_t dst_channels = g.dst_channels, dst_h = g.dst_h, dst_w = g.dst_w;
   const index_t gn = go_strides.n, gc = go_strides.c, gh = go_strides.h, gw = go_strides.w;
   const index_t in_n = in_strides.n, in_c = in_strides.c, in_h = in_strides.h, in_w = in_strides.w;
@@ -1477,19 +1506,22 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
 
   for (int tap0 = 0; tap0 < taps_count; tap0 += kSlots) {
     const auto taps = pass_taps<kSlots>(g, tap0);
-    acc_t acc[kSlots];
+    acc_t acc[kSlots + 1];
 #pragma unroll
-    for (int t = 0; t < kSlots; ++t) acc[t] = acc_t(0);
+    for (int t = 0; t <= kSlots; ++t) acc[t] = acc_t(0);
     if (active) {
       GridWalk<index_t, 3> at(row_begin * dst_w + threadIdx.y, kPositionLanes, {0, dst_h, dst_w});  // (n, y, x)
       for (index_t p = threadIdx.y; p < positions; p += kPositionLanes, at.advance()) {
         const index_t n = at.at[0], y = at.at[1], x = at.at[2];
         const acc_t go = static_cast<acc_t>(grad_output[n * gn + c * gc + y * gh + x * gw]);
         accumulate_pass_taps<scalar_t, index_t>(acc, taps, g, go, input + n * in_n + src_c * in_c, in_h, in_w, y, x);
+        acc[kSlots] += go;
       }
     }
     sum_position_lanes(sums, [&](int t) { return acc[t]; }, [&](int t, acc_t total) {
-      if (active && t < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
+      if (!active) return;
+      if (t < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
+      if (t == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
     });
     __syncthreads();
   }
@@ -1661,17 +1693,19 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
 // The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
 // grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
 // geometry (src = input, dst = grad_output). The block's sums go to `partial` as the other
-// weight-gradient kernels' do.
+// weight-gradient kernels' do, and its sum of grad_output (slot kTaps) to `partial_bias` unless
+// that is null.
 template <typename scalar_t, typename index_t, int kTaps>
 __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const int chunks_per_row,
     const int64_t chunks_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kTaps][kThreads];
+  __shared__ acc_t sums[kTaps + 1][kThreads];
   const int tid = threadIdx.x;
   const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
   const index_t src_channels = g.src_channels, dst_channels = g.dst_channels;
@@ -1681,9 +1715,9 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
   const index_t begin = slice * static_cast<index_t>(chunks_per_slice);
   const index_t end = smaller(static_cast<index_t>(g.batch) * chunks_per_row,
                               begin + static_cast<index_t>(chunks_per_slice));
-  acc_t acc[kTaps];
+  acc_t acc[kTaps + 1];
 #pragma unroll
-  for (int j = 0; j < kTaps; ++j) acc[j] = acc_t(0);
+  for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
   GridWalk<index_t, 2> at(begin + tid, kThreads, {0, chunks_per_row});  // (n, chunk)
   for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
     const index_t n = at.at[0];
@@ -1699,6 +1733,7 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
       for (int k = 0; k < kRowChunk; ++k) {
 #pragma unroll
         for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];
+        acc[kTaps] += go[k];
       }
     } else {
 #pragma unroll
@@ -1711,11 +1746,13 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
           const index_t x = y - pad + j;
           if (x >= 0 && x < src_w) acc[j] += go * static_cast<acc_t>(input[in_start + x]);
         }
+        acc[kTaps] += go;
       }
     }
   }
   sum_over_block(sums, acc, tid);
   if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = sums[tid][0];
+  if (tid == kTaps && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = sums[kTaps][0];
 }
 
 // ---------------------------------------------------------------------------
@@ -1847,7 +1884,7 @@ __global__ void __launch_bounds__(kThreads, 2) column_kernel(
 // One position lane's segment of the weight gradient: adds grad_output's vectors at l0 .. times
 // the window's inputs into sums[j][k].
 template <bool kChecked, int kTaps, typename scalar_t, typename index_t, typename acc_t, int V>
-__device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps][V], const scalar_t* go_row,
+__device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps + 1][V], const scalar_t* go_row,
                                                            const scalar_t* in_row, index_t channels, index_t l0,
                                                            index_t first_input, index_t src_w, index_t dst_w) {
   ColumnWindow<acc_t, kTaps, V> window;
@@ -1863,6 +1900,8 @@ __device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps][
 #pragma unroll
       for (int k = 0; k < V; ++k) sums[j][k] += static_cast<acc_t>(go.v[k]) * window.values[j][k];
     }
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);
   }
 }
 
@@ -1875,11 +1914,12 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const int64_t items_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
-  __shared__ acc_t lane_sums[kTaps * V][kPositionLanes][kChannelLanes];
+  __shared__ acc_t lane_sums[(kTaps + 1) * V][kPositionLanes][kChannelLanes];
   const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
   const index_t vector = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
   const bool active = vector < channels / V;
@@ -1888,9 +1928,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
   const index_t slice = blockIdx.y;
   const index_t begin = slice * static_cast<index_t>(items_per_slice);
   const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
-  acc_t sums[kTaps][V];
+  acc_t sums[kTaps + 1][V];  // row kTaps: grad_output's own sums, the bias gradient's
 #pragma unroll
-  for (int j = 0; j < kTaps; ++j) {
+  for (int j = 0; j <= kTaps; ++j) {
 #pragma unroll
     for (int k = 0; k < V; ++k) sums[j][k] = acc_t(0);
   }
@@ -1902,15 +1942,20 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
       const scalar_t* in_row = input + n * src_w * channels + c0;
       const index_t first_input = l0 - pad;
       if (column_segment_inside<kTaps>(first_input, src_w)) {
-        column_grad_weight_segment<false>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+        column_grad_weight_segment<false, kTaps>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
       } else {
-        column_grad_weight_segment<true>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+        column_grad_weight_segment<true, kTaps>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
       }
     }
   }
-  // Slot t holds tap t / V of channel c0 + t % V.
+  // Slot t holds tap t / V of channel c0 + t % V (tap kTaps: the bias).
   sum_position_lanes(lane_sums, [&](int t) { return sums[t / V][t % V]; }, [&](int t, acc_t total) {
-    if (active) partial[(slice * channels + c0 + t % V) * kTaps + t / V] = total;
+    if (!active) return;
+    if (t / V < kTaps) {
+      partial[(slice * channels + c0 + t % V) * kTaps + t / V] = total;
+    } else if (partial_bias != nullptr) {
+      partial_bias[slice * channels + c0 + t % V] = total;
+    }
   });
 }
 
@@ -1941,6 +1986,7 @@ grad_weight_register_tiled_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const RegisterTile t,
     const RegisterGradWeightWork work) {
@@ -1964,9 +2010,12 @@ grad_weight_register_tiled_kernel(
   const int64_t item_begin = blockIdx.y * work.items_per_slice;
   const int64_t item_end = smaller(work.items, item_begin + work.items_per_slice);
 
-  acc_t sums[kTaps];
+  // The tap sums, then grad_output's own sum (the bias gradient's; summed across the block only
+  // when partial_bias is not null).
+  acc_t sums[kTaps + 1];
 #pragma unroll
-  for (int tap = 0; tap < kTaps; ++tap) sums[tap] = acc_t(0);
+  for (int tap = 0; tap <= kTaps; ++tap) sums[tap] = acc_t(0);
+  const int block_sums = partial_bias != nullptr ? kTaps + 1 : kTaps;
 
   for (int64_t item = item_begin; item < item_end; ++item) {
     const int tile_x = static_cast<int>(item % work.tiles_w);
@@ -2006,6 +2055,8 @@ grad_weight_register_tiled_kernel(
 #pragma unroll
         for (int j = 0; j < kBlockCols; ++j) go[i][j] = x + j < g.dst_w ? static_cast<acc_t>(go_row[j]) : acc_t(0);
       }
+#pragma unroll
+      for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];
     }
     const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
     // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride.
@@ -2022,11 +2073,11 @@ grad_weight_register_tiled_kernel(
   // shared[tap * threads + tid], then halves folded onto the lower lanes.
   int span = 1;
   while (span < threads) span *= 2;
-  for (int tap0 = 0; tap0 < kTaps; tap0 += work.reduce_taps) {
-    const int chunk = smaller(work.reduce_taps, kTaps - tap0);
+  for (int tap0 = 0; tap0 < block_sums; tap0 += work.reduce_taps) {
+    const int chunk = smaller(work.reduce_taps, block_sums - tap0);
     __syncthreads();  // no thread still reads the tile or the previous chunk
 #pragma unroll
-    for (int tap = 0; tap < kTaps; ++tap) {
+    for (int tap = 0; tap <= kTaps; ++tap) {
       if (tap >= tap0 && tap < tap0 + chunk) shared[(tap - tap0) * threads + tid] = sums[tap];
     }
     for (int half = span / 2; half > 0; half /= 2) {
@@ -2039,7 +2090,11 @@ grad_weight_register_tiled_kernel(
     }
     __syncthreads();
     for (int i = tid; i < chunk; i += threads) {
-      partial[(static_cast<int64_t>(blockIdx.y) * g.dst_channels + c) * kTaps + tap0 + i] = shared[i * threads];
+      if (tap0 + i < kTaps) {
+        partial[(static_cast<int64_t>(blockIdx.y) * g.dst_channels + c) * kTaps + tap0 + i] = shared[i * threads];
+      } else {
+        partial_bias[static_cast<int64_t>(blockIdx.y) * g.dst_channels + c] = shared[i * threads];
+      }
     }
   }
 }
@@ -2073,6 +2128,7 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const ChannelsLastGradWeightWork work) {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -2090,12 +2146,14 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
   const int64_t strip_begin = blockIdx.y * work.strips_per_slice;
   const int64_t strip_end = smaller(work.strips, strip_begin + work.strips_per_slice);
 
-  acc_t sums[kTaps][kChannels];
+  // The tap sums, then grad_output's own sums (the bias gradient's, as in the NCHW kernel).
+  acc_t sums[kTaps + 1][kChannels];
 #pragma unroll
-  for (int tap = 0; tap < kTaps; ++tap) {
+  for (int tap = 0; tap <= kTaps; ++tap) {
 #pragma unroll
     for (int k = 0; k < kChannels; ++k) sums[tap][k] = acc_t(0);
   }
+  const int block_sums = partial_bias != nullptr ? kTaps + 1 : kTaps;
 
   for (int64_t strip = strip_begin + threadIdx.y; active && strip < strip_end; strip += blockDim.y) {
     const index_t x0 = static_cast<index_t>(strip % work.strips_w) * kBlockCols;
@@ -2109,7 +2167,10 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
       const Group v = inside ? *reinterpret_cast<const Group*>(grad_output + (row * dst_w + x0 + j) * channels + c0)
                              : Group{};
 #pragma unroll
-      for (int k = 0; k < kChannels; ++k) go[j][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
+      for (int k = 0; k < kChannels; ++k) {
+        go[j][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
+        sums[kTaps][k] += go[j][k];
+      }
     }
     const index_t sx0 = x0 * kStride - g.pad_w;
 #pragma unroll
@@ -2139,11 +2200,11 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
 
   // Lane (x, y)'s sum of a tap's channel k at shared[((tap - tap0) * blockDim.y + y) * row + x * kChannels + k].
   const int row_values = blockDim.x * kChannels;
-  for (int tap0 = 0; tap0 < kTaps; tap0 += work.reduce_taps) {
-    const int chunk = smaller(work.reduce_taps, kTaps - tap0);
+  for (int tap0 = 0; tap0 < block_sums; tap0 += work.reduce_taps) {
+    const int chunk = smaller(work.reduce_taps, block_sums - tap0);
     __syncthreads();  // no thread still reads the previous chunk
 #pragma unroll
-    for (int tap = 0; tap < kTaps; ++tap) {
+    for (int tap = 0; tap <= kTaps; ++tap) {
       if (tap >= tap0 && tap < tap0 + chunk) {
 #pragma unroll
         for (int k = 0; k < kChannels; ++k) {
@@ -2159,24 +2220,41 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
         for (int lane = 0; lane < static_cast<int>(blockDim.y); ++lane) {
           total += shared[(t * blockDim.y + lane) * row_values + threadIdx.x * kChannels + k];
         }
-        partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + k) * kTaps + tap0 + t] = total;
+        if (tap0 + t < kTaps) {
+          partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + k) * kTaps + tap0 + t] = total;
+        } else {
+          partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + k] = total;
+        }
       }
     }
   }
 }
 
+// The slices' sums added in slice order: partial ([slices][values]) into grad_weight, and, when
+// grad_bias is not null, partial_bias ([slices][channels]) into grad_bias.
 template <typename scalar_t>
 __global__ void grad_weight_finish_kernel(
     const at::acc_type<scalar_t, true>* __restrict__ partial,
     scalar_t* __restrict__ grad_weight,
     const int64_t slices,
-    const int64_t values) {
+    const int64_t values,
+    const at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    scalar_t* __restrict__ grad_bias,
+    const int64_t channels) {
   using acc_t = at::acc_type<scalar_t, true>;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < values;
+  const int64_t total_values = values + (grad_bias != nullptr ? channels : 0);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total_values;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool is_bias = i >= values;
+    const acc_t* sums = is_bias ? partial_bias + (i - values) : partial + i;
+    const int64_t slice_stride = is_bias ? channels : values;
     acc_t total = acc_t(0);
-    for (int64_t s = 0; s < slices; ++s) total += partial[s * values + i];
-    grad_weight[i] = static_cast<scalar_t>(total);
+    for (int64_t s = 0; s < slices; ++s) total += sums[s * slice_stride];
+    if (is_bias) {
+      grad_bias[i - values] = static_cast<scalar_t>(total);
+    } else {
+      grad_weight[i] = static_cast<scalar_t>(total);
+    }
   }
 }
 
@@ -2964,7 +3042,8 @@ auto grad_weight_channels_last_kernel_for(int taps_count) {
 // The register-blocked weight-gradient kernel compiled for a filter size, or null where there is none.
 template <typename scalar_t, typename index_t>
 using RegisterGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
-                                          PassGeometry, RegisterTile, RegisterGradWeightWork);
+                                          at::acc_type<scalar_t, true>*, PassGeometry, RegisterTile,
+                                          RegisterGradWeightWork);
 
 template <typename scalar_t, typename index_t>
 RegisterGradWeightKernel<scalar_t, index_t> grad_weight_register_tiled_kernel_for(int kernel, int stride) {
@@ -3027,7 +3106,8 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
 // The channels_last register-blocked weight-gradient kernel for a filter size and stride, or null.
 template <typename scalar_t, typename index_t>
 using ChannelsLastGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
-                                              PassGeometry, ChannelsLastGradWeightWork);
+                                              at::acc_type<scalar_t, true>*, PassGeometry,
+                                              ChannelsLastGradWeightWork);
 
 template <typename scalar_t, typename index_t, int kStride>
 ChannelsLastGradWeightKernel<scalar_t, index_t> grad_weight_register_channels_last_kernel_for(int kernel) {

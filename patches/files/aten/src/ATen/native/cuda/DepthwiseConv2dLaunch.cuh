@@ -35,7 +35,9 @@ struct PassPointers {
 };
 
 // The weight gradient's tensors. `partial` holds grad_weight_slices(choice) x channels x taps
-// sums, which grad_weight_finish_kernel adds in slice order into grad_weight.
+// sums, which grad_weight_finish_kernel adds in slice order into grad_weight; with a bias
+// gradient, `partial_bias` holds slices x channels sums of grad_output for grad_bias (both null:
+// none; every weight-gradient kernel sums grad_output as it reads it).
 template <typename scalar_t>
 struct GradWeightPointers {
   const scalar_t* grad_output;
@@ -43,6 +45,8 @@ struct GradWeightPointers {
   at::acc_type<scalar_t, true>* partial;
   scalar_t* grad_weight;
   Strides4 grad_output_strides, input_strides;
+  at::acc_type<scalar_t, true>* partial_bias = nullptr;
+  scalar_t* grad_bias = nullptr;
 };
 
 // A thread an element, at most 32 blocks an SM (the kernels walk the rest).
@@ -206,43 +210,43 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
     case GradWeightKernel::kRow: {
       const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_row_kernel_for<scalar_t, int32_t>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.chunks_per_row, plan.chunks_per_slice);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.chunks_per_row, plan.chunks_per_slice);
       break;
     }
     case GradWeightKernel::kRegisterTiled: {
       const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.tile, plan.work);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.tile, plan.work);
       break;
     }
     case GradWeightKernel::kColumn: {
       const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_column_kernel_for<scalar_t, int32_t>(g.kernel_w);
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.items_per_slice);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.items_per_slice);
       break;
     }
     case GradWeightKernel::kChannelsLastRegister: {
       const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.work);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.work);
       break;
     }
     case GradWeightKernel::kChannelsLastRing: {
       const auto& plan = std::get<RingGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_ring_kernel_for<scalar_t>(g.kernel_h, g.stride_h);  // never null: the choice
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.work);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.work);
       break;
     }
     case GradWeightKernel::kLargeFilter: {
       const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_large_filter_kernel<scalar_t, int32_t>;
-      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial, g,
-                    plan.tile, plan.work, p.grad_output_strides, p.input_strides);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                    p.partial_bias, g, plan.tile, plan.work, p.grad_output_strides, p.input_strides);
       break;
     }
     case GradWeightKernel::kNchw:
@@ -253,20 +257,21 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
         if (plan.channels_last) {
           const auto kernel = grad_weight_channels_last_kernel_for<scalar_t, index_t>(taps);
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input,
-                        p.partial, g, p.grad_output_strides, p.input_strides, plan.rows_per_slice);
+                        p.partial, p.partial_bias, g, p.grad_output_strides, p.input_strides, plan.rows_per_slice);
         } else {
           const auto kernel = grad_weight_nchw_kernel_for<scalar_t, index_t>(taps);
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input,
-                        p.partial, g, plan.rows_per_slice);
+                        p.partial, p.partial_bias, g, plan.rows_per_slice);
         }
       });
       break;
     }
   }
   const int64_t values = g.dst_channels * taps;
+  const int64_t bias_values = p.grad_bias != nullptr ? g.dst_channels : 0;
   const auto finish = grad_weight_finish_kernel<scalar_t>;
-  DWCONV_LAUNCH(finish, elementwise_grid(values, sm_count), kThreads, 0, stream, p.partial, p.grad_weight,
-                grad_weight_slices(choice), values);
+  DWCONV_LAUNCH(finish, elementwise_grid(values + bias_values, sm_count), kThreads, 0, stream, p.partial,
+                p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, p.grad_bias, g.dst_channels);
 }
 
 }  // namespace at::native::dwconv

@@ -1,5 +1,6 @@
 // The CUDA kernels of aten::_conv_depthwise2d_backward and aten::_conv_depthwise3d_backward
-// (native_functions_overrides/native_functions/depthwise_backward.yaml).
+// (native_functions_overrides/native_functions/depthwise_backward.yaml), and the operator
+// dwconv::conv_depthwise2d_backward with its CUDA kernel.
 //
 // Upstream reaches the depthwise backward kernels only through DispatchStubs. These ops
 // run the very same stubs that convolution_backward runs, so an op call and a
@@ -7,10 +8,19 @@
 // (the patch set's in a patched build or while the overlay is enabled).
 // The stubs check their arguments; the bias gradient is not theirs to compute (it is
 // grad_output summed over every dimension but the channels, see derivatives/depthwise.yaml).
+//
+// dwconv::conv_depthwise2d_backward is the 2D backward with the bias gradient as well
+// (output_mask[2]), summed by the weight-gradient kernel as it reads grad_output, so a training
+// step of a biased layer reads grad_output once less. The routing's convolution_backward calls it
+// (DepthwiseConvRouting.cpp). It is the project's operator, not aten's: upstream's
+// _conv_depthwise2d_backward keeps its signature, and its derivatives stay as they are. Its
+// kernel is always registered (the overlay's switch hands aten's operators back, not this one).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/native/ConvUtils.h>
+#include <ATen/native/cuda/DepthwiseConv2d.h>
+#include <torch/library.h>
 
 #ifndef AT_PER_OPERATOR_HEADERS
 #include <ATen/NativeFunctions.h>
@@ -53,3 +63,14 @@ std::tuple<Tensor, Tensor> _conv_depthwise3d_backward_cuda(
 }
 
 } // namespace at::native
+
+TORCH_LIBRARY_FRAGMENT(dwconv, m) {
+  m.def(
+      "conv_depthwise2d_backward(Tensor grad_output, Tensor self, Tensor weight, int[2] kernel_size, int[2] stride, "
+      "int[2] padding, int[2] dilation, bool[3] output_mask) -> (Tensor grad_input, Tensor grad_weight, "
+      "Tensor grad_bias)");
+}
+
+TORCH_LIBRARY_IMPL(dwconv, CUDA, m) {
+  m.impl("conv_depthwise2d_backward", TORCH_FN(at::native::dwconv::depthwise2d_backward_with_bias_cuda));
+}

@@ -13,10 +13,14 @@
 //   changes nothing here.
 // - DWCONV_ROUTING=ours|upstream (read once), or torch.ops.dwconv.set_routing("ours"|"upstream"|"auto")
 //   (registered here, so a patched build and the overlay both have it), overrides the measurements.
+// - The backward our kernels take runs as dwconv::conv_depthwise2d_backward, which also returns
+//   the bias gradient: summed by our weight-gradient kernel where that runs, so a biased layer's
+//   step reads grad_output once less than upstream's (which sums it in a pass of its own).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/cuda/DepthwiseConvRouting.h>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 #include <c10/util/Exception.h>
@@ -27,7 +31,6 @@
 #include <ATen/NativeFunctions.h>
 #else
 #include <ATen/ops/_conv_depthwise2d.h>
-#include <ATen/ops/_conv_depthwise2d_backward.h>
 #include <ATen/ops/convolution_backward_native.h>
 #include <ATen/ops/convolution_native.h>
 #endif
@@ -150,6 +153,19 @@ Tensor from_4d(const Tensor& t, const Problem& p) {
   return (p.conv1d && t.defined()) ? t.squeeze(2) : t;
 }
 
+// dwconv::conv_depthwise2d_backward (DepthwiseConvBackwardOps.cpp), called through the
+// dispatcher like an aten operator, so that the profiler records it.
+std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias(const Tensor& grad_output, const Tensor& input,
+                                                                  const Tensor& weight, const Geometry2d& g,
+                                                                  std::array<bool, 3> output_mask) {
+  static const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("dwconv::conv_depthwise2d_backward", "")
+          .typed<std::tuple<Tensor, Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&, IntArrayRef,
+                                                    IntArrayRef, IntArrayRef, IntArrayRef, std::array<bool, 3>)>();
+  return op.call(grad_output, input, weight, g.kernel, g.stride, g.padding, g.dilation, output_mask);
+}
+
 // grad_output is what the problem's output would be: else upstream reports the mismatch.
 bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const Problem& p) {
   if (!grad_output.is_cuda() || grad_output.device() != input.device() ||
@@ -233,16 +249,13 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
         grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
         upstream_mask);
   }
-  const auto g = geometry_of(p);
-  auto [ours_grad_input, ours_grad_weight] = at::_conv_depthwise2d_backward(
-      in_upstream_layout(grad_output, p), in_upstream_layout(input, p), as_4d(weight, p), g.kernel, g.stride,
-      g.padding, g.dilation,
-      {ours_input, ours_weight});
+  // grad_bias comes with ours: from our weight-gradient kernel where it runs, else summed.
+  auto [ours_grad_input, ours_grad_weight, ours_grad_bias] = depthwise2d_backward_with_bias(
+      in_upstream_layout(grad_output, p), in_upstream_layout(input, p), as_4d(weight, p), geometry_of(p),
+      {ours_input, ours_weight, output_mask[2]});
   if (ours_input) grad_input = from_4d(ours_grad_input, p);
   if (ours_weight) grad_weight = from_4d(ours_grad_weight, p);
-  if (output_mask[2]) {
-    grad_bias = p.conv1d ? grad_output.sum(IntArrayRef{0, 2}) : grad_output.sum(IntArrayRef{0, 2, 3});
-  }
+  grad_bias = std::move(ours_grad_bias);
   return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }
 
