@@ -313,8 +313,9 @@ MUTATIONS = [
     (("    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];",
       "    for (int other = 1; other < 1; ++other) total += lane_bias_sums[other * kRingChannels + channel];"),
      "59:60"),  # the ring's second lane
-    (("for (int i = slot_tid; i < rows * dst_w; i += slot_threads)",
-      "for (int i = slot_tid; i < rows * dst_w - 1; i += slot_threads)"), "28:29"),  # a large-filter band's last value
+    (("for (int i = slot_tid; i < rows * dst_w; i += slot_threads, at.advance()) {",
+      "for (int i = slot_tid; i < rows * dst_w - 1; i += slot_threads, at.advance()) {"),
+     "28:29"),  # a large-filter band's last value
     (("      for (int i = 0; i < slot_threads; ++i) total += slot_sums[i];",
       "      for (int i = 1; i < slot_threads; ++i) total += slot_sums[i];"), "28:29"),  # ... a slot thread's sum
     (("const int64_t slice_stride = is_bias ? channels : values;", "const int64_t slice_stride = values;"),

@@ -941,7 +941,10 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
                                    t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w), 0, 1);
     if (partial_bias != nullptr) {
       const int dst_w = static_cast<int>(g.dst_w);
-      for (int i = slot_tid; i < rows * dst_w; i += slot_threads) grad_output_sum += plane[i / dst_w * go_pitch + i % dst_w];
+      GridWalk<int, 2> at(slot_tid, slot_threads, {0, dst_w});  // (band row, column)
+      for (int i = slot_tid; i < rows * dst_w; i += slot_threads, at.advance()) {
+        grad_output_sum += plane[at.at[0] * go_pitch + at.at[1]];
+      }
     }
   }
 
