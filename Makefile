@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-report routing-table resource-report plan-report clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-report profile routing-table resource-report plan-report clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -93,7 +93,7 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
-export SETS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER
+export SETS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU
 bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b REPEATS=n RESULTS=dir)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
@@ -101,10 +101,14 @@ bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,upstream within BUDGET s (540), logs in OUT
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,profile,upstream within BUDGET s (540), logs in OUT
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session
+
+profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,b PASSES=backward_weight MATCH=regex OUT=dir)
+	@$(REQUIRE_STAGED_OVERLAY)
+	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench profile $(if $(OUT),--out $(OUT))
 
 bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...")
 	$(HARNESS) bench report $(BENCH)

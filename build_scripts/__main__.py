@@ -168,6 +168,15 @@ def cmd_bench(args) -> None:
         return
     import datetime
     import shlex
+    if args.action == "profile":
+        from .bench.profile import run_profile
+        from .bench.schema import comma_separated
+        out_dir = Path(args.out) if args.out else None
+        if out_dir is None:
+            out_dir = Path(args.results) / "profile" / datetime.date.today().isoformat()
+        run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes), args.match,
+                    ncu=os.environ.get("NCU") or "ncu")
+        return
     try:
         import torch
     except ImportError:
@@ -258,8 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                               help="comma-separated: requirements (pip install the build requirements), compile")
             verb.add_argument("--out", default=str(REPO_ROOT / "dist"), help="where the wheel goes")
         if name == "bench":
-            verb.add_argument("action", nargs="?", choices=("run", "report"), default="run",
-                              help="run: time on this GPU (default); report: markdown and plots of reports")
+            verb.add_argument("action", nargs="?", choices=("run", "report", "profile"), default="run",
+                              help="run: time on this GPU (default); report: markdown and plots of reports; "
+                                   "profile: Nsight Compute on our kernels of chosen passes")
             verb.add_argument("reports", nargs="*", help="report: the bench JSON file(s) of one run")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="run: comma-separated layer sets (default: all)")
@@ -271,7 +281,13 @@ def main(argv: list[str] | None = None) -> int:
                               help="run: start no problem that would end past this many seconds (default: no limit)")
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")
-            verb.add_argument("--out", help="report: the output directory (default: beside the first report)")
+            verb.add_argument("--out", help="report: the output directory (default: beside the first report); "
+                                            "profile: where profile.md and profile.csv go")
+            verb.add_argument("--passes", default=os.environ.get("PASSES") or "backward_weight",
+                              help="profile: comma-separated passes (default: backward_weight)")
+            verb.add_argument("--match", default=os.environ.get("MATCH", ""),
+                              help="profile: a regular expression on the problems' labels, "
+                                   "e.g. 'L=2048 b8 bfloat16 contiguous'")
         if name == "plan-report":
             verb.add_argument("--sms", type=int, default=int(os.environ.get("SMS") or 132),
                               help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe)")

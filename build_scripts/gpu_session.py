@@ -15,6 +15,8 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
              (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
              `make bench-report` redraws the markdown and plots from it here
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
+  profile    make profile: Nsight Compute on our kernels of the bench passes SETS, PASSES and
+             MATCH choose (profile.md and profile.csv in OUT)
   upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
 
 Needs only the standard library: it runs in the GPU machine's Python, which has no network.
@@ -100,6 +102,9 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         "look-back": Step("look-back", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", "VARIANTS=look-back"],
         ], BENCH_SUMMARY, reports_under="results"),
+        "profile": Step("profile", [
+            [make, "profile", *make_vars, f"OUT={out}", f"SETS={sets}"],
+        ], re.compile(r"^(\[\d+/\d+\] |wrote |error)")),
         "upstream": Step("upstream", [
             [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
         ], re.compile(r"(new failure|passed|failed|wrote )")),
