@@ -309,7 +309,8 @@ MUTATIONS = [
     (("      for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];",
       "      for (int j = 1; j < kBlockCols; ++j) sums[kTaps] += go[i][j];"), "26:28"),  # register tiles' 4x4 blocks
     (("        sums[kTaps][k] += go[j][k];\n", "\n"), "12:14"),  # channels_last register strips
-    (("          grad_output_sum += go;\n", "\n"), "59:61"),  # the ring
+    (("for (int j = 0; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];",
+      "for (int j = 1; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];"), "59:61"),  # the ring
     (("    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];",
       "    for (int other = 1; other < 1; ++other) total += lane_bias_sums[other * kRingChannels + channel];"),
      "59:60"),  # the ring's second lane

@@ -214,7 +214,12 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
           const acc_t go = go_row[(x + j) * kRingChannels];
 #pragma unroll
           for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
-          grad_output_sum += go;
+        }
+      }
+      if (kh == 0) {  // the step's grad_output row once more, from shared memory, where few registers are live
+        for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
+#pragma unroll
+          for (int j = 0; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];
         }
       }
 
