@@ -56,7 +56,8 @@ KERNELS_CHECKED = [
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
                    "register-tiled NCHW stride 2", "register-tiled NCHW stride 2 row loads", "register NHWC",
-                   "ring NHWC", "large-filter NCHW", "large-filter NHWC", "strided NHWC")] + [
+                   "large-filter NCHW", "large-filter NHWC", "strided NHWC")] + [
+    "grad-weight ring NHWC"] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 
@@ -309,11 +310,6 @@ MUTATIONS = [
     (("      for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];",
       "      for (int j = 1; j < kBlockCols; ++j) sums[kTaps] += go[i][j];"), "26:28"),  # register tiles' 4x4 blocks
     (("        sums[kTaps][k] += go[j][k];\n", "\n"), "12:14"),  # channels_last register strips
-    (("for (int j = 0; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];",
-      "for (int j = 1; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];"), "59:61"),  # the ring
-    (("    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];",
-      "    for (int other = 1; other < 1; ++other) total += lane_bias_sums[other * kRingChannels + channel];"),
-     "59:60"),  # the ring's second lane
     (("for (int i = slot_tid; i < rows * dst_w; i += slot_threads, at.advance()) {",
       "for (int i = slot_tid; i < rows * dst_w - 1; i += slot_threads, at.advance()) {"),
      "28:29"),  # a large-filter band's last value

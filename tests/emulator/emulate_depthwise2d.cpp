@@ -489,20 +489,23 @@ struct GradWeightSums {
         partial_bias(poisoned<at::acc_type<T, true>>(size_t(slices) * p.grad_bias.v.size())) {}
 };
 
-// grad_weight_finish_kernel over the slices' sums, grad_weight and grad_bias checked against the
-// references.
+// grad_weight_finish_kernel over the slices' sums, grad_weight and (for a kernel that sums_bias)
+// grad_bias checked against the references.
 template <typename T>
 void check_finished_grad_weight(const std::string& kernel, const std::string& tag, const Problem& p,
-                                const GradWeightSums<T>& sums, int64_t slices) {
+                                const GradWeightSums<T>& sums, int64_t slices, bool with_bias = true) {
   const int64_t values = p.grad_weight.v.size();
   const int64_t channels = p.grad_bias.v.size();
   auto gw = poisoned<T>(values);
   auto gb = poisoned<T>(channels);
   dwconv_emu::launch(grid_for(values + channels), dim3(kThreads), 0, grad_weight_finish_kernel<T>,
-                     sums.partial.data(), gw.data(), slices, values, sums.partial_bias.data(), gb.data(), channels);
+                     sums.partial.data(), gw.data(), slices, values, with_bias ? sums.partial_bias.data() : nullptr,
+                     with_bias ? gb.data() : nullptr, channels);
   const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
   expect_close(kernel, tag + " slices=" + std::to_string(slices), p.k, gw, p.grad_weight, false, terms);
-  expect_close(kernel + " bias", tag + " slices=" + std::to_string(slices), p.k, gb, p.grad_bias, false, terms);
+  if (with_bias) {
+    expect_close(kernel + " bias", tag + " slices=" + std::to_string(slices), p.k, gb, p.grad_bias, false, terms);
+  }
 }
 
 // The register-tiled weight gradient (NCHW, 32-bit indexing only, as on the GPU), planned for
@@ -575,12 +578,12 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
       GradWeightSums<T> sums(p, plan->grid.y);
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
                          grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
-                         sums.partial.data(), sums.partial_bias.data(), g, plan->work);
+                         sums.partial.data(), g, plan->work);
       check_finished_grad_weight<T>("grad-weight ring NHWC",
                                     tag + " chunks=" + std::to_string(plan->work.chunks_w) +
                                         " bands=" + std::to_string(plan->work.bands) +
                                         " items/slice=" + std::to_string(plan->work.items_per_slice),
-                                    p, sums, plan->grid.y);
+                                    p, sums, plan->grid.y, sums_bias(GradWeightKernel::kChannelsLastRing));
     }
   }
 }
@@ -748,22 +751,23 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64};
     const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
-    // With the bias gradient where the case has a bias, as the routing asks for it; without, the
-    // kernels must leave it alone (its buffers stay null).
+    // With the bias gradient where the case has a bias and the kernel sums it, as DepthwiseConv2d.cu
+    // asks for it (the ring's bias is a sum of its own there); without, the buffers stay null.
     const int64_t slices = grad_weight_slices(grad_weight_choice);
+    const bool summed_bias = p.k.bias && sums_bias(grad_weight_choice.kernel);
     auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
-    auto partial_bias = poisoned<acc_t>(p.k.bias ? size_t(slices) * g.dst_channels : 0);
+    auto partial_bias = poisoned<acc_t>(summed_bias ? size_t(slices) * g.dst_channels : 0);
     auto gw = poisoned<T>(p.grad_weight.v.size());
     auto gb = poisoned<T>(p.grad_bias.v.size());
     launch_grad_weight<T>(grad_weight_choice, index64, g,
                           GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(),
                                                 p.grad_output.strides(cl), p.input.strides(cl),
-                                                p.k.bias ? partial_bias.data() : nullptr,
-                                                p.k.bias ? gb.data() : nullptr},
+                                                summed_bias ? partial_bias.data() : nullptr,
+                                                summed_bias ? gb.data() : nullptr},
                           kDispatchSMs, 0);
     const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
     expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false, terms);
-    if (p.k.bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
+    if (summed_bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
   }
 }
 

@@ -89,6 +89,7 @@
 #else
 #include <ATen/ops/_conv_depthwise2d_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/sum.h>
 #endif
 
 #include <array>
@@ -194,8 +195,13 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
   });
 }
 
-// grad_weight, and grad_bias where it is defined: the weight-gradient kernel sums grad_output
-// for the bias as it reads it, so the bias gradient costs no pass of its own.
+// grad_bias as a sum of its own: grad_output over all but the channels.
+void sum_bias_into(const Tensor& grad_output, Tensor grad_bias) {
+  at::sum_out(grad_bias, grad_output, IntArrayRef{0, 2, 3});
+}
+
+// grad_weight, and grad_bias where it is defined: a kernel that sums_bias sums grad_output for
+// the bias as it reads it, so the bias gradient costs no pass of its own; after the others, a sum.
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const Tensor& grad_bias, const PassGeometry& g) {
   const GradWeightOperands operands{
@@ -214,14 +220,16 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     const int64_t slices = grad_weight_slices(choice);
     const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
     // The bias's sums per slice, [slices][channels], added the same way into grad_bias.
-    const Tensor partial_bias = grad_bias.defined() ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
+    const bool summed_bias = grad_bias.defined() && sums_bias(choice.kernel);
+    const Tensor partial_bias = summed_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
     const GradWeightPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
         grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input),
-        grad_bias.defined() ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
-        grad_bias.defined() ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
+        summed_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
+        summed_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
     launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, sms, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
+    if (grad_bias.defined() && !summed_bias) sum_bias_into(grad_output, grad_bias);
   });
 }
 
@@ -314,9 +322,9 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
     }
   }
   Tensor grad_weight, grad_bias;
+  if (output_mask[2]) grad_bias = at::empty({weight_.size(0)}, grad_output.options());
   if (output_mask[1]) {
     grad_weight = at::empty(weight_.sizes(), grad_output.options());
-    if (output_mask[2]) grad_bias = at::empty({weight_.size(0)}, grad_output.options());
     if (grad_output.numel() == 0) {
       grad_weight.zero_();  // an empty batch contributes nothing
       if (output_mask[2]) grad_bias.zero_();
@@ -324,7 +332,7 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
       grad_weight_into(grad_output, self_.contiguous(layout), grad_weight, grad_bias, g);
     }
   } else if (output_mask[2]) {
-    grad_bias = grad_output.sum(IntArrayRef{0, 2, 3});  // no weight-gradient kernel to sum it on the way
+    sum_bias_into(grad_output, grad_bias);  // no weight-gradient kernel to sum it on the way
   }
   return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }

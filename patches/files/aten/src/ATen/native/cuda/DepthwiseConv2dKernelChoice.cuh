@@ -93,6 +93,13 @@ inline const char* kernel_name(GradWeightKernel kernel) {
   return "?";
 }
 
+// Whether the weight-gradient kernel also sums grad_output for the bias gradient as it reads it
+// (into GradWeightPointers::partial_bias). The ring does not: it runs at its register bound, and
+// the extra sum made some of its instances spill; with it, the bias is a sum of its own.
+inline bool sums_bias(GradWeightKernel kernel) {
+  return kernel != GradWeightKernel::kChannelsLastRing;
+}
+
 struct DirectLaunch {};  // the grid follows from dst alone
 struct ColumnLaunch {
   dim3 grid;

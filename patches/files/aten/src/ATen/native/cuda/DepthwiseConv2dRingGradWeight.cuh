@@ -17,9 +17,7 @@
 // the next step's S input rows and grad_output row are in flight in registers; they are stored
 // after the step, and one barrier a step orders the ring. The sums of a slice of items meet in
 // `partial` (lanes added in order), which grad_weight_finish_kernel adds in slice order:
-// bitwise reproducible, like the other weight-gradient kernels. Every thread also sums the
-// grad_output values it reads; kernel row 0's sums, the bias gradient's share, go to
-// `partial_bias` unless that is null.
+// bitwise reproducible, like the other weight-gradient kernels.
 //
 // It replaces, where it takes a pass, grad_weight_register_channels_last_kernel, which loaded
 // each input value from L1/L2 once for each kernel row and held all K^2 sums a thread (151
@@ -70,7 +68,6 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
-    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const RingGradWeightWork w) {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -136,7 +133,6 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   acc_t sums[kKernel];
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) sums[kw] = acc_t(0);
-  acc_t grad_output_sum = acc_t(0);  // the staged columns past the item's are zeros
 
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
@@ -216,12 +212,6 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
           for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
         }
       }
-      if (kh == 0) {  // the step's grad_output row once more, from shared memory, where few registers are live
-        for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
-#pragma unroll
-          for (int j = 0; j < kRingChunk; ++j) grad_output_sum += go_row[(x + j) * kRingChannels];
-        }
-      }
 
       if (next) {
 #pragma unroll
@@ -239,36 +229,28 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
 
   // The lanes' sums of a channel's tap meet in shared memory (the ring is no longer read: the last
   // step ended in a barrier), added in lane order.
-  acc_t* const lane_sums = in_ring;                                    // [lane][kh][kw][32]
-  acc_t* const lane_bias_sums = lane_sums + kLanes * kTaps * kRingChannels;  // [lane][32]
+  acc_t* const lane_sums = in_ring;  // [lane][kh][kw][32]
   if (kLanes > 1) {
 #pragma unroll
     for (int kw = 0; kw < kKernel; ++kw) {
       lane_sums[((lane * kKernel + kh) * kKernel + kw) * kRingChannels + channel] = sums[kw];
     }
-    if (kh == 0) lane_bias_sums[lane * kRingChannels + channel] = grad_output_sum;
     __syncthreads();
   }
   if (lane != 0 || c0 + channel >= channels) return;
-  const int64_t slice_channel = static_cast<int64_t>(blockIdx.y) * channels + c0 + channel;
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) {
     acc_t total = sums[kw];
     for (int other = 1; other < kLanes; ++other) {
       total += lane_sums[((other * kKernel + kh) * kKernel + kw) * kRingChannels + channel];
     }
-    partial[slice_channel * kTaps + kh * kKernel + kw] = total;
-  }
-  if (kh == 0 && partial_bias != nullptr) {
-    acc_t total = grad_output_sum;
-    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];
-    partial_bias[slice_channel] = total;
+    partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps + kh * kKernel + kw] = total;
   }
 }
 
 template <typename scalar_t>
-using RingGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
-                                      at::acc_type<scalar_t, true>*, PassGeometry, RingGradWeightWork);
+using RingGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*, PassGeometry,
+                                      RingGradWeightWork);
 
 // The kernel for a filter size and stride (is_ring_grad_weight_filter), or null; compiled for
 // float and the half types only (a double ring would hold a quarter of the columns).

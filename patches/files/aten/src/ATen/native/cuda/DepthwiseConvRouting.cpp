@@ -14,8 +14,9 @@
 // - DWCONV_ROUTING=ours|upstream (read once), or torch.ops.dwconv.set_routing("ours"|"upstream"|"auto")
 //   (registered here, so a patched build and the overlay both have it), overrides the measurements.
 // - The backward our kernels take runs as dwconv::conv_depthwise2d_backward, which also returns
-//   the bias gradient: summed by our weight-gradient kernel where that runs, so a biased layer's
-//   step reads grad_output once less than upstream's (which sums it in a pass of its own).
+//   the bias gradient: summed by our weight-gradient kernel where that runs (all but the ring), so
+//   a biased layer's step reads grad_output once less than upstream's (which sums it in a pass of
+//   its own).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
