@@ -56,8 +56,7 @@ KERNELS_CHECKED = [
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
                    "register-tiled NCHW stride 2", "register-tiled NCHW stride 2 row loads", "register NHWC",
-                   "large-filter NCHW", "large-filter NHWC", "strided NHWC")] + [
-    "grad-weight ring NHWC"] + [
+                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 
@@ -317,6 +316,14 @@ MUTATIONS = [
       "      for (int i = 1; i < slot_threads; ++i) total += slot_sums[i];"), "28:29"),  # ... a slot thread's sum
     (("const int64_t slice_stride = is_bias ? channels : values;", "const int64_t slice_stride = values;"),
      "0:1"),  # the bias's slices read at the taps' stride
+    # ... in the ring, by a row of threads of its own:
+    (("for (int j = 0; j < kRingChunk; ++j) chunk_sum +=", "for (int j = 1; j < kRingChunk; ++j) chunk_sum +="),
+     "54:55"),  # a chunk's first column
+    (("for (int other = 1; other < kLanes; ++other) total += lane_bias_sums",
+      "for (int other = 1; other < 1; ++other) total += lane_bias_sums"), "59:60"),  # the second lane's columns
+    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;",
+      "partial_bias[c0 + channel] = total;"), "60:61"),  # every slice's sums written over the first's
+    (("          sums[0] += chunk_sum;", "          sums[0] = chunk_sum;"), "54:55"),  # only a step's last chunk
 ]
 
 

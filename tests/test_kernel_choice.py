@@ -76,6 +76,30 @@ def test_the_gpu_tests_expect_the_kernels_the_host_code_chooses(kernel_choice, t
     assert not failures, "\n".join(failures)
 
 
+def test_the_routing_tests_biased_layers_take_the_weight_gradient_kernels_they_expect(kernel_choice):
+    lines, expected = [], []
+    for dtype, _, call, kernel in kernel_cases.BIASED_LAYER_CASES:
+        for sm_count in SM_COUNTS:
+            lines.append(query_line(dtype, "grad-weight+bias", call, sm_count))
+            expected.append((call.label, kernel))
+    chosen = choose(kernel_choice, lines)
+    assert [(label, name) for (label, _), name in zip(expected, chosen)] == expected
+
+
+def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choice):
+    """A row of 32 x lanes threads more (blockDim.y one past the kernel rows), the same grid; at 7x7
+    still three blocks an SM at the ring's 80 registers, as without."""
+    for kernel, lanes in ((3, 2), (5, 1), (7, 1)):
+        call = kernel_cases.Call("ring", 16, 96, 56, kernel, padding=kernel // 2, layout="cl")
+        without, with_bias = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
+            kernel_choice, [query_line("bfloat16", pass_, call, 132) for pass_ in ("grad-weight", "grad-weight+bias")],
+            "--plans"))
+        assert without.kernel == with_bias.kernel == kernel_cases.RING_GRAD_WEIGHT
+        assert without.block == (32, kernel, lanes) and with_bias.block == (32, kernel + 1, lanes)
+        if kernel == 7:
+            assert without.blocks_per_sm(registers=80) == with_bias.blocks_per_sm(registers=80) == 3
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)
@@ -128,7 +152,7 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
 
 @pytest.mark.parametrize("line, message", [
     ("float forward cl 2 64 20 33", "malformed call line"),
-    ("float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "pass must be forward, backward-input or grad-weight"),
+    ("float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "pass must be forward, backward-input, grad-weight or grad-weight+bias"),
     ("float forward nhwc 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "layout must be nchw or cl"),
     ("int forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "dtype must be double, float, half or bfloat16"),
     ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 rows", "no kernel path is named rows"),

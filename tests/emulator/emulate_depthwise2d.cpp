@@ -489,8 +489,8 @@ struct GradWeightSums {
         partial_bias(poisoned<at::acc_type<T, true>>(size_t(slices) * p.grad_bias.v.size())) {}
 };
 
-// grad_weight_finish_kernel over the slices' sums, grad_weight and (for a kernel that sums_bias)
-// grad_bias checked against the references.
+// grad_weight_finish_kernel over the slices' sums, grad_weight and (with_bias) grad_bias checked
+// against the references.
 template <typename T>
 void check_finished_grad_weight(const std::string& kernel, const std::string& tag, const Problem& p,
                                 const GradWeightSums<T>& sums, int64_t slices, bool with_bias = true) {
@@ -564,7 +564,7 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
 
 // The channels_last ring weight gradient, where it takes the pass (32-bit indexing, 16-byte
 // aligned data, as on the GPU), planned for a one-SM GPU (several items a slice) and a large one
-// (bands down the planes where the batch alone leaves SMs idle).
+// (bands down the planes where the batch alone leaves SMs idle), with and without the bias row.
 template <typename T, typename index_t>
 void check_ring_grad_weight(const Problem& p, const std::string& tag) {
   if constexpr (std::is_same_v<index_t, int32_t>) {
@@ -573,17 +573,20 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
     for (const int sm_count : {1, 512}) {
-      const auto plan = plan_ring_grad_weight<T>(g, sm_count);
-      if (!plan) continue;
-      GradWeightSums<T> sums(p, plan->grid.y);
-      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
-                         sums.partial.data(), g, plan->work);
-      check_finished_grad_weight<T>("grad-weight ring NHWC",
-                                    tag + " chunks=" + std::to_string(plan->work.chunks_w) +
-                                        " bands=" + std::to_string(plan->work.bands) +
-                                        " items/slice=" + std::to_string(plan->work.items_per_slice),
-                                    p, sums, plan->grid.y, sums_bias(GradWeightKernel::kChannelsLastRing));
+      for (const bool with_bias : {false, true}) {
+        const auto plan = plan_ring_grad_weight<T>(g, sm_count, with_bias);
+        if (!plan) continue;
+        GradWeightSums<T> sums(p, plan->grid.y);
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                           grad_weight_ring_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
+                           sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g, plan->work);
+        check_finished_grad_weight<T>("grad-weight ring NHWC",
+                                      tag + " chunks=" + std::to_string(plan->work.chunks_w) +
+                                          " bands=" + std::to_string(plan->work.bands) +
+                                          " items/slice=" + std::to_string(plan->work.items_per_slice) +
+                                          (with_bias ? " bias row" : ""),
+                                      p, sums, plan->grid.y, with_bias);
+      }
     }
   }
 }
@@ -749,25 +752,25 @@ void check_dispatched(const Problem& p, const char* dtype) {
 
     const GradWeightOperands grad_weight{output.is_contiguous() && input.is_contiguous(),
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
-                                         address_of(go), address_of(in), int(sizeof(T)), index64};
+                                         address_of(go), address_of(in), int(sizeof(T)), index64, p.k.bias};
     const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
-    // With the bias gradient where the case has a bias and the kernel sums it, as DepthwiseConv2d.cu
-    // asks for it (the ring's bias is a sum of its own there); without, the buffers stay null.
+    // With the bias gradient where the case has a bias, as DepthwiseConv2d.cu asks for it; without,
+    // the buffers stay null.
     const int64_t slices = grad_weight_slices(grad_weight_choice);
-    const bool summed_bias = p.k.bias && sums_bias(grad_weight_choice.kernel);
+    const bool with_bias = p.k.bias;
     auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
-    auto partial_bias = poisoned<acc_t>(summed_bias ? size_t(slices) * g.dst_channels : 0);
+    auto partial_bias = poisoned<acc_t>(with_bias ? size_t(slices) * g.dst_channels : 0);
     auto gw = poisoned<T>(p.grad_weight.v.size());
     auto gb = poisoned<T>(p.grad_bias.v.size());
     launch_grad_weight<T>(grad_weight_choice, index64, g,
                           GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(),
                                                 p.grad_output.strides(cl), p.input.strides(cl),
-                                                summed_bias ? partial_bias.data() : nullptr,
-                                                summed_bias ? gb.data() : nullptr},
+                                                with_bias ? partial_bias.data() : nullptr,
+                                                with_bias ? gb.data() : nullptr},
                           kDispatchSMs, 0);
     const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
     expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false, terms);
-    if (summed_bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
+    if (with_bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
   }
 }
 
@@ -921,7 +924,9 @@ void check_bench_layers_planned(const char* dtype) {
                          (!correlation || plan_channels_last_register_tiled<scalar_t>(*correlation, 132).has_value()),
                      dtype, l, batch, "register-tiled channels_last");
       if (sizeof(acc_t) == 4) {
-        expect_planned(plan_ring_grad_weight<scalar_t>(g, 132).has_value(), dtype, l, batch, "ring weight-gradient");
+        expect_planned(plan_ring_grad_weight<scalar_t>(g, 132, false).has_value() &&
+                           plan_ring_grad_weight<scalar_t>(g, 132, true).has_value(),
+                       dtype, l, batch, "ring weight-gradient");
       }
     }
   }

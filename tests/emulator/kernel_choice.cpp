@@ -5,7 +5,8 @@
 // Reads one call per line from stdin:
 //   <dtype> <pass> <layout> N C H W multiplier kh kw sh sw ph pw dh dw input_offset grad_output_offset
 //   sm_count disabled
-// dtype: double | float | half | bfloat16; pass: forward | backward-input | grad-weight;
+// dtype: double | float | half | bfloat16; pass: forward | backward-input | grad-weight |
+// grad-weight+bias (the weight gradient with the bias gradient asked for too);
 // layout: nchw | cl, the input's memory format, which grad_output shares and the output and
 // grad_input take; the offsets: how many elements past a 512-byte boundary (where the caching
 // allocator's blocks start) the input's and grad_output's data start, every other tensor being
@@ -137,18 +138,19 @@ std::string choose(const Call& k) {
                                                         k.sm_count);
     return described(choice, launch_shape(choice, k.sm_count));
   }
-  if (k.pass == "grad-weight") {
+  if (k.pass == "grad-weight" || k.pass == "grad-weight+bias") {
     const GradWeightOperands operands{
         grad_output.is_contiguous() && input.is_contiguous(),
         grad_output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
         grad_output.address,
         input.address,
         static_cast<int>(sizeof(scalar_t)),
-        grad_output.needs_64bit_indexing() || input.needs_64bit_indexing()};
+        grad_output.needs_64bit_indexing() || input.needs_64bit_indexing(),
+        k.pass == "grad-weight+bias"};
     const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.sm_count);
     return described(choice, launch_shape(choice));
   }
-  fail("pass must be forward, backward-input or grad-weight, not " + k.pass);
+  fail("pass must be forward, backward-input, grad-weight or grad-weight+bias, not " + k.pass);
 }
 
 // Every name kernel_name gives: an enum class's values are ints, the first out of range named "?".

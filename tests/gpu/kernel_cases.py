@@ -288,6 +288,18 @@ def stride2_grad_input_cases(element_size):
 
 
 # The GPU tests of which kernels take which calls, each with its table.
+# The biased layers whose training step test_routing.py runs through nn.Conv1d/2d (batch 4, padding
+# k // 2, conv1d's 3), each with the weight-gradient kernel it takes, which sums the bias on the way:
+# (dtype, conv1d, the 2D call, that kernel).
+BIASED_LAYER_CASES = [
+    ("bfloat16", False, Call("7x7 channels_last: the ring, with its bias row", 4, 64, 28, 7, padding=3, layout="cl"),
+     RING_GRAD_WEIGHT),
+    ("bfloat16", False, Call("60 channels, not whole vectors", 4, 60, 28, 3, padding=1, layout="cl"),
+     CHANNELS_LAST_GRAD_WEIGHT),
+    ("bfloat16", True, Call("conv1d, 28 long", 4, 64, (1, 28), (1, 4), padding=(0, 3)), "grad_weight_nchw_kernel"),
+    ("float", False, Call("fp32 NCHW 7x7", 4, 64, 28, 7, padding=3), REGISTER_TILED_GRAD_WEIGHT),
+]
+
 KERNEL_CHOICE_TABLES = {
     "test_register_tiled_kernel": register_tiled_cases,
     "test_channels_last_tiled_kernel": channels_last_tiled_cases,

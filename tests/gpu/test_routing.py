@@ -27,6 +27,7 @@ from torch.testing._internal.common_utils import (  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
+import kernel_cases  # noqa: E402
 
 OUR_FORWARD = "aten::_conv_depthwise2d"
 OUR_BACKWARD = "dwconv::conv_depthwise2d_backward"  # the backward with the bias gradient (DepthwiseConvBackwardOps.cpp)
@@ -152,18 +153,20 @@ class TestRouting(TestCase):
 
     def test_a_biased_layers_bias_gradient_takes_no_pass_of_its_own(self):
         """Ours: the weight-gradient kernel sums grad_output for the bias as it reads it, so a training
-        step launches no reduction; stock sums it in a reduction of its own. (60 bf16 channels are not
-        whole 16-byte vectors: the channels_last register kernel, not the ring, which does not sum it.)"""
-        for kwargs in ({"channels": 60}, {"conv1d": True, "kernel": 4, "channels_last": False},
-                       {"dtype": torch.float32, "kernel": 7}):
-            with self.subTest(**kwargs):
-                module = depthwise_module(**kwargs)
-                x = make_input(module, channels_last=kwargs.get("channels_last", True))
+        step launches no reduction; stock sums it in a reduction of its own. The cases
+        (kernel_cases.BIASED_LAYER_CASES, checked against the host code's choice on a CPU) take four
+        weight-gradient kernels, the ring with its bias row among them."""
+        for dtype, conv1d, call, weight_kernel in kernel_cases.BIASED_LAYER_CASES:
+            with self.subTest(call.label):
+                module = depthwise_module(conv1d=conv1d, channels=call.c, kernel=call.kernel[1],
+                                          dtype=getattr(torch, dtype), channels_last=call.layout == "cl")
+                x = make_input(module, batch=call.n, length=call.size[1], channels_last=call.layout == "cl")
                 with routing("ours"):
                     ours = op_names(lambda: train_step(module, x))
                 with stock_kernels():
                     stock = op_names(lambda: train_step(module, x))
                 self.assertIn(OUR_BACKWARD, ours)
+                self.assertTrue(any(weight_kernel in n for n in ours), f"{weight_kernel} not among {ours}")
                 self.assertEqual({n for n in ours if "reduce_kernel" in n}, set())
                 self.assertTrue(any("reduce_kernel" in n for n in stock), "stock's bias gradient is no longer a sum")
 

@@ -52,7 +52,8 @@
 //   backward-input passes the stride-2 kernels do not take.
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
-//   fixed tree; grad_weight_finish_kernel adds the slices in slice order.
+//   fixed tree; grad_weight_finish_kernel adds the slices in slice order. Each also
+//   sums the grad_output values it reads for the bias gradient where it is asked for.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
 //   grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves channels_last square
@@ -195,13 +196,8 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
   });
 }
 
-// grad_bias as a sum of its own: grad_output over all but the channels.
-void sum_bias_into(const Tensor& grad_output, Tensor grad_bias) {
-  at::sum_out(grad_bias, grad_output, IntArrayRef{0, 2, 3});
-}
-
-// grad_weight, and grad_bias where it is defined: a kernel that sums_bias sums grad_output for
-// the bias as it reads it, so the bias gradient costs no pass of its own; after the others, a sum.
+// grad_weight, and grad_bias where it is defined: the weight-gradient kernels sum grad_output for
+// the bias as they read it, so the bias gradient costs no pass of its own.
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
                       const Tensor& grad_bias, const PassGeometry& g) {
   const GradWeightOperands operands{
@@ -210,7 +206,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       address_of(grad_output),
       address_of(input),
       static_cast<int>(grad_output.element_size()),
-      needs_64bit_indexing({&grad_output, &input})};
+      needs_64bit_indexing({&grad_output, &input}),
+      grad_bias.defined()};
   const int sms = sm_count();
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
@@ -220,16 +217,15 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
     const int64_t slices = grad_weight_slices(choice);
     const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
     // The bias's sums per slice, [slices][channels], added the same way into grad_bias.
-    const bool summed_bias = grad_bias.defined() && sums_bias(choice.kernel);
-    const Tensor partial_bias = summed_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
+    const bool with_bias = grad_bias.defined();
+    const Tensor partial_bias = with_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
     const GradWeightPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
         grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input),
-        summed_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
-        summed_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
+        with_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
+        with_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
     launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, sms, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
-    if (grad_bias.defined() && !summed_bias) sum_bias_into(grad_output, grad_bias);
   });
 }
 
@@ -332,7 +328,7 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
       grad_weight_into(grad_output, self_.contiguous(layout), grad_weight, grad_bias, g);
     }
   } else if (output_mask[2]) {
-    sum_bias_into(grad_output, grad_bias);  // no weight-gradient kernel to sum it on the way
+    at::sum_out(grad_bias, grad_output, IntArrayRef{0, 2, 3});  // no weight-gradient kernel to sum it on the way
   }
   return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }

@@ -24,8 +24,8 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     std::array<bool, 2> output_mask);
 
 // output_mask[2]: grad_bias too, grad_output summed over all but the channels; with grad_weight
-// it comes from the weight-gradient kernel where that sums grad_output as it reads it (sums_bias,
-// all but the ring), else from a sum of its own.
+// it comes from the weight-gradient kernel, which sums grad_output as it reads it, else from a
+// sum of its own.
 std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
     const Tensor& grad_output,
     const Tensor& self,

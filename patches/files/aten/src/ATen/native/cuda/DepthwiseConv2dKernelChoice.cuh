@@ -36,6 +36,7 @@ struct GradWeightOperands {
   std::uintptr_t grad_output, input;
   int element_size;
   bool index64;
+  bool with_bias = false;  // grad_bias asked for too: the kernels sum it as they read grad_output
 };
 
 // The forward and backward-input kernels, each named as its __global__ function (kernel_name).
@@ -91,13 +92,6 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
   }
   return "?";
-}
-
-// Whether the weight-gradient kernel also sums grad_output for the bias gradient as it reads it
-// (into GradWeightPointers::partial_bias). The ring does not: it runs at its register bound, and
-// the extra sum made some of its instances spill; with it, the bias is a sum of its own.
-inline bool sums_bias(GradWeightKernel kernel) {
-  return kernel != GradWeightKernel::kChannelsLastRing;
 }
 
 struct DirectLaunch {};  // the grid follows from dst alone
@@ -271,7 +265,9 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastRingGradWeight) &&
       has_ring_grad_weight(g, t.element_size)) {
-    if (auto plan = plan_ring_grad_weight<scalar_t>(g, sm_count)) return {GradWeightKernel::kChannelsLastRing, *plan};
+    if (auto plan = plan_ring_grad_weight<scalar_t>(g, sm_count, t.with_bias)) {
+      return {GradWeightKernel::kChannelsLastRing, *plan};
+    }
   }
   if (index32 && t.channels_last && paths.on(KernelPath::ChannelsLastRegisterGradWeight) &&
       has_channels_last_register_grad_weight(g, grad_output, input, t.element_size)) {

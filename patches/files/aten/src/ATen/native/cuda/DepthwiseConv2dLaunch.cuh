@@ -36,8 +36,8 @@ struct PassPointers {
 
 // The weight gradient's tensors. `partial` holds grad_weight_slices(choice) x channels x taps
 // sums, which grad_weight_finish_kernel adds in slice order into grad_weight; with a bias
-// gradient, `partial_bias` holds slices x channels sums of grad_output for grad_bias (both null:
-// none; only for a kernel that sums_bias, which sums grad_output as it reads it).
+// gradient, `partial_bias` holds slices x channels sums of grad_output, which every kernel takes
+// as it reads grad_output, for grad_bias (both null: none; the choice is made with_bias).
 template <typename scalar_t>
 struct GradWeightPointers {
   const scalar_t* grad_output;
@@ -239,7 +239,7 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
       const auto& plan = std::get<RingGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_ring_kernel_for<scalar_t>(g.kernel_h, g.stride_h);  // never null: the choice
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
-                    g, plan.work);
+                    p.partial_bias, g, plan.work);
       break;
     }
     case GradWeightKernel::kLargeFilter: {
@@ -268,12 +268,10 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
     }
   }
   const int64_t values = g.dst_channels * taps;
-  // grad_bias only from a kernel that summed it (the caller takes it otherwise, see sums_bias)
-  scalar_t* const grad_bias = sums_bias(choice.kernel) ? p.grad_bias : nullptr;
-  const int64_t bias_values = grad_bias != nullptr ? g.dst_channels : 0;
+  const int64_t bias_values = p.grad_bias != nullptr ? g.dst_channels : 0;
   const auto finish = grad_weight_finish_kernel<scalar_t>;
   DWCONV_LAUNCH(finish, elementwise_grid(values + bias_values, sm_count), kThreads, 0, stream, p.partial,
-                p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, grad_bias, g.dst_channels);
+                p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, p.grad_bias, g.dst_channels);
 }
 
 }  // namespace at::native::dwconv

@@ -19,6 +19,12 @@
 // `partial` (lanes added in order), which grad_weight_finish_kernel adds in slice order:
 // bitwise reproducible, like the other weight-gradient kernels.
 //
+// With the bias gradient, the block has one more row of threads (threadIdx.y == kernel) that
+// stages nothing and multiplies nothing: at each step its threads sum the staged grad_output row
+// (the same chunks, lane by lane) into what is their first tap sum, and their sums end in
+// `partial_bias`. So the bias costs no read of grad_output of its own, and the loop keeps its
+// registers: it runs at its bound, and a bias sum held by the other threads made it spill.
+//
 // It replaces, where it takes a pass, grad_weight_register_channels_last_kernel, which loaded
 // each input value from L1/L2 once for each kernel row and held all K^2 sums a thread (151
 // registers at 7x7 in bf16: one block an SM).
@@ -42,6 +48,11 @@ constexpr int ring_lanes(int kernel) {
   return kernel == 3 ? 2 : 1;
 }
 
+// blockDim.y: a row of threads a kernel row, and one summing the bias where it is asked for.
+constexpr int ring_rows(int kernel, bool with_bias) {
+  return kernel + (with_bias ? 1 : 0);
+}
+
 constexpr bool is_ring_grad_weight_filter(int kernel, int stride) {
   return (kernel == 3 || kernel == 5 || kernel == 7) && (stride == 1 || stride == 2);
 }
@@ -63,11 +74,13 @@ size_t ring_shared_bytes(int kernel, int stride, int in_w, int staged_w) {
   return (size_t(kernel + stride) * in_w + 2 * size_t(staged_w)) * kRingChannels * sizeof(acc_t);
 }
 
+// Blocks of 32 x ring_rows(kKernel, partial_bias != null) x ring_lanes(kKernel): 160 to 256 threads.
 template <typename scalar_t, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_kernel(  // blocks of 160 to 224 threads
+__global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
     const PassGeometry g,
     const RingGradWeightWork w) {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -89,7 +102,8 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   const int channel = threadIdx.x;
   const int kh = threadIdx.y;
   const int lane = threadIdx.z;
-  const int tid = (lane * kKernel + kh) * kRingChannels + channel;
+  const bool bias_row = kh == kKernel;  // sums grad_output only
+  const int tid = (lane * kKernel + kh) * kRingChannels + channel;  // a kernel row's: staging work
   const int channels = static_cast<int>(g.dst_channels);
   const int c0 = static_cast<int>(blockIdx.x) * kRingChannels;
   const int live_vectors = smaller(kVectors, (channels - c0) / V);  // channels are whole vectors
@@ -108,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
     const int i = tid + b * kBlockThreads;
     const bool is_input = i < in_vectors;
     const int j = is_input ? i : i - in_vectors;
-    const int row = i >= step_vectors ? -1 : is_input ? j / (w.in_w * kVectors) : kStride;
+    const int row = bias_row || i >= step_vectors ? -1 : is_input ? j / (w.in_w * kVectors) : kStride;
     const int in_row = is_input ? j % (w.in_w * kVectors) : j;
     places[b] = (row + 1) << 24 | (in_row / kVectors) << 8 | in_row % kVectors;
   }
@@ -130,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
     }
   };
 
-  acc_t sums[kKernel];
+  acc_t sums[kKernel];  // the bias row's sum in sums[0]
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) sums[kw] = acc_t(0);
 
@@ -166,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
     };
 
     __syncthreads();  // no thread still reads the previous item's rows
-    {  // the first step's kKernel input rows and grad_output row
+    if (!bias_row) {  // the first step's kKernel input rows and grad_output row
       GridWalk<int, 3> at(tid, kBlockThreads, {0, w.in_w, kVectors});  // (ring row, pixel, vector)
       stage_in_batches<kStageVectors>(
           kKernel * w.in_w * kVectors, tid, kBlockThreads, at,
@@ -201,15 +215,24 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
 
       const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;
       const acc_t* go_row = go_rows + (t & 1) * go_row_values + channel;
-      for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
-        acc_t window[kWindow];
+      if (!bias_row) {
+        for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
+          acc_t window[kWindow];
 #pragma unroll
-        for (int q = 0; q < kWindow; ++q) window[q] = in_row[(x * kStride + q) * kRingChannels];
+          for (int q = 0; q < kWindow; ++q) window[q] = in_row[(x * kStride + q) * kRingChannels];
 #pragma unroll
-        for (int j = 0; j < kRingChunk; ++j) {
-          const acc_t go = go_row[(x + j) * kRingChannels];
+          for (int j = 0; j < kRingChunk; ++j) {
+            const acc_t go = go_row[(x + j) * kRingChannels];
 #pragma unroll
-          for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
+            for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
+          }
+        }
+      } else {
+        for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
+          acc_t chunk_sum = acc_t(0);  // zeros past the item's columns
+#pragma unroll
+          for (int j = 0; j < kRingChunk; ++j) chunk_sum += go_row[(x + j) * kRingChannels];
+          sums[0] += chunk_sum;
         }
       }
 
@@ -228,16 +251,28 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   }
 
   // The lanes' sums of a channel's tap meet in shared memory (the ring is no longer read: the last
-  // step ended in a barrier), added in lane order.
-  acc_t* const lane_sums = in_ring;  // [lane][kh][kw][32]
+  // step ended in a barrier), added in lane order. The ring holds (kKernel + kStride) x in_w >=
+  // (kKernel + 1) x (kKernel + 7) pixels, more than the kLanes x (kKernel^2 + 1) of the sums.
+  acc_t* const lane_sums = in_ring;                                             // [lane][kh][kw][32]
+  acc_t* const lane_bias_sums = lane_sums + kLanes * kTaps * kRingChannels;  // [lane][32]
   if (kLanes > 1) {
+    if (bias_row) {
+      lane_bias_sums[lane * kRingChannels + channel] = sums[0];
+    } else {
 #pragma unroll
-    for (int kw = 0; kw < kKernel; ++kw) {
-      lane_sums[((lane * kKernel + kh) * kKernel + kw) * kRingChannels + channel] = sums[kw];
+      for (int kw = 0; kw < kKernel; ++kw) {
+        lane_sums[((lane * kKernel + kh) * kKernel + kw) * kRingChannels + channel] = sums[kw];
+      }
     }
     __syncthreads();
   }
   if (lane != 0 || c0 + channel >= channels) return;
+  if (bias_row) {
+    acc_t total = sums[0];
+    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];
+    partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;
+    return;
+  }
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) {
     acc_t total = sums[kw];
@@ -249,8 +284,8 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
 }
 
 template <typename scalar_t>
-using RingGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*, PassGeometry,
-                                      RingGradWeightWork);
+using RingGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
+                                      at::acc_type<scalar_t, true>*, PassGeometry, RingGradWeightWork);
 
 // The kernel for a filter size and stride (is_ring_grad_weight_filter), or null; compiled for
 // float and the half types only (a double ring would hold a quarter of the columns).
@@ -272,7 +307,7 @@ RingGradWeightKernel<scalar_t> grad_weight_ring_kernel_for(int kernel, int strid
 }
 
 struct RingGradWeightLaunch {
-  dim3 grid, block;  // grid: (channel blocks, slices); block: (32 channels, kernel rows, lanes)
+  dim3 grid, block;  // grid: (channel blocks, slices); block: (32 channels, ring_rows, lanes)
   RingGradWeightWork work;
   size_t shared_bytes;
 };
@@ -286,15 +321,17 @@ inline bool has_ring_grad_weight(const PassGeometry& g, size_t element_size) {
          g.dst_channels % (16 / static_cast<int64_t>(element_size)) == 0;
 }
 
-// The widest chunk of columns whose ring fits kRingSharedBytes and whose step a block loads in
-// kRingPrefetch vectors a thread, the row cut into equal chunks; then the bands and slices that
-// fill the SMs in the fewest steps (sm90_blocks_per_sm blocks an SM, at kRingRegisters).
+// The widest chunk of columns whose ring fits kRingSharedBytes and whose step the kernel rows'
+// threads load in kRingPrefetch vectors a thread, the row cut into equal chunks; then the bands
+// and slices that fill the SMs in the fewest steps (sm90_blocks_per_sm blocks an SM, at
+// kRingRegisters, the bias row counted where `with_bias`).
 template <typename scalar_t>
-std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g, int sm_count) {
+std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g, int sm_count, bool with_bias) {
   using acc_t = at::acc_type<scalar_t, true>;
   const int kernel = g.kernel_h, stride = g.stride_h;
   const int vectors = kRingChannels / kVector16<scalar_t>;
-  const int threads = kRingChannels * kernel * ring_lanes(kernel);
+  const int threads = kRingChannels * kernel * ring_lanes(kernel);  // those that stage and multiply
+  const int block_threads = kRingChannels * ring_rows(kernel, with_bias) * ring_lanes(kernel);
   const auto round_up = [](int64_t v, int64_t m) { return (v + m - 1) / m * m; };
   const auto in_width = [&](int staged_w) { return (staged_w - 1) * stride + kernel; };
   const auto fits = [&](int staged_w) {
@@ -313,7 +350,7 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
 
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const size_t shared_bytes = ring_shared_bytes<acc_t>(kernel, stride, in_w, staged_w);
-  const int64_t resident = sm90_blocks_per_sm(threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
+  const int64_t resident = sm90_blocks_per_sm(block_threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
   // The cut of the planes into bands and of the items into slices with the least time, in steps
   // an SM runs: waves x items a slice x (rows a band + the rows a band stages before its first
   // step); fewer blocks where it is a tie (fewer partial sums).
@@ -339,7 +376,7 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
   if (!best) return std::nullopt;  // more than 64 x 65535 items a channel block
   return RingGradWeightLaunch{
       dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(best->slices)),
-      dim3(kRingChannels, kernel, ring_lanes(kernel)),
+      dim3(kRingChannels, ring_rows(kernel, with_bias), ring_lanes(kernel)),
       RingGradWeightWork{tile_w, staged_w, in_w, static_cast<int>(chunks_w), static_cast<int>(best->band_rows),
                          static_cast<int>(best->bands), best->items, best->items_per_slice},
       shared_bytes};

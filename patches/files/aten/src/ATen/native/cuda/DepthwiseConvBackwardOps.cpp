@@ -10,9 +10,8 @@
 // grad_output summed over every dimension but the channels, see derivatives/depthwise.yaml).
 //
 // dwconv::conv_depthwise2d_backward is the 2D backward with the bias gradient as well
-// (output_mask[2]), summed by the weight-gradient kernel as it reads grad_output (all but the
-// ring, see sums_bias), so a training step of a biased layer reads grad_output once less. The
-// routing's convolution_backward calls it
+// (output_mask[2]), summed by the weight-gradient kernel as it reads grad_output, so a training
+// step of a biased layer reads grad_output once less. The routing's convolution_backward calls it
 // (DepthwiseConvRouting.cpp). It is the project's operator, not aten's: upstream's
 // _conv_depthwise2d_backward keeps its signature, and its derivatives stay as they are. Its
 // kernel is always registered (the overlay's switch hands aten's operators back, not this one).
