@@ -232,7 +232,7 @@ def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     assert f"std::array<MeasuredPoint, {len(points)}>" in text
     assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01" in text
     assert math.isclose(points[0].ours_ms * 2.5, points[0].stock_ms)
-    assert points_of(report, "r", "2.11.0+cu130")[0].ours_faster
+    assert points_of(report, "r", "2.11.0+cu130")[0].route == "Ours"
 
 
 def test_variants_are_the_five_or_ours_without_a_kernel_path_or_the_look_back():

@@ -16,7 +16,7 @@ try:
 except RuntimeError as err:
     print("error", str(err).splitlines()[0])
     sys.exit(0)
-for mode in ("ours", "upstream", "auto"):
+for mode in ("ours", "cudnn", "upstream", "auto"):
     dwconv_overlay.set_routing(mode)
     print("set", dwconv_overlay.routing())
 try:
@@ -69,16 +69,16 @@ print("after", *state())
 
 def test_routing_modes_switch_and_a_bad_one_is_refused(overlay_probe):
     lines = overlay_probe(ROUTING)
-    assert lines[:4] == ["start auto", "set ours", "set upstream", "set auto"]
-    assert lines[4] == "refused dwconv routing must be auto, ours or upstream, got 'fastest'"
-    assert lines[5].startswith("measured ")
-    assert lines[6] == "cpu True"
+    assert lines[:5] == ["start auto", "set ours", "set cudnn", "set upstream", "set auto"]
+    assert lines[5] == "refused dwconv routing must be auto, ours, cudnn or upstream, got 'fastest'"
+    assert lines[6].startswith("measured ")
+    assert lines[7] == "cpu True"
 
 
 def test_the_environment_sets_the_starting_mode(overlay_probe):
     assert overlay_probe(ROUTING, DWCONV_ROUTING="upstream")[0] == "start upstream"
     assert overlay_probe(ROUTING, DWCONV_ROUTING="fastest") == [
-        "error DWCONV_ROUTING must be auto, ours or upstream, got 'fastest'"]
+        "error DWCONV_ROUTING must be auto, ours, cudnn or upstream, got 'fastest'"]
 
 
 ALL_PATHS = ("channels_last_tiled,register_tiled,register_tiled_grad_weight,channels_last_register_grad_weight,"

@@ -24,15 +24,19 @@ KERNEL_INCLUDE = REPO_ROOT / "patches" / "files" / "aten" / "src"
 DRIVER = Path(__file__).parent / "routing" / "route_query.cpp"
 DTYPES = {"float64": 0, "float32": 1, "float16": 2, "bfloat16": 3, "complex64": 4}
 LAYOUTS = {"contiguous": 0, "channels_last": 1}
-MODES = ("auto", "ours", "upstream")
+MODES = ("auto", "ours", "cudnn", "upstream")
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to compile the routing rule")
 
 
-def row(layer, dtype, layout, passname, ours, stock, *, batch=64, channels=144, size=56, kernel=3, stride=1):
+def row(layer, dtype, layout, passname, ours, stock, *, batch=64, channels=144, size=56, kernel=3, stride=1,
+        cudnn=None, stock_backend="Cudnn"):
+    """A bench row; cuDNN forced takes stock's time unless given (stock ran cuDNN, by default)."""
     return {"set": "Synthetic", "layer": layer, "batch": batch, "channels": channels, "height": size, "width": size,
             "kernel": [kernel, kernel], "stride": [stride, stride], "padding": [kernel // 2] * 2, "dtype": dtype,
-            "layout": layout, "pass": passname, "ms": {"stock": stock, "cudnn": stock, "native": None, "ours": ours}}
+            "layout": layout, "pass": passname,
+            "ms": {"stock": stock, "cudnn": stock if cudnn is None else cudnn, "native": None, "ours": ours},
+            "backends": {"stock_forward": stock_backend, "cudnn_gradients": "CudnnTranspose"}}
 
 
 def report(rows, torch=PINNED):
@@ -78,8 +82,10 @@ class Router:
     def _parse(line: str) -> dict:
         head, _, reason = line.partition(" | ")
         words = head.split()
-        answer = {"eligible": words[1] == "1", "forward": words[3] == "1", "backward_input": words[5] == "1",
-                  "backward_weight": words[7] == "1", "reason": reason}
+        routes = {"forward": words[3], "backward_input": words[5], "backward_weight": words[7]}
+        # each pass: taken by our kernels or not; "routes": who computes it (ours, cudnn, upstream)
+        answer = {"eligible": words[1] == "1", **{k: r == "ours" for k, r in routes.items()}, "routes": routes,
+                  "reason": reason}
         if answer["eligible"]:
             names = ["batch", "channels", "multiplier", "height", "width", "out_height", "out_width", "kernel_h",
                      "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "dilation_h", "dilation_w", "layout",
@@ -187,10 +193,11 @@ def test_modes_override_the_measurements(tmp_path):
     router = Router(tmp_path, [row("a", "bfloat16", "channels_last", p, ours=2.0, stock=1.0)
                                for p in ("forward", "backward_input", "backward_weight")])
     call = conv2d(dtype="bfloat16", layout="channels_last")
-    auto, ours, upstream = router.ask(*({**call, "mode": m} for m in MODES))
-    assert (auto["forward"], auto["backward_input"], auto["backward_weight"]) == (False, False, False)
-    assert (ours["forward"], ours["backward_input"], ours["backward_weight"]) == (True, True, True)
-    assert (upstream["forward"], upstream["backward_input"], upstream["backward_weight"]) == (False, False, False)
+    auto, ours, cudnn, upstream = router.ask(*({**call, "mode": m} for m in MODES))
+    assert set(auto["routes"].values()) == {"upstream"}
+    assert set(ours["routes"].values()) == {"ours"}
+    assert set(cudnn["routes"].values()) == {"cudnn"}
+    assert set(upstream["routes"].values()) == {"upstream"}
 
 
 def test_every_measured_layer_gets_its_measured_winner(tmp_path):
@@ -239,7 +246,44 @@ def test_a_tie_between_measurements_goes_to_upstream(tmp_path):
 
 def test_equal_times_count_as_ours():
     [p] = points_of(report([row("a", "float32", "contiguous", "forward", ours=2.0, stock=2.0)]), "r", PINNED)
-    assert p.ours_faster
+    assert p.route == "Ours"
+
+
+@pytest.mark.parametrize("stock_backend, ours, stock, cudnn, route", [
+    # upstream runs its native kernel, ours once patched: ours or cuDNN, whichever is faster
+    ("CudaDepthwise2d", 2.0, 1.0, 1.5, "Cudnn"),
+    ("CudaDepthwise2d", 2.0, 1.0, 2.5, "Ours"),  # slower than upstream's old kernel, but the fastest left
+    ("CudaDepthwise2d", 1.0, 3.0, 2.0, "Ours"),
+    ("CudaDepthwise2d", 1.025, 3.0, 1.0, "Ours"),  # cuDNN faster by less than the bench's noise (CUDNN_MARGIN)
+    # upstream runs cuDNN: ours or upstream's own choice, never cuDNN called by hand
+    ("Cudnn", 2.0, 1.0, 0.9, "Upstream"),
+    ("Cudnn", 1.0, 2.0, 2.0, "Ours"),
+    # an older report without cuDNN's time or stock's backend: ours against stock
+    (None, 2.0, 1.0, 0.5, "Upstream"),
+])
+def test_each_point_is_routed_to_the_fastest_the_patched_torch_can_run(stock_backend, ours, stock, cudnn, route):
+    [p] = points_of(report([row("a", "float32", "contiguous", "forward", ours=ours, stock=stock, cudnn=cudnn,
+                                stock_backend=stock_backend)]), "r", PINNED)
+    assert p.route == route
+
+
+def test_a_pass_measured_faster_in_cudnn_than_ours_is_routed_to_cudnn(tmp_path):
+    """fp32 NCHW, where upstream's choice is its native kernel (ours once patched): a pass where
+    cuDNN beat ours goes to cuDNN, the others to ours; a point that says cuDNN decides its
+    neighbours too, and a tie between a cuDNN point and an ours point goes to upstream."""
+    native = dict(stock_backend="CudaDepthwise2d")
+    rows = [row("960@7", "float32", "contiguous", "forward", ours=0.065, stock=0.031, cudnn=0.029, channels=960,
+                size=7, **native),
+            row("960@7", "float32", "contiguous", "backward_input", ours=0.030, stock=0.053, cudnn=0.042,
+                channels=960, size=7, **native),
+            row("144@56", "float32", "contiguous", "forward", ours=0.1, stock=0.28, cudnn=0.15, **native)]
+    router = Router(tmp_path, rows)
+    small, near_small, large = router.ask(conv2d(c=960, h=7, w=7), conv2d(c=1024, h=7, w=7), conv2d())
+    assert small["routes"] == {"forward": "cudnn", "backward_input": "ours", "backward_weight": "upstream"}
+    assert near_small["routes"]["forward"] == "cudnn" and large["routes"]["forward"] == "ours"
+    tie = Router(tmp_path / "tie", [rows[0], {**rows[2], "channels": 960, "height": 7, "width": 7, "layer": "b"}])
+    [answer] = tie.ask(conv2d(c=960, h=7, w=7))
+    assert answer["routes"]["forward"] == "upstream"
 
 
 def test_the_committed_table_is_what_the_generator_makes_of_its_sources(tmp_path):
@@ -281,7 +325,7 @@ def test_a_cut_bench_and_the_run_that_finished_it_make_one_table(tmp_path):
     for path, r in zip(paths, (cut, rest)):
         path.write_text(json.dumps(r))
     points = write_table(paths, PINNED, tmp_path / "table.h")
-    assert {(p.label.split()[1], p.ours_faster) for p in points} == {("a", True), ("b", False), ("c", True)}
+    assert {(p.label.split()[1], p.route) for p in points} == {("a", "Ours"), ("b", "Upstream"), ("c", "Ours")}
     text = (tmp_path / "table.h").read_text()
     assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01, 2026-01-02" in text and "cut.json + " in text
     rest["device"] = "Another GPU"

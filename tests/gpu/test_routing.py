@@ -63,6 +63,17 @@ def make_input(module, batch=4, length=28, channels_last=True):
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
+@contextlib.contextmanager
+def without_tf32():
+    """cuDNN in full float32 (the cuDNN route's own setting), so that stock's cuDNN calls compare exactly."""
+    previous = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = previous
+
+
 def layout(t):
     """The strides that matter: those of dimensions longer than 1."""
     return tuple(stride for size, stride in zip(t.shape, t.stride()) if size > 1)
@@ -195,7 +206,32 @@ class TestRouting(TestCase):
         module = depthwise_module(**kwargs)
         if case == "conv2d_frozen_weight":
             module.weight.requires_grad_(False)
-        x = make_input(module, channels_last=input_channels_last)
+        names = self.check_routed_against_stock("ours", module, make_input(module, channels_last=input_channels_last))
+        self.assertIn(OUR_FORWARD, names)
+        self.assertIn(OUR_BACKWARD, names)
+
+    @parametrize("case", ["conv2d_nchw_fp32", "conv2d_nchw_fp32_s2_nobias", "conv1d_fp32", "conv2d_cl_bf16"])
+    def test_routing_cudnn_runs_cudnn_as_upstream_would(self, case):
+        """The cuDNN route (the table's where upstream would run its native kernel and cuDNN beat
+        ours; every eligible call in mode cudnn): cuDNN's forward and gradients, none of ours, the
+        results and layouts of stock (fp32 exactly as far as TF32 goes: the route turns it off)."""
+        kwargs = {
+            "conv2d_nchw_fp32": {"dtype": torch.float32, "channels_last": False},
+            "conv2d_nchw_fp32_s2_nobias": {"dtype": torch.float32, "channels_last": False, "stride": 2, "bias": False},
+            "conv1d_fp32": {"conv1d": True, "kernel": 4, "dtype": torch.float32, "channels_last": False},
+            "conv2d_cl_bf16": {},
+        }[case]
+        module = depthwise_module(**kwargs)
+        names = self.check_routed_against_stock("cudnn", module,
+                                                make_input(module, channels_last=kwargs.get("channels_last", True)))
+        self.assertIn("aten::cudnn_convolution", names)
+        self.assertFalse({OUR_FORWARD, OUR_BACKWARD} & names, names)
+        if module.bias is not None:
+            self.assertTrue(any("reduce_kernel" in n for n in names), "the bias gradient is not a sum")
+
+    def check_routed_against_stock(self, mode, module, x):
+        """A training step routed in `mode` against stock's: the output and every gradient equal
+        within the dtype's tolerance and in stock's memory format. Returns what the routed step ran."""
         grad = None
 
         def run():
@@ -208,20 +244,19 @@ class TestRouting(TestCase):
             out.backward(grad)
             return out, xx.grad, module.weight.grad, None if module.bias is None else module.bias.grad
 
-        with routing("ours"):
+        with routing(mode), without_tf32():
             names = op_names(run)
-            ours = run()
-        with stock_kernels():
+            routed = run()
+        with stock_kernels(), without_tf32():
             stock = run()
-        self.assertIn(OUR_FORWARD, names)
-        self.assertIn(OUR_BACKWARD, names)
         tolerance = {torch.bfloat16: 3e-2, torch.float16: 3e-3, torch.float32: 1e-4, torch.float64: 1e-10}[x.dtype]
-        for got, want in zip(ours, stock):
+        for got, want in zip(routed, stock):
             if want is None:
                 self.assertIsNone(got)
                 continue
             self.assertEqual(layout(got), layout(want), msg="the memory format differs from stock's")
             self.assertEqual(got, want, atol=tolerance * max(1.0, want.abs().max().item()), rtol=tolerance)
+        return names
 
 
 instantiate_parametrized_tests(TestRouting)

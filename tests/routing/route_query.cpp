@@ -2,8 +2,9 @@
 // against whichever DepthwiseConvRoutingTable.h comes first on the include path.
 //
 // Reads one call per line from stdin: a mode, then the ConvCall fields in declaration order
-// (arrays element by element, enums as numbers, bools as 0/1). Prints one line per call:
-//   eligible <0|1> forward <0|1> backward_input <0|1> backward_weight <0|1>
+// (arrays element by element, enums as numbers, bools as 0/1). Prints one line per call, each
+// route as route_name gives it (upstream, ours, cudnn; upstream where the call is not eligible):
+//   eligible <0|1> forward <route> backward_input <route> backward_weight <route>
 //   batch .. dilation_w layout conv1d | <reason>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 
@@ -60,7 +61,7 @@ int main() {
     std::cout << "eligible " << e.eligible;
     for (const auto& [name, pass] : {std::pair{"forward", Pass::Forward}, std::pair{"backward_input", Pass::BackwardInput},
                                      std::pair{"backward_weight", Pass::BackwardWeight}}) {
-      std::cout << " " << name << " " << (e.eligible && take(p, pass, mode, kMeasuredPoints));
+      std::cout << " " << name << " " << route_name(e.eligible ? route_of(p, pass, mode, kMeasuredPoints) : Route::Upstream);
     }
     if (e.eligible) {
       std::cout << " " << p.batch << " " << p.channels << " " << p.multiplier << " " << p.height << " " << p.width

@@ -1,7 +1,9 @@
 // The CUDA kernels of aten::convolution and aten::convolution_backward
 // (native_functions_overrides/native_functions/routing.yaml): they send the depthwise
-// convolutions our kernels are measured to run faster to them, and everything else to
-// upstream's implementation (at::native::convolution / convolution_backward), unchanged.
+// convolutions our kernels are measured to run faster to them, those where upstream would run
+// its native depthwise kernel (ours, once patched) and cuDNN was measured faster to cuDNN,
+// called as upstream's cuDNN backend calls it, and everything else to upstream's
+// implementation (at::native::convolution / convolution_backward), unchanged.
 //
 // Upstream hands every channels_last depthwise convolution, and many fp16 ones, to cuDNN;
 // the rule that takes them back lives in DepthwiseConvRouting.h (plain logic) and its
@@ -9,19 +11,20 @@
 // - Autograd is untouched: these are the CUDA kernels below the Autograd ones.
 // - torch.backends.cudnn.enabled=False: upstream decides (its native depthwise kernel,
 //   which is ours in the patched build and under the overlay).
-// - torch.use_deterministic_algorithms(True): our kernels are deterministic, so it
-//   changes nothing here.
-// - DWCONV_ROUTING=ours|upstream (read once), or torch.ops.dwconv.set_routing("ours"|"upstream"|"auto")
-//   (registered here, so a patched build and the overlay both have it), overrides the measurements.
+// - torch.use_deterministic_algorithms(True): our kernels are deterministic, and cuDNN gets
+//   upstream's deterministic and benchmark flags from the global context (TF32 off, see cudnn_flags).
+// - DWCONV_ROUTING=ours|cudnn|upstream (read once), or torch.ops.dwconv.set_routing(
+//   "ours"|"cudnn"|"upstream"|"auto") (registered here, so a patched build and the overlay both
+//   have it), overrides the measurements.
 // - The backward our kernels take runs as dwconv::conv_depthwise2d_backward, which also returns
-//   the bias gradient: summed by our weight-gradient kernel where that runs (all but the ring), so
-//   a biased layer's step reads grad_output once less than upstream's (which sums it in a pass of
-//   its own).
+//   the bias gradient: summed by our weight-gradient kernel where that runs, so a biased layer's
+//   step reads grad_output once less than upstream's (which sums it in a pass of its own).
 
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConvRouting.h>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 #include <c10/util/Exception.h>
@@ -33,6 +36,7 @@
 #else
 #include <ATen/ops/_conv_depthwise2d.h>
 #include <ATen/ops/convolution_backward_native.h>
+#include <ATen/ops/cudnn_convolution.h>
 #include <ATen/ops/convolution_native.h>
 #endif
 
@@ -52,7 +56,7 @@ Mode mode_from_environment() {
   const char* text = std::getenv("DWCONV_ROUTING");
   Mode mode = Mode::Auto;
   TORCH_CHECK(text == nullptr || *text == '\0' || parse_mode(text, &mode),
-              "DWCONV_ROUTING must be auto, ours or upstream, got '", text, "'");
+              "DWCONV_ROUTING must be auto, ours, cudnn or upstream, got '", text, "'");
   return mode;
 }
 
@@ -126,8 +130,8 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   return c;
 }
 
-bool take_pass(const Problem& p, Pass pass) {
-  return take(p, pass, current_mode().load(), kMeasuredPoints);
+Route route_pass(const Problem& p, Pass pass) {
+  return route_of(p, pass, current_mode().load(), kMeasuredPoints);
 }
 
 struct Geometry2d {
@@ -167,6 +171,38 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias(const Tensor& 
   return op.call(grad_output, input, weight, g.kernel, g.stride, g.padding, g.dilation, output_mask);
 }
 
+// cuDNN, called as upstream's Cudnn backend calls it (Convolution.cpp), with its benchmark and
+// deterministic flags; TF32 off: the calls routed here are those upstream computes in exact
+// float32 with its native depthwise kernel, and routing must not change their results.
+struct CudnnFlags {
+  bool benchmark, deterministic, allow_tf32;
+};
+
+CudnnFlags cudnn_flags() {
+  auto& ctx = at::globalContext();
+  return {ctx.benchmarkCuDNN(), ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(), false};
+}
+
+Tensor cudnn_forward(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const Problem& p) {
+  const auto g = geometry_of(p);
+  const auto flags = cudnn_flags();
+  Tensor output = at::cudnn_convolution(in_upstream_layout(input, p), as_4d(weight, p), g.padding, g.stride,
+                                        g.dilation, p.channels, flags.benchmark, flags.deterministic, flags.allow_tf32);
+  if (bias.has_value() && bias->defined()) output.add_(bias->reshape({1, -1, 1, 1}));
+  return from_4d(output, p);
+}
+
+std::tuple<Tensor, Tensor> cudnn_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                          const Problem& p, std::array<bool, 2> output_mask) {
+  const auto g = geometry_of(p);
+  const auto flags = cudnn_flags();
+  auto [grad_input, grad_weight] = cudnn_convolution_backward_stub(
+      kCUDA, output_mask[1] ? in_upstream_layout(input, p) : as_4d(input, p), as_4d(grad_output, p),
+      as_4d(weight, p), g.padding, g.stride, g.dilation, p.channels, flags.benchmark, flags.deterministic,
+      flags.allow_tf32, output_mask);
+  return {from_4d(grad_input, p), from_4d(grad_weight, p)};
+}
+
 // grad_output is what the problem's output would be: else upstream reports the mismatch.
 bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const Problem& p) {
   if (!grad_output.is_cuda() || grad_output.device() != input.device() ||
@@ -183,7 +219,8 @@ bool grad_output_matches(const Tensor& grad_output, const Tensor& input, const P
 // torch.ops.dwconv.set_routing / routing / routing_measured_on
 void set_routing_op(const std::string& mode) {
   Mode parsed = Mode::Auto;
-  TORCH_CHECK(parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours or upstream, got '", mode, "'");
+  TORCH_CHECK(parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours, cudnn or upstream, got '", mode,
+              "'");
   current_mode().store(parsed);
 }
 
@@ -210,10 +247,12 @@ Tensor routed_convolution_cuda(
   const Tensor* bias_ptr = bias.has_value() ? &*bias : nullptr;
   const auto verdict =
       depthwise_problem(describe(input, weight, bias_ptr, stride, padding, dilation, transposed, output_padding, groups));
-  if (!verdict.eligible || !take_pass(verdict.problem, Pass::Forward)) {
+  const Route route = verdict.eligible ? route_pass(verdict.problem, Pass::Forward) : Route::Upstream;
+  if (route == Route::Upstream) {
     return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   }
   const Problem& p = verdict.problem;
+  if (route == Route::Cudnn) return cudnn_forward(input, weight, bias, p);
   const auto g = geometry_of(p);
   return from_4d(at::_conv_depthwise2d(in_upstream_layout(input, p), as_4d(weight, p), g.kernel, bias, g.stride,
                                        g.padding, g.dilation),
@@ -236,27 +275,43 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
       describe(input, weight, nullptr, stride, padding, dilation, transposed, output_padding, groups));
   const Problem& p = verdict.problem;
   const bool eligible = verdict.eligible && grad_output_matches(grad_output, input, p);
-  const bool ours_input = eligible && output_mask[0] && take_pass(p, Pass::BackwardInput);
-  const bool ours_weight = eligible && output_mask[1] && take_pass(p, Pass::BackwardWeight);
-  if (!ours_input && !ours_weight) {
+  const Route input_route = eligible && output_mask[0] ? route_pass(p, Pass::BackwardInput) : Route::Upstream;
+  const Route weight_route = eligible && output_mask[1] ? route_pass(p, Pass::BackwardWeight) : Route::Upstream;
+  if (input_route == Route::Upstream && weight_route == Route::Upstream) {
     return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
                                             transposed, output_padding, groups, output_mask);
   }
+  // The gradients each route computes, of those asked for.
+  const auto routed_to = [&](Route route) -> std::array<bool, 2> {
+    return {output_mask[0] && input_route == route, output_mask[1] && weight_route == route};
+  };
+  const auto upstream_mask = routed_to(Route::Upstream), cudnn_mask = routed_to(Route::Cudnn),
+             ours_mask = routed_to(Route::Ours);
   Tensor grad_input, grad_weight, grad_bias;
-  // Whatever our kernels do not take, upstream computes, from the same arguments.
-  const std::array<bool, 3> upstream_mask = {output_mask[0] && !ours_input, output_mask[1] && !ours_weight, false};
-  if (upstream_mask[0] || upstream_mask[1]) {
-    std::tie(grad_input, grad_weight, std::ignore) = at::native::convolution_backward(
+  const auto keep = [&](Tensor&& routed_input, Tensor&& routed_weight, std::array<bool, 2> mask) {
+    if (mask[0]) grad_input = std::move(routed_input);
+    if (mask[1]) grad_weight = std::move(routed_weight);
+  };
+  if (upstream_mask[0] || upstream_mask[1]) {  // from the same arguments
+    auto [upstream_input, upstream_weight, unused_bias] = at::native::convolution_backward(
         grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
-        upstream_mask);
+        {upstream_mask[0], upstream_mask[1], false});
+    keep(std::move(upstream_input), std::move(upstream_weight), upstream_mask);
   }
-  // grad_bias comes with ours: from our weight-gradient kernel where it runs, else summed.
-  auto [ours_grad_input, ours_grad_weight, ours_grad_bias] = depthwise2d_backward_with_bias(
-      in_upstream_layout(grad_output, p), in_upstream_layout(input, p), as_4d(weight, p), geometry_of(p),
-      {ours_input, ours_weight, output_mask[2]});
-  if (ours_input) grad_input = from_4d(ours_grad_input, p);
-  if (ours_weight) grad_weight = from_4d(ours_grad_weight, p);
-  grad_bias = std::move(ours_grad_bias);
+  if (cudnn_mask[0] || cudnn_mask[1]) {
+    auto [cudnn_input, cudnn_weight] = cudnn_backward(grad_output, input, weight, p, cudnn_mask);
+    keep(std::move(cudnn_input), std::move(cudnn_weight), cudnn_mask);
+  }
+  if (ours_mask[0] || ours_mask[1]) {
+    // grad_bias comes with ours: from our weight-gradient kernel where it runs, else summed.
+    auto [ours_input, ours_weight, ours_bias] = depthwise2d_backward_with_bias(
+        in_upstream_layout(grad_output, p), in_upstream_layout(input, p), as_4d(weight, p), geometry_of(p),
+        {ours_mask[0], ours_mask[1], output_mask[2]});
+    keep(from_4d(ours_input, p), from_4d(ours_weight, p), ours_mask);
+    grad_bias = std::move(ours_bias);
+  } else if (output_mask[2]) {
+    grad_bias = grad_output.sum(p.conv1d ? IntArrayRef{0, 2} : IntArrayRef{0, 2, 3});
+  }
   return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }
 
