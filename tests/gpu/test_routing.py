@@ -210,7 +210,8 @@ class TestRouting(TestCase):
         self.assertIn(OUR_FORWARD, names)
         self.assertIn(OUR_BACKWARD, names)
 
-    @parametrize("case", ["conv2d_nchw_fp32", "conv2d_nchw_fp32_s2_nobias", "conv1d_fp32", "conv2d_cl_bf16"])
+    @parametrize("case", ["conv2d_nchw_fp32", "conv2d_nchw_fp32_s2_nobias", "conv1d_fp32",
+                          "conv1d_transposed_fp32_frozen_weight", "conv2d_cl_bf16"])
     def test_routing_cudnn_runs_cudnn_as_upstream_would(self, case):
         """The cuDNN route (the table's where upstream would run its native kernel and cuDNN beat
         ours; every eligible call in mode cudnn): cuDNN's forward and gradients, none of ours, the
@@ -219,9 +220,13 @@ class TestRouting(TestCase):
             "conv2d_nchw_fp32": {"dtype": torch.float32, "channels_last": False},
             "conv2d_nchw_fp32_s2_nobias": {"dtype": torch.float32, "channels_last": False, "stride": 2, "bias": False},
             "conv1d_fp32": {"conv1d": True, "kernel": 4, "dtype": torch.float32, "channels_last": False},
+            # grad_input alone, from a (B, L, D) projection transposed: stock's contiguous layout
+            "conv1d_transposed_fp32_frozen_weight": {"conv1d": True, "kernel": 4, "dtype": torch.float32},
             "conv2d_cl_bf16": {},
         }[case]
         module = depthwise_module(**kwargs)
+        if case.endswith("frozen_weight"):
+            module.weight.requires_grad_(False)
         names = self.check_routed_against_stock("cudnn", module,
                                                 make_input(module, channels_last=kwargs.get("channels_last", True)))
         self.assertIn("aten::cudnn_convolution", names)

@@ -196,8 +196,10 @@ std::tuple<Tensor, Tensor> cudnn_backward(const Tensor& grad_output, const Tenso
                                           const Problem& p, std::array<bool, 2> output_mask) {
   const auto g = geometry_of(p);
   const auto flags = cudnn_flags();
+  // The input copied only where the weight gradient reads it, as upstream does, but conv1d's always
+  // (upstream makes it contiguous before its 4-D view, which fixes grad_input's layout).
   auto [grad_input, grad_weight] = cudnn_convolution_backward_stub(
-      kCUDA, output_mask[1] ? in_upstream_layout(input, p) : as_4d(input, p), as_4d(grad_output, p),
+      kCUDA, output_mask[1] || p.conv1d ? in_upstream_layout(input, p) : input, as_4d(grad_output, p),
       as_4d(weight, p), g.padding, g.stride, g.dilation, p.channels, flags.benchmark, flags.deterministic,
       flags.allow_tf32, output_mask);
   return {from_4d(grad_input, p), from_4d(grad_weight, p)};
