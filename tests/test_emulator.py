@@ -189,17 +189,22 @@ MUTATIONS = [
     (("if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;",
       "if (vector_first < 0 || vector_first + kVectors * V > row_length + V) return false;"),
      "36:37"),  # a vector past the row's end read as data
-    (("return chunk * kRowChunk - (row_start & (kRowChunk - 1));", "return chunk * kRowChunk;"),
+    (("return chunk * kChunk - (row_start & (kChunk - 1));", "return chunk * kChunk;"),
      "36:37"),  # chunks off dst's 16-byte boundaries
     (("for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);",
       "for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[j]);"), "36:37"),
     (("const index_t members = kBackward ? multiplier : 1;", "const index_t members = 1;"), "37:38"),
     (("const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];",
       "const index_t c = kBackward ? at.at[1] : at.at[1] + at.at[2];"), "37:38"),  # multiplier 2
-    (("const index_t x = y0 + k - pad + j;", "const index_t x = y0 + k - pad + j + 1;"), "36:37"),  # a row's ends
+    (("if (row_window_inside(y0 - pad, k + j, src_w)) acc[k] += window[k + j] * taps[j];",
+      "if (row_window_inside(y0 - pad + 1, k + j, src_w)) acc[k] += window[k + j] * taps[j];"), "36:37"),  # a row's ends
+    (("return first + i >= 0 && first + i < row_length;", "return first + i >= 0 && first + i <= row_length;"),
+     "36:37"),  # a row's end window reads the next row's first element
     (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",
       "for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k];"), "36:37"),
-    (("const index_t x = y - pad + j;", "const index_t x = y - pad + j + 1;"), "36:37"),  # weight gradient's ends
+    (("if (row_window_inside(y0 - pad, k + j, src_w)) acc[j] += go * window[k + j];",
+      "if (row_window_inside(y0 - pad + 1, k + j, src_w)) acc[j] += go * window[k + j];"),
+     "36:37"),  # weight gradient's ends
     # The column kernels (conv1d in channels_last), over the cases written for them:
     (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",
       "for (int k = 0; k < V; ++k) values[j][k] = values[kTaps - 1][k];"), "42:43"),  # the window's step

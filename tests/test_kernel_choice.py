@@ -246,6 +246,29 @@ def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):
     assert launch_of("128@56 k31", 64, "float32", "forward").block == (1, 14, 14)
 
 
+def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
+    """The row kernels take 16 outputs a chunk in bf16/fp16 and 8 in float (v22: 32 new bytes a
+    thread in flight), and the plans count chunks as the kernels do: Mamba's forward writes rows of
+    2051 outputs, 130 chunks in bf16 (a row may start anywhere in its first chunk) and 258 in float,
+    and its backward-input rows of 2048; a thread walks 4 chunks, and the weight gradient slices a
+    channel's chunks two a thread at least."""
+    def launch(dtype, pass_):
+        line = plan_report.call_line(dtype, pass_, "nchw", 8, 1536, (1, 2048), (1, 4), (1, 1), (0, 3), (1, 1))
+        return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
+
+    def chunks(width, outputs):
+        return (width + 2 * (outputs - 1)) // outputs
+
+    for pass_, width in (("forward", 2051), ("backward-input", 2048)):
+        assert launch("float", pass_).kernel == launch("bfloat16", pass_).kernel == "row_kernel"
+        assert launch("float", pass_).grid == (-(-8 * 1536 * chunks(width, 8) // (256 * 4)), 1, 1)
+        assert launch("bfloat16", pass_).grid == launch("half", pass_).grid == \
+            (-(-8 * 1536 * chunks(width, 16) // (256 * 4)), 1, 1)
+    assert chunks(2051, 16) == 130 and chunks(2051, 8) == 258
+    assert launch("float", "grad-weight").grid == (1536, 3, 1)  # 8 x 258 chunks
+    assert launch("bfloat16", "grad-weight").grid == (1536, 2, 1)  # 8 x 130
+
+
 def test_the_plan_report_counts_blocks_and_waves():
     launch = plan_report.Launch.parse("register_tiled_nchw_kernel grid=288,4,1 block=1,32,7 shared=15872")
     assert (launch.blocks, launch.threads) == (1152, 224)

@@ -298,7 +298,7 @@ void check_row(const std::string& kernel, const std::string& tag, const Problem&
     const auto weight = p.weight.store<T>(false);
     const auto aligned_src = src.store<T>(false);
     for (const int sm_count : {1, 512}) {
-      const auto plan = plan_row(g, sm_count);
+      const auto plan = plan_row(g, sizeof(T), sm_count);
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan.grid, dim3(kThreads), 0, row_kernel_for<T, index_t, kBackward>(g.kernel_w),
                          aligned_src.data(), weight.data(), bias, out.data(), g, plan.chunks_per_row);
@@ -628,7 +628,7 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
     const auto go = p.grad_output.store<T>(false);
     const auto in = p.input.store<T>(false);
     for (const int sm_count : {1, 512}) {
-      const auto plan = plan_row_grad_weight(g, sm_count);
+      const auto plan = plan_row_grad_weight(g, sizeof(T), sm_count);
       GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, dim3(kThreads), 0, grad_weight_row_kernel_for<T, index_t>(g.kernel_w), go.data(),
                          in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.chunks_per_row,

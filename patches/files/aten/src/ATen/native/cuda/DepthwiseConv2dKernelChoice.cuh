@@ -159,7 +159,7 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
   const bool aligned = is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst);
   if (t.nchw) {
     if (index32 && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
-      return PassChoice{PassKernel::kRow, g, plan_row(g, sm_count)};
+      return PassChoice{PassKernel::kRow, g, plan_row(g, t.element_size, sm_count)};
     }
     if (index32 && paths.register_tiles(KernelPath::RegisterTiled, g)) {
       if (auto plan = plan_register_tiled<acc_t>(g, sm_count)) {
@@ -249,7 +249,7 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   const auto* grad_output = reinterpret_cast<const void*>(t.grad_output);
   const auto* input = reinterpret_cast<const void*>(t.input);
   if (index32 && t.nchw && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
-    return {GradWeightKernel::kRow, plan_row_grad_weight(g, sm_count)};
+    return {GradWeightKernel::kRow, plan_row_grad_weight(g, t.element_size, sm_count)};
   }
   if (index32 && t.nchw && paths.register_tiles(KernelPath::RegisterTiledGradWeight, g)) {
     if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count)) {

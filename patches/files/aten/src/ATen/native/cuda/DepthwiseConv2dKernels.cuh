@@ -1539,31 +1539,44 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
 // window stays in registers, each input loaded once for K multiply-adds. The window starts some
 // elements into its first vector; a branch per possible offset makes it a constant there, so the
 // window is never indexed at run time. Chunks at a row's ends, whose window vectors leave the
-// row, take a path that checks every element, so padding reads nothing and a neighbouring row is
-// never read as data. (At stride 1 dst_w = src_w + 2 * pad - K + 1, so a window inside its row
-// puts the chunk's outputs inside theirs.) Threads walk the chunks (a row's chunks in order, so
-// a warp reads contiguous memory) by the grid's stride, with carries.
+// row, load their window an element at a time, checked, so padding reads nothing and a
+// neighbouring row is never read as data. (At stride 1 dst_w = src_w + 2 * pad - K + 1, so a
+// window inside its row puts the chunk's outputs inside theirs.) Threads walk the chunks (a row's
+// chunks in order, so a warp reads contiguous memory) by the grid's stride, with carries.
+//
+// A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16. With one
+// vector a chunk a thread had 16 bytes of new data in flight a chunk (its window's other vectors
+// are its neighbours' and hit L1): 16 KB an SM at 4 blocks of 256, under what the H100 needs to
+// stream at full bandwidth (about 3.0 TB/s x 0.7 us over 132 SMs, 16 KB), which is where the
+// bf16 conv1d forward and backward-input stood (68-78 % of the floor, 2026-11-22).
 
-constexpr int kRowChunk = 8;
+constexpr int row_chunk_outputs(int element_size) { return element_size >= 8 ? 8 : 32 / element_size; }
+template <typename scalar_t>
+constexpr int kRowChunk = row_chunk_outputs(sizeof(scalar_t));
 constexpr int kRowMinTaps = 2;
 constexpr int kRowMaxTaps = 4;
 constexpr int kRowMinWidth = 64;  // narrower rows are mostly ends: the tiled kernel serves them
 
+// The inputs of a chunk's window.
+template <typename scalar_t, int kTaps>
+constexpr int kRowWindow = kRowChunk<scalar_t> + kTaps - 1;
+
 // The aligned vectors that hold a chunk's window wherever it starts in the first of them.
 template <typename scalar_t, int kTaps>
 constexpr int kRowWindowVectors =
-    (kVector16<scalar_t> - 1 + kRowChunk + kTaps - 1 + kVector16<scalar_t> - 1) / kVector16<scalar_t>;
+    (kVector16<scalar_t> - 1 + kRowWindow<scalar_t, kTaps> + kVector16<scalar_t> - 1) / kVector16<scalar_t>;
 
-// A row's chunks: enough for the row wherever its first element falls in a chunk.
-inline int row_chunks(int64_t width) {
-  return static_cast<int>((width + 2 * (kRowChunk - 1)) / kRowChunk);
+// A row's chunks of `chunk` outputs: enough for the row wherever its first element falls in a chunk.
+inline int row_chunks(int64_t width, int chunk) {
+  return static_cast<int>((width + 2 * (chunk - 1)) / chunk);
 }
 
 // The first output of a row's chunk, in the row that starts at element `row_start` of dst:
 // chunks start on kRowChunk boundaries of dst in memory, so the first may start before the row.
-template <typename index_t>
+template <typename scalar_t, typename index_t>
 __device__ __forceinline__ index_t row_chunk_first(index_t row_start, index_t chunk) {
-  return chunk * kRowChunk - (row_start & (kRowChunk - 1));
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  return chunk * kChunk - (row_start & (kChunk - 1));
 }
 
 template <int kOffset, typename scalar_t, typename acc_t, int kRaw, int kCount>
@@ -1579,11 +1592,17 @@ __device__ __forceinline__ void take_window_at(int offset, const scalar_t (&raw)
   ((offset == kOffsets ? take_window<kOffsets>(raw, window) : void()), ...);
 }
 
-// The kRowChunk + kTaps - 1 elements of src from `first` in the row that starts at element
-// `row_start` (`first` may be negative), converted to acc_t, when the aligned vectors holding
-// them all lie inside the row's `row_length` elements; false, having loaded nothing, when not.
+// Whether element i of a window that starts at `first` of its row lies in the row.
+template <typename index_t>
+__device__ __forceinline__ bool row_window_inside(index_t first, int i, index_t row_length) {
+  return first + i >= 0 && first + i < row_length;
+}
+
+// The kRowWindow elements of src from `first` in the row that starts at element `row_start`
+// (`first` may be negative), converted to acc_t, when the aligned vectors holding them all lie
+// inside the row's `row_length` elements; false, having loaded nothing, when not.
 template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
-__device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowChunk + kTaps - 1], const scalar_t* src,
+__device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowWindow<scalar_t, kTaps>], const scalar_t* src,
                                                 index_t row_start, index_t first, index_t row_length) {
   constexpr int V = kVector16<scalar_t>;
   constexpr int kVectors = kRowWindowVectors<scalar_t, kTaps>;
@@ -1601,12 +1620,24 @@ __device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowChunk + kTap
   return true;
 }
 
+// The same window at a row's end, an element at a time; elements outside the row are not read
+// (zero), and the caller's sums skip them (row_window_inside) as the fast path's never meet them.
+template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
+__device__ __forceinline__ void load_row_window_checked(acc_t (&window)[kRowWindow<scalar_t, kTaps>],
+                                                        const scalar_t* src, index_t row_start, index_t first,
+                                                        index_t row_length) {
+#pragma unroll
+  for (int i = 0; i < kRowWindow<scalar_t, kTaps>; ++i) {
+    window[i] = row_window_inside(first, i, row_length) ? static_cast<acc_t>(src[row_start + first + i]) : acc_t(0);
+  }
+}
+
 // A whole chunk: kRowChunk elements from `address`, which is kRowChunk-aligned.
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk], const scalar_t* address) {
+__device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk<scalar_t>], const scalar_t* address) {
   constexpr int V = kVector16<scalar_t>;
 #pragma unroll
-  for (int v = 0; v < kRowChunk / V; ++v) {
+  for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
     const Vector16<scalar_t> loaded = load_vector(address + v * V);
 #pragma unroll
     for (int k = 0; k < V; ++k) values[v * V + k] = static_cast<acc_t>(loaded.v[k]);
@@ -1614,10 +1645,10 @@ __device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk], const
 }
 
 template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (&values)[kRowChunk]) {
+__device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (&values)[kRowChunk<scalar_t>]) {
   constexpr int V = kVector16<scalar_t>;
 #pragma unroll
-  for (int v = 0; v < kRowChunk / V; ++v) {
+  for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
     Vector16<scalar_t> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(values[v * V + k]);
@@ -1630,7 +1661,7 @@ __device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (
 // walked as (n, a, b, chunk): forward (n, src channel, member) with dst channel src * multiplier +
 // member, backward (n, dst channel, 0), so no channel is found by a division.
 template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
-__global__ void __launch_bounds__(kThreads) row_kernel(
+__global__ void __launch_bounds__(kThreads, 3) row_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -1638,6 +1669,8 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
     const PassGeometry g,
     const int chunks_per_row) {
   using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
   const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
   const index_t src_channels = g.src_channels, dst_channels = g.dst_channels, multiplier = g.multiplier;
   const index_t members = kBackward ? multiplier : 1;
@@ -1650,12 +1683,13 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
     const index_t n = at.at[0];
     const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];
     const index_t dst_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = row_chunk_first(dst_start, at.at[3]);
+    const index_t y0 = row_chunk_first<scalar_t>(dst_start, at.at[3]);
     if (y0 >= dst_w) continue;  // a row that starts late in its first chunk needs one chunk fewer
-    acc_t acc[kRowChunk];
+    acc_t acc[kChunk];
     const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
 #pragma unroll
-    for (int k = 0; k < kRowChunk; ++k) acc[k] = start;
+    for (int k = 0; k < kChunk; ++k) acc[k] = start;
+#pragma unroll 1
     for (index_t member = 0; member < members; ++member) {
       const index_t src_c = kBackward ? c * multiplier + member : at.at[1];
       const scalar_t* w = weight + (kBackward ? src_c : c) * kTaps;
@@ -1663,29 +1697,29 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
 #pragma unroll
       for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);
       const index_t src_start = (n * src_channels + src_c) * src_w;
-      acc_t window[kRowChunk + kTaps - 1];
+      acc_t window[kWindow];
       if (load_row_window<kTaps>(window, src, src_start, y0 - pad, src_w)) {
 #pragma unroll
-        for (int k = 0; k < kRowChunk; ++k) {
+        for (int k = 0; k < kChunk; ++k) {
 #pragma unroll
           for (int j = 0; j < kTaps; ++j) acc[k] += window[k + j] * taps[j];
         }
       } else {
+        load_row_window_checked<kTaps>(window, src, src_start, y0 - pad, src_w);
 #pragma unroll
-        for (int k = 0; k < kRowChunk; ++k) {
+        for (int k = 0; k < kChunk; ++k) {
 #pragma unroll
           for (int j = 0; j < kTaps; ++j) {
-            const index_t x = y0 + k - pad + j;
-            if (x >= 0 && x < src_w) acc[k] += static_cast<acc_t>(src[src_start + x]) * taps[j];
+            if (row_window_inside(y0 - pad, k + j, src_w)) acc[k] += window[k + j] * taps[j];
           }
         }
       }
     }
-    if (y0 >= 0 && y0 + kRowChunk <= dst_w) {
+    if (y0 >= 0 && y0 + kChunk <= dst_w) {
       store_row_chunk(dst + dst_start + y0, acc);
     } else {
 #pragma unroll
-      for (int k = 0; k < kRowChunk; ++k) {
+      for (int k = 0; k < kChunk; ++k) {
         const index_t y = y0 + k;
         if (y >= 0 && y < dst_w) dst[dst_start + y] = static_cast<scalar_t>(acc[k]);
       }
@@ -1699,7 +1733,7 @@ __global__ void __launch_bounds__(kThreads) row_kernel(
 // weight-gradient kernels' do, and its sum of grad_output (slot kTaps) to `partial_bias` unless
 // that is null.
 template <typename scalar_t, typename index_t, int kTaps>
-__global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
+__global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -1708,6 +1742,8 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
     const int chunks_per_row,
     const int64_t chunks_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
   __shared__ acc_t sums[kTaps + 1][kThreads];
   const int tid = threadIdx.x;
   const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
@@ -1725,29 +1761,29 @@ __global__ void __launch_bounds__(kThreads) grad_weight_row_kernel(
   for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
     const index_t n = at.at[0];
     const index_t go_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = row_chunk_first(go_start, at.at[1]);
+    const index_t y0 = row_chunk_first<scalar_t>(go_start, at.at[1]);
     if (y0 >= dst_w) continue;
     const index_t in_start = (n * src_channels + src_c) * src_w;
-    acc_t window[kRowChunk + kTaps - 1];
+    acc_t window[kWindow];
     if (load_row_window<kTaps>(window, input, in_start, y0 - pad, src_w)) {
-      acc_t go[kRowChunk];
+      acc_t go[kChunk];
       load_row_chunk(go, grad_output + go_start + y0);
 #pragma unroll
-      for (int k = 0; k < kRowChunk; ++k) {
+      for (int k = 0; k < kChunk; ++k) {
 #pragma unroll
         for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];
         acc[kTaps] += go[k];
       }
     } else {
+      load_row_window_checked<kTaps>(window, input, in_start, y0 - pad, src_w);
 #pragma unroll
-      for (int k = 0; k < kRowChunk; ++k) {
+      for (int k = 0; k < kChunk; ++k) {
         const index_t y = y0 + k;
         if (y < 0 || y >= dst_w) continue;
         const acc_t go = static_cast<acc_t>(grad_output[go_start + y]);
 #pragma unroll
         for (int j = 0; j < kTaps; ++j) {
-          const index_t x = y - pad + j;
-          if (x >= 0 && x < src_w) acc[j] += go * static_cast<acc_t>(input[in_start + x]);
+          if (row_window_inside(y0 - pad, k + j, src_w)) acc[j] += go * window[k + j];
         }
         acc[kTaps] += go;
       }
@@ -2367,7 +2403,7 @@ constexpr int kRowChunksPerThread = 4;
 
 struct RowLaunch {
   dim3 grid;
-  int chunks_per_row;
+  int chunks_per_row;  // of row_chunk_outputs(element size) outputs: the kernel's kRowChunk
 };
 
 // Blocks of `threads` for a grid-stride walk over `items`: about `per_thread` items a thread, but
@@ -2379,8 +2415,8 @@ inline int64_t walk_blocks(int64_t items, int threads, int per_thread, int sm_co
   return std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max());
 }
 
-inline RowLaunch plan_row(const PassGeometry& g, int sm_count) {
-  const int chunks_per_row = row_chunks(g.dst_w);
+inline RowLaunch plan_row(const PassGeometry& g, int element_size, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
   return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, sm_count))), chunks_per_row};
 }
@@ -2393,8 +2429,8 @@ struct RowGradWeightLaunch {
 
 // Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each thread
 // of a slice walking 2 chunks or more.
-inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int sm_count) {
-  const int chunks_per_row = row_chunks(g.dst_w);
+inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * chunks_per_row;
   const int64_t wanted = (32 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
   const int64_t useful = chunks / (2 * kThreads);
