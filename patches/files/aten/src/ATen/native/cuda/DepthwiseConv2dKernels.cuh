@@ -1546,9 +1546,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
 //
 // A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16. With one
 // vector a chunk a thread had 16 bytes of new data in flight a chunk (its window's other vectors
-// are its neighbours' and hit L1): 16 KB an SM at 4 blocks of 256, under what the H100 needs to
-// stream at full bandwidth (about 3.0 TB/s x 0.7 us over 132 SMs, 16 KB), which is where the
-// bf16 conv1d forward and backward-input stood (68-78 % of the floor, 2026-11-22).
+// are its neighbours' and hit L1): 16 KB an SM at 4 blocks of 256, what the H100 needs to stream
+// at full bandwidth at best (3.0 TB/s x ~0.7 us over 132 SMs), short of it under load: the bf16
+// conv1d forward and backward-input stood at 68-78 % of the floor (2026-11-22).
 
 constexpr int row_chunk_outputs(int element_size) { return element_size >= 8 ? 8 : 32 / element_size; }
 template <typename scalar_t>
