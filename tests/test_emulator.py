@@ -17,10 +17,10 @@ from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
 pytestmark = pytest.mark.l0
 
 EMULATOR = Path(__file__).parent / "emulator"
-KERNEL_HEADERS = ("ATen/native/cuda/DepthwiseConv2dKernels.cuh", "ATen/native/cuda/DepthwiseConv2dStride2.cuh",
-                  "ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh",
-                  "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh", "ATen/native/cuda/DepthwiseConv2dLaunch.cuh")
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
+# The kernels, their launch plans, the choice and the launch code: every .cuh the emulator includes.
+KERNEL_HEADERS = tuple(sorted(str(path.relative_to(OURS))
+                             for path in (OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh")))
 
 
 def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1") -> Path:
@@ -75,6 +75,20 @@ def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
     bounds = [m.group(1) for header in KERNEL_HEADERS
               for m in re.finditer(r"__launch_bounds__\(\s*([^,)]+)", (OURS / header).read_text())]
     assert len(bounds) >= 15 and set(bounds) == {"kThreads"}, bounds
+
+
+@pytest.mark.parametrize("header", KERNEL_HEADERS)
+def test_each_kernel_header_compiles_on_its_own(tmp_path, header):
+    """Each header includes what it uses, so that a kernel family can be read, and included, alone."""
+    torch = ensure_pinned_torch(load_pin(), cache_dir())
+    source = tmp_path / "one_header.cpp"
+    source.write_text('#include "cuda_emulation.h"\n'
+                      '#define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) '
+                      'dwconv_emu::launch(grid, block, shared_bytes, kernel, __VA_ARGS__)\n'
+                      f'#include <{header}>\n')
+    proc = subprocess.run(["g++", "-std=c++20", "-fsyntax-only", f"-I{OURS}", f"-I{EMULATOR}",
+                           *[f"-I{d}" for d in torch.include_dirs], str(source)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_the_emulator_plans_the_layers_the_bench_times():

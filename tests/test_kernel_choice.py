@@ -17,9 +17,7 @@ from tests.gpu import kernel_cases
 pytestmark = pytest.mark.l0  # the pinned torch's c10 headers and library
 
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
-KERNEL_SOURCES = [OURS / "ATen/native/cuda" / name
-                  for name in ("DepthwiseConv2dKernels.cuh", "DepthwiseConv2dStride2.cuh",
-                               "DepthwiseConv2dRingGradWeight.cuh")]
+KERNEL_SOURCES = sorted((OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh"))  # the kernel family headers
 DTYPES = {"double": 8, "float": 4, "half": 2, "bfloat16": 2}
 SM_COUNTS = (108, 114, 132)
 

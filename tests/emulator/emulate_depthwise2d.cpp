@@ -1,5 +1,5 @@
-// Runs the depthwise 2D kernels of DepthwiseConv2dKernels.cuh and DepthwiseConv2dStride2.cuh on the CPU (through
-// cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
+// Runs the depthwise 2D kernels (the family headers DepthwiseConv2d{General,RegisterTiled,LargeFilter,Conv1d,
+// Stride2,RingGradWeight}.cuh) on the CPU (through cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
 // shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double and half,
 // against float64 loops; then each pass as DepthwiseConv2d.cu runs it, its kernel chosen
 // (DepthwiseConv2dKernelChoice.cuh) and launched (DepthwiseConv2dLaunch.cuh) for an H100. Outputs are poisoned with NaN first, so a value the kernels
@@ -26,10 +26,7 @@
 #define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   dwconv_emu::launch(grid, block, shared_bytes, kernel, __VA_ARGS__)
 
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
-#include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
-#include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 using namespace at::native::dwconv;
 

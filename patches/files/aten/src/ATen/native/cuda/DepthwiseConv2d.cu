@@ -13,7 +13,11 @@
 // - No atomics: every value, the weight gradient included, is summed in a fixed
 //   order, so results are bitwise reproducible from run to run.
 //
-// Kernels:
+// Kernels, each in the header of its family (device code and launch planning, free of ATen
+// tensors, so that tests/emulator runs them on a CPU): DepthwiseConv2dGeneral.cuh (tiled, direct,
+// the general weight gradients), DepthwiseConv2dRegisterTiled.cuh (3x3/5x5/7x7),
+// DepthwiseConv2dLargeFilter.cuh, DepthwiseConv2dConv1d.cuh (row and column), DepthwiseConv2dStride2.cuh
+// and DepthwiseConv2dRingGradWeight.cuh; DepthwiseConv2dCommon.cuh holds what they share.
 // - tiled_nchw_kernel: a block computes a tile of one output plane from an input
 //   tile (with halo) staged in shared memory; each thread keeps a row of up to
 //   kMaxColsPerThread outputs in registers. Serves the forward pass and the
@@ -36,8 +40,8 @@
 //   with a thread computing 4 output rows of one column and channel vector, walking its window a
 //   column at a time (each input vector converted once, the column's weights in registers).
 // - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
-//   thread computes chunks of 8 outputs from the 16-byte vectors that hold their inputs, in
-//   registers. grad_weight_row_kernel is its weight gradient.
+//   thread computes chunks of 32 bytes of output (8 floats, 16 bf16/fp16 values) from the 16-byte
+//   vectors that hold their inputs, in registers. grad_weight_row_kernel is its weight gradient.
 // - column_kernel: the same conv1d in channels_last (a transposed (N, L, C) tensor), multiplier
 //   1: a thread walks 8 outputs of one 16-byte channel vector with its last K inputs in
 //   registers. grad_weight_column_kernel is its weight gradient.

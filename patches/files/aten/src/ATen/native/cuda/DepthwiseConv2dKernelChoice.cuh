@@ -8,7 +8,10 @@
 // Plain host arithmetic over the planners of the kernel headers, no ATen tensors.
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 

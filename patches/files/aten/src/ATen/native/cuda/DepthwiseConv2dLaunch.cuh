@@ -5,8 +5,12 @@
 // there too. No ATen tensors and no CUDA runtime calls; the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
+#include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // The weight gradient of channels_last depthwise convolutions with square 3x3, 5x5 and 7x7
 // filters at stride 1 or 2 (dilation 1, multiplier 1), in float and the half types, and the
 // arithmetic that plans its launches: device code and plain host arithmetic, as in
-// DepthwiseConv2dKernels.cuh, whose helpers it uses, so that tests/emulator can run it on a CPU.
+// DepthwiseConv2dCommon.cuh, whose helpers it uses, so that tests/emulator can run it on a CPU.
 //
 // grad_weight[c, kh, kw] = sum over (n, y, x) of grad_output[n, y, x, c] * input[n, y*S - p + kh,
 // x*S - p + kw, c]. A block owns 32 channels (a warp's lanes, so every shared-memory read of a
@@ -29,7 +29,7 @@
 // each input value from L1/L2 once for each kernel row and held all K^2 sums a thread (151
 // registers at 7x7 in bf16: one block an SM).
 
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dCommon.cuh>
 
 #include <algorithm>
 #include <optional>

@@ -1,7 +1,7 @@
 #pragma once
 // Backward-input of the stride-2 depthwise 2D convolutions (square 3x3 and 5x5 filters at
 // dilation 1), the pass that is no stride-1 correlation, and the arithmetic that plans its
-// launches: device code and plain host arithmetic, as in DepthwiseConv2dKernels.cuh, whose
+// launches: device code and plain host arithmetic, as in DepthwiseConv2dRegisterTiled.cuh, whose
 // helpers it uses, so that tests/emulator can run it on a CPU too.
 //
 // grad_input[y, x] = sum of grad_output[(y + p - kh) / 2, (x + p - kw) / 2] * w[kh, kw] over the
@@ -14,7 +14,7 @@
 // and the padding's parity are template arguments): no tap is tested at run time. Upstream's kernel and our direct kernel test every tap of
 // every grad_input element instead, and load each grad_output value once per tap that takes it.
 
-#include <ATen/native/cuda/DepthwiseConv2dKernels.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 
 namespace at::native::dwconv {
 

@@ -1,0 +1,336 @@
+#pragma once
+// What every 2D depthwise kernel family shares: the geometry of a pass, the grid walk, 16-byte
+// vectors and their loads and stores, staging with loads in flight, the block reductions of the
+// weight gradients and the kernel that adds their slices, and the launch arithmetic they all use.
+// Device code and plain host arithmetic, no ATen tensors and no CUDA runtime calls, so that
+// tests/emulator can also run it on a CPU; the family headers beside it are written the same way.
+
+#include <ATen/AccumulateType.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+// The dynamic shared memory of a launch (a macro so that the CPU emulator can supply its own),
+// aligned for 16-byte vectors.
+#ifndef DWCONV_SHARED_BYTES
+#define DWCONV_SHARED_BYTES(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
+
+namespace at::native::dwconv {
+
+// ---------------------------------------------------------------------------
+// Geometry of one pass: dst[n, c] = sum over a group of src planes of a 2D
+// correlation. Forward: src = input, dst = output, one src plane (c / multiplier).
+// Backward-input: src = grad_output, dst = grad_input, `multiplier` src planes.
+
+struct PassGeometry {
+  int64_t batch;
+  int64_t src_channels, src_h, src_w;
+  int64_t dst_channels, dst_h, dst_w;
+  int kernel_h, kernel_w;
+  int stride_h, stride_w;
+  int pad_h, pad_w;
+  int dilation_h, dilation_w;
+  int multiplier;
+};
+
+struct Strides4 {
+  int64_t n, c, h, w;
+};
+
+template <typename T>
+__host__ __device__ inline T smaller(T a, T b) {
+  return b < a ? b : a;
+}
+
+// The coordinates of one position of a row-major grid, outermost first (the outermost extent
+// is unbounded), moved on by a fixed number of positions with carries: the divisions are paid
+// once, when the walk is made, not at every step of a loop.
+template <typename index_t, int kDims>
+struct GridWalk {
+  index_t at[kDims];
+  index_t step[kDims];
+  index_t extent[kDims];
+
+  __host__ __device__ GridWalk(index_t first, index_t stride, const index_t (&extents)[kDims]) {
+#pragma unroll
+    for (int d = kDims - 1; d > 0; --d) {
+      extent[d] = extents[d];
+      at[d] = first % extents[d];
+      first /= extents[d];
+      step[d] = stride % extents[d];
+      stride /= extents[d];
+    }
+    extent[0] = extents[0];
+    at[0] = first;
+    step[0] = stride;
+  }
+
+  __host__ __device__ void advance() {
+    index_t carry = 0;
+#pragma unroll
+    for (int d = kDims - 1; d > 0; --d) {
+      at[d] += step[d] + carry;  // below 2 * extent[d]: at most one carry out
+      carry = at[d] >= extent[d] ? 1 : 0;
+      if (carry) at[d] -= extent[d];
+    }
+    at[0] += step[0] + carry;
+  }
+};
+
+constexpr int kThreads = 256;
+constexpr int kMaxColsPerThread = 4;
+constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
+constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
+
+// Blocks of `threads` threads, `shared_bytes` and `registers` a thread that an SM holds at once
+// (at least 1), for the planners that trade threads a block against blocks an SM: an sm_90 SM
+// (2048 threads, 32 blocks, 64K registers allocated 256 a warp at a time, 228 KB of shared memory
+// with 1 KB of it reserved a block).
+inline int64_t sm90_blocks_per_sm(int threads, size_t shared_bytes, int registers) {
+  const int64_t warps = (threads + 31) / 32;
+  const int64_t warp_registers = (int64_t(registers) * 32 + 255) / 256 * 256;
+  return std::max<int64_t>(1, std::min({int64_t(32), int64_t(2048 / threads), 65536 / (warps * warp_registers),
+                                        int64_t(228 * 1024 / (shared_bytes + 1024))}));
+}
+
+// The registers a thread may take in a kernel of kThreads-thread blocks bounded to `min_blocks`
+// blocks an SM (what ptxas allows under __launch_bounds__(kThreads, min_blocks)).
+constexpr int registers_within_bounds(int min_blocks) {
+  return 65536 / (kThreads * min_blocks) / 8 * 8;
+}
+
+// 16 bytes of T: the unit of the tiled kernels' wide global and shared memory accesses.
+template <typename T>
+constexpr int kVector16 = 16 / static_cast<int>(sizeof(T));
+
+template <typename T>
+struct alignas(16) Vector16 {
+  T v[kVector16<T>];
+};
+
+// Where a 16-byte access must be 16-byte aligned: nothing on the GPU (a misaligned one faults
+// there); the CPU emulator defines it to count the accesses that are not.
+#ifndef DWCONV_EXPECT_ALIGNED
+#define DWCONV_EXPECT_ALIGNED(address)
+#endif
+
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<scalar_t> load_vector(const scalar_t* address) {
+  DWCONV_EXPECT_ALIGNED(address);
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Vector16<scalar_t>*>(address);
+#else  // the emulator: copied, so that a misaligned address fails its check rather than faulting
+  Vector16<scalar_t> value;
+  memcpy(&value, address, sizeof(value));
+  return value;
+#endif
+}
+
+// The 16-byte vector at `address` where `inside`, else zeros, with nothing read (padding, and the
+// channels past the last of a part-filled group).
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<scalar_t> load_vector_or_zero(bool inside, const scalar_t* address) {
+  if (inside) return load_vector(address);
+  Vector16<scalar_t> zero;
+#pragma unroll
+  for (int k = 0; k < kVector16<scalar_t>; ++k) zero.v[k] = scalar_t(0);
+  return zero;
+}
+
+// The same as four 32-bit words, for a value that is converted later (to acc_t): chosen value by
+// value, nvcc 13 unpacked BFloat16 vectors into a register a value as each load arrived, which
+// held up the loads issued after it.
+template <typename scalar_t>
+__device__ __forceinline__ Vector16<uint32_t> load_words_or_zero(bool inside, const scalar_t* address) {
+  Vector16<uint32_t> words{};
+  if (inside) words = load_vector(reinterpret_cast<const uint32_t*>(address));
+  return words;
+}
+
+// Staging loops with several loads in flight a thread. A loop that loads a value and stores it to
+// shared memory in the same iteration waits out a global load's latency once per value (nvcc
+// keeps one 16-byte load in flight a thread there): a block staging 256 x 16 bytes a round trip
+// reaches a fraction of the bandwidth. Item i of `count`, i = first + k * step, is loaded by
+// `load(walk, in_range)` (walk: i's coordinates; in_range false past `count`, where nothing may be
+// read) and stored by `store(i, item)`; kBatch items are loaded before any of them is stored.
+constexpr int kStageVectors = 4;  // 16-byte loads a thread has in flight; twice as many narrower ones
+
+template <int kBatch, typename Walk, typename Load, typename Store>
+__device__ __forceinline__ void stage_in_batches(int count, int first, int step, Walk& walk, Load&& load,
+                                                 Store&& store) {
+  using Item = decltype(load(walk, true));
+  for (int i0 = first; i0 < count; i0 += kBatch * step) {
+    Item items[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      items[b] = load(walk, i0 + b * step < count);
+      walk.advance();
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (i0 + b * step < count) store(i0 + b * step, items[b]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Stores and staged weights of 16-byte channel vectors.
+
+// One 16-byte store, cached in L2 only (the block never reads its output back). Written
+// as a plain copy, nvcc 13 splits it into four 4-byte stores on the 64-bit index path.
+template <typename scalar_t>
+__device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<scalar_t>& value) {
+  DWCONV_EXPECT_ALIGNED(address);
+#ifdef __CUDA_ARCH__
+  unsigned int words[4];
+  memcpy(words, &value, sizeof(words));
+  __stcg(reinterpret_cast<uint4*>(address), make_uint4(words[0], words[1], words[2], words[3]));
+#else
+  memcpy(address, &value, sizeof(value));
+#endif
+}
+
+// The filters of a block's `vectors` channel vectors from channel c0, in shared memory as
+// [tap][vector][kVector16<scalar_t> channels] values of staged_t (scalar_t, or acc_t where each
+// is used once a thread and converting it there would cost as much as its multiply-add), loaded
+// by the block's `threads` threads together in 16-byte pieces; the taps in reverse order when
+// `flip`, and zero for channels past the last.
+template <typename staged_t, typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scalar_t* weight, index_t c0,
+                                                     index_t channels, int taps_count, int vectors, int tid,
+                                                     int threads, bool flip) {
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int kPiece = kVector16<staged_t>;  // staged values in 16 bytes
+  GridWalk<int, 2> tap_at(tid, threads, {0, vectors});  // (tap, vector)
+  for (int i = tid; i < taps_count * vectors; i += threads, tap_at.advance()) {
+    const int vec = tap_at.at[1];
+    const int tap_slot = tap_at.at[0];
+    const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
+#pragma unroll
+    for (int piece = 0; piece < V / kPiece; ++piece) {
+      Vector16<staged_t> w;
+#pragma unroll
+      for (int k = 0; k < kPiece; ++k) {
+        const index_t c = c0 + vec * V + piece * kPiece + k;
+        w.v[k] = c < channels ? static_cast<staged_t>(weight[c * taps_count + weight_tap]) : staged_t(0);
+      }
+      reinterpret_cast<Vector16<staged_t>*>(taps)[i * (V / kPiece) + piece] = w;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The weight gradients' reductions: across a block, then over slices in slice order.
+
+// The block's kThreads per-thread values of each slot (thread tid's in acc), added in a fixed
+// tree through `sums`: the totals end in sums[t][0], read after the block's last barrier here.
+template <typename acc_t, int kSlots>
+__device__ __forceinline__ void sum_over_block(acc_t (&sums)[kSlots][kThreads], const acc_t (&acc)[kSlots], int tid) {
+#pragma unroll
+  for (int t = 0; t < kSlots; ++t) sums[t][tid] = acc[t];
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (tid < half) {
+#pragma unroll
+      for (int t = 0; t < kSlots; ++t) sums[t][tid] += sums[t][tid + half];
+    }
+    __syncthreads();
+  }
+}
+
+// The channels_last weight gradients' blocks: threadIdx.x walks 32 channels (coalesced), threadIdx.y
+// walks positions.
+constexpr int kChannelLanes = 32;
+constexpr int kPositionLanes = kThreads / kChannelLanes;
+
+// The block's kPositionLanes values of each of kValues slots a channel lane (value_of(t): this
+// thread's of slot t), added in lane order through `shared`; finish(t, total) gets each slot's
+// total once, from one of the lanes. The caller syncs before `shared` is written again.
+template <typename acc_t, int kValues, typename ValueOf, typename Finish>
+__device__ __forceinline__ void sum_position_lanes(acc_t (&shared)[kValues][kPositionLanes][kChannelLanes],
+                                                   ValueOf value_of, Finish finish) {
+#pragma unroll
+  for (int t = 0; t < kValues; ++t) shared[t][threadIdx.y][threadIdx.x] = value_of(t);
+  __syncthreads();
+  for (int t = threadIdx.y; t < kValues; t += kPositionLanes) {
+    acc_t total = acc_t(0);
+    for (int lane = 0; lane < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];
+    finish(t, total);
+  }
+}
+
+// The slices' sums added in slice order: partial ([slices][values]) into grad_weight, and, when
+// grad_bias is not null, partial_bias ([slices][channels]) into grad_bias.
+template <typename scalar_t>
+__global__ void grad_weight_finish_kernel(
+    const at::acc_type<scalar_t, true>* __restrict__ partial,
+    scalar_t* __restrict__ grad_weight,
+    const int64_t slices,
+    const int64_t values,
+    const at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    scalar_t* __restrict__ grad_bias,
+    const int64_t channels) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  const int64_t total_values = values + (grad_bias != nullptr ? channels : 0);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total_values;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const bool is_bias = i >= values;
+    const acc_t* sums = is_bias ? partial_bias + (i - values) : partial + i;
+    const int64_t slice_stride = is_bias ? channels : values;
+    acc_t total = acc_t(0);
+    for (int64_t s = 0; s < slices; ++s) total += sums[s * slice_stride];
+    if (is_bias) {
+      grad_bias[i - values] = static_cast<scalar_t>(total);
+    } else {
+      grad_weight[i] = static_cast<scalar_t>(total);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Launch arithmetic.
+
+// The input rows (or columns) that `outputs` consecutive output rows (or columns) read.
+inline int input_extent(int outputs, int stride, int kernel, int dilation) {
+  return (outputs - 1) * stride + (kernel - 1) * dilation + 1;
+}
+
+// Blocks of `threads` for a grid-stride walk over `items`: about `per_thread` items a thread, but
+// never fewer blocks than 4 an SM (or one an item's thread) for a small walk.
+inline int64_t walk_blocks(int64_t items, int threads, int per_thread, int sm_count) {
+  const int64_t one_a_thread = (items + threads - 1) / threads;
+  const int64_t blocks =
+      std::max<int64_t>((one_a_thread + per_thread - 1) / per_thread, std::min<int64_t>(one_a_thread, 4 * int64_t(sm_count)));
+  return std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max());
+}
+
+// Backward-input as a stride-1 correlation of grad_output with the flipped kernel:
+// grad_input[y] = sum_k grad_output[y - ((K-1)*d - p) + k*d] * w[K-1-k]. Only for stride 1
+// and p <= (K-1)*d (no negative padding).
+inline std::optional<PassGeometry> backward_input_as_correlation(const PassGeometry& fwd) {
+  const int pad_h = (fwd.kernel_h - 1) * fwd.dilation_h - fwd.pad_h;
+  const int pad_w = (fwd.kernel_w - 1) * fwd.dilation_w - fwd.pad_w;
+  if (fwd.stride_h != 1 || fwd.stride_w != 1 || pad_h < 0 || pad_w < 0) return std::nullopt;
+  return PassGeometry{fwd.batch,
+                      fwd.dst_channels, fwd.dst_h, fwd.dst_w,
+                      fwd.src_channels, fwd.src_h, fwd.src_w,
+                      fwd.kernel_h, fwd.kernel_w, 1, 1, pad_h, pad_w,
+                      fwd.dilation_h, fwd.dilation_w, fwd.multiplier};
+}
+
+// The direct backward-input kernel reads the geometry with src = grad_output, dst = grad_input.
+inline PassGeometry backward_input_direct(const PassGeometry& fwd) {
+  PassGeometry g = fwd;
+  std::swap(g.src_channels, g.dst_channels);
+  std::swap(g.src_h, g.dst_h);
+  std::swap(g.src_w, g.dst_w);
+  return g;
+}
+
+}  // namespace at::native::dwconv

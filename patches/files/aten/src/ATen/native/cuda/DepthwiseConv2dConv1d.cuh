@@ -1,0 +1,603 @@
+#pragma once
+// The conv1d kernels: depthwise convolutions over planes of one row with a 1 x K filter (K from
+// kRowMinTaps to kRowMaxTaps, Mamba's k = 4 among them), as nn.Conv1d(groups=C) reaches them. Row
+// kernels for NCHW-contiguous (N, C, L) tensors, column kernels for channels_last ones (a
+// transposed (N, L, C) projection output), each with its weight gradient, and their launch plans.
+
+#include <ATen/native/cuda/DepthwiseConv2dCommon.cuh>
+
+namespace at::native::dwconv {
+
+// Row kernels: conv1d as torch runs it (NCHW-contiguous planes of one row, a 1 x K filter with
+// K from kRowMinTaps to kRowMaxTaps, stride 1, dilation 1, 32-bit indexing, 16-byte aligned data).
+// A thread takes chunks of kRowChunk consecutive outputs of a row, each starting on a kRowChunk
+// boundary of dst in memory, and reads the chunk's window (kRowChunk + K - 1 inputs) as the
+// aligned 16-byte vectors of src that hold it: every global access is 16 bytes wide, and the
+// window stays in registers, each input loaded once for K multiply-adds. The window starts some
+// elements into its first vector; a branch per possible offset makes it a constant there, so the
+// window is never indexed at run time. Chunks at a row's ends, whose window vectors leave the
+// row, load their window an element at a time, checked, so padding reads nothing and a
+// neighbouring row is never read as data. (At stride 1 dst_w = src_w + 2 * pad - K + 1, so a
+// window inside its row puts the chunk's outputs inside theirs.) Threads walk the chunks (a row's
+// chunks in order, so a warp reads contiguous memory) by the grid's stride, with carries.
+//
+// A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16. With one
+// vector a chunk a thread had 16 bytes of new data in flight a chunk (its window's other vectors
+// are its neighbours' and hit L1): 16 KB an SM at 4 blocks of 256, what the H100 needs to stream
+// at full bandwidth at best (3.0 TB/s x ~0.7 us over 132 SMs), short of it under load: the bf16
+// conv1d forward and backward-input stood at 68-78 % of the floor (2026-11-22).
+
+constexpr int row_chunk_outputs(int element_size) { return element_size >= 8 ? 8 : 32 / element_size; }
+template <typename scalar_t>
+constexpr int kRowChunk = row_chunk_outputs(sizeof(scalar_t));
+constexpr int kRowMinTaps = 2;
+constexpr int kRowMaxTaps = 4;
+constexpr int kRowMinWidth = 64;  // narrower rows are mostly ends: the tiled kernel serves them
+
+// The inputs of a chunk's window.
+template <typename scalar_t, int kTaps>
+constexpr int kRowWindow = kRowChunk<scalar_t> + kTaps - 1;
+
+// The aligned vectors that hold a chunk's window wherever it starts in the first of them.
+template <typename scalar_t, int kTaps>
+constexpr int kRowWindowVectors =
+    (kVector16<scalar_t> - 1 + kRowWindow<scalar_t, kTaps> + kVector16<scalar_t> - 1) / kVector16<scalar_t>;
+
+// A row's chunks of `chunk` outputs: enough for the row wherever its first element falls in a chunk.
+inline int row_chunks(int64_t width, int chunk) {
+  return static_cast<int>((width + 2 * (chunk - 1)) / chunk);
+}
+
+// The first output of a row's chunk, in the row that starts at element `row_start` of dst:
+// chunks start on kRowChunk boundaries of dst in memory, so the first may start before the row.
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ index_t row_chunk_first(index_t row_start, index_t chunk) {
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  return chunk * kChunk - (row_start & (kChunk - 1));
+}
+
+template <int kOffset, typename scalar_t, typename acc_t, int kRaw, int kCount>
+__device__ __forceinline__ void take_window(const scalar_t (&raw)[kRaw], acc_t (&window)[kCount]) {
+  static_assert(kOffset + kCount <= kRaw, "the window must lie inside the loaded vectors");
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) window[i] = static_cast<acc_t>(raw[kOffset + i]);
+}
+
+template <typename scalar_t, typename acc_t, int kRaw, int kCount, int... kOffsets>
+__device__ __forceinline__ void take_window_at(int offset, const scalar_t (&raw)[kRaw], acc_t (&window)[kCount],
+                                               std::integer_sequence<int, kOffsets...>) {
+  ((offset == kOffsets ? take_window<kOffsets>(raw, window) : void()), ...);
+}
+
+// Whether element i of a window that starts at `first` of its row lies in the row.
+template <typename index_t>
+__device__ __forceinline__ bool row_window_inside(index_t first, int i, index_t row_length) {
+  return first + i >= 0 && first + i < row_length;
+}
+
+// The kRowWindow elements of src from `first` in the row that starts at element `row_start`
+// (`first` may be negative), converted to acc_t, when the aligned vectors holding them all lie
+// inside the row's `row_length` elements; false, having loaded nothing, when not.
+template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
+__device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowWindow<scalar_t, kTaps>], const scalar_t* src,
+                                                index_t row_start, index_t first, index_t row_length) {
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int kVectors = kRowWindowVectors<scalar_t, kTaps>;
+  const int offset = static_cast<int>((row_start + first) & (V - 1));
+  const index_t vector_first = first - offset;  // in the row
+  if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;
+  scalar_t raw[kVectors * V];
+#pragma unroll
+  for (int v = 0; v < kVectors; ++v) {
+    const Vector16<scalar_t> loaded = load_vector(src + row_start + vector_first + v * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) raw[v * V + k] = loaded.v[k];
+  }
+  take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});
+  return true;
+}
+
+// The same window at a row's end, an element at a time; elements outside the row are not read
+// (zero), and the caller's sums skip them (row_window_inside) as the fast path's never meet them.
+template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
+__device__ __forceinline__ void load_row_window_checked(acc_t (&window)[kRowWindow<scalar_t, kTaps>],
+                                                        const scalar_t* src, index_t row_start, index_t first,
+                                                        index_t row_length) {
+#pragma unroll
+  for (int i = 0; i < kRowWindow<scalar_t, kTaps>; ++i) {
+    window[i] = row_window_inside(first, i, row_length) ? static_cast<acc_t>(src[row_start + first + i]) : acc_t(0);
+  }
+}
+
+// A whole chunk: kRowChunk elements from `address`, which is kRowChunk-aligned.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk<scalar_t>], const scalar_t* address) {
+  constexpr int V = kVector16<scalar_t>;
+#pragma unroll
+  for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
+    const Vector16<scalar_t> loaded = load_vector(address + v * V);
+#pragma unroll
+    for (int k = 0; k < V; ++k) values[v * V + k] = static_cast<acc_t>(loaded.v[k]);
+  }
+}
+
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (&values)[kRowChunk<scalar_t>]) {
+  constexpr int V = kVector16<scalar_t>;
+#pragma unroll
+  for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
+    Vector16<scalar_t> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(values[v * V + k]);
+    store_vector(address + v * V, out);
+  }
+}
+
+// Forward, or backward-input as the stride-1 correlation with the flipped filter (g is then
+// backward_input_as_correlation's geometry and each dst row sums `multiplier` src rows). Rows are
+// walked as (n, a, b, chunk): forward (n, src channel, member) with dst channel src * multiplier +
+// member, backward (n, dst channel, 0), so no channel is found by a division.
+template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
+__global__ void __launch_bounds__(kThreads, 3) row_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const int chunks_per_row) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
+  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels, multiplier = g.multiplier;
+  const index_t members = kBackward ? multiplier : 1;
+  const index_t total = static_cast<index_t>(g.batch) * dst_channels * chunks_per_row;
+  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  const index_t extents[4] = {0, kBackward ? dst_channels : src_channels, kBackward ? 1 : multiplier, chunks_per_row};
+  GridWalk<index_t, 4> at(first, grid_stride, extents);
+  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
+    const index_t n = at.at[0];
+    const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];
+    const index_t dst_start = (n * dst_channels + c) * dst_w;
+    const index_t y0 = row_chunk_first<scalar_t>(dst_start, at.at[3]);
+    if (y0 >= dst_w) continue;  // a row that starts late in its first chunk needs one chunk fewer
+    acc_t acc[kChunk];
+    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+#pragma unroll
+    for (int k = 0; k < kChunk; ++k) acc[k] = start;
+#pragma unroll 1
+    for (index_t member = 0; member < members; ++member) {
+      const index_t src_c = kBackward ? c * multiplier + member : at.at[1];
+      const scalar_t* w = weight + (kBackward ? src_c : c) * kTaps;
+      acc_t taps[kTaps];
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);
+      const index_t src_start = (n * src_channels + src_c) * src_w;
+      acc_t window[kWindow];
+      if (load_row_window<kTaps>(window, src, src_start, y0 - pad, src_w)) {
+#pragma unroll
+        for (int k = 0; k < kChunk; ++k) {
+#pragma unroll
+          for (int j = 0; j < kTaps; ++j) acc[k] += window[k + j] * taps[j];
+        }
+      } else {
+        load_row_window_checked<kTaps>(window, src, src_start, y0 - pad, src_w);
+#pragma unroll
+        for (int k = 0; k < kChunk; ++k) {
+#pragma unroll
+          for (int j = 0; j < kTaps; ++j) {
+            if (row_window_inside(y0 - pad, k + j, src_w)) acc[k] += window[k + j] * taps[j];
+          }
+        }
+      }
+    }
+    if (y0 >= 0 && y0 + kChunk <= dst_w) {
+      store_row_chunk(dst + dst_start + y0, acc);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kChunk; ++k) {
+        const index_t y = y0 + k;
+        if (y >= 0 && y < dst_w) dst[dst_start + y] = static_cast<scalar_t>(acc[k]);
+      }
+    }
+  }
+}
+
+// The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
+// grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
+// geometry (src = input, dst = grad_output). The block's sums go to `partial` as the other
+// weight-gradient kernels' do, and its sum of grad_output (slot kTaps) to `partial_bias` unless
+// that is null.
+template <typename scalar_t, typename index_t, int kTaps>
+__global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    const PassGeometry g,
+    const int chunks_per_row,
+    const int64_t chunks_per_slice) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
+  __shared__ acc_t sums[kTaps + 1][kThreads];
+  const int tid = threadIdx.x;
+  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels;
+  const index_t c = blockIdx.x;
+  const index_t src_c = c / g.multiplier;
+  const index_t slice = blockIdx.y;
+  const index_t begin = slice * static_cast<index_t>(chunks_per_slice);
+  const index_t end = smaller(static_cast<index_t>(g.batch) * chunks_per_row,
+                              begin + static_cast<index_t>(chunks_per_slice));
+  acc_t acc[kTaps + 1];
+#pragma unroll
+  for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
+  GridWalk<index_t, 2> at(begin + tid, kThreads, {0, chunks_per_row});  // (n, chunk)
+  for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
+    const index_t n = at.at[0];
+    const index_t go_start = (n * dst_channels + c) * dst_w;
+    const index_t y0 = row_chunk_first<scalar_t>(go_start, at.at[1]);
+    if (y0 >= dst_w) continue;
+    const index_t in_start = (n * src_channels + src_c) * src_w;
+    acc_t window[kWindow];
+    if (load_row_window<kTaps>(window, input, in_start, y0 - pad, src_w)) {
+      acc_t go[kChunk];
+      load_row_chunk(go, grad_output + go_start + y0);
+#pragma unroll
+      for (int k = 0; k < kChunk; ++k) {
+#pragma unroll
+        for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];
+        acc[kTaps] += go[k];
+      }
+    } else {
+      load_row_window_checked<kTaps>(window, input, in_start, y0 - pad, src_w);
+#pragma unroll
+      for (int k = 0; k < kChunk; ++k) {
+        const index_t y = y0 + k;
+        if (y < 0 || y >= dst_w) continue;
+        const acc_t go = static_cast<acc_t>(grad_output[go_start + y]);
+#pragma unroll
+        for (int j = 0; j < kTaps; ++j) {
+          if (row_window_inside(y0 - pad, k + j, src_w)) acc[j] += go * window[k + j];
+        }
+        acc[kTaps] += go;
+      }
+    }
+  }
+  sum_over_block(sums, acc, tid);
+  if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = sums[tid][0];
+  if (tid == kTaps && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = sums[kTaps][0];
+}
+
+// ---------------------------------------------------------------------------
+// Column kernels: conv1d in the transposed layout (channels_last planes of one row, as a (N, L, C)
+// projection output is seen as (N, C, 1, L)), multiplier 1, the row kernels' filters, channels a
+// whole number of 16-byte vectors, 16-byte aligned data and weight, 32-bit indexing. A thread owns one
+// vector of channels and walks kColumnSegment consecutive outputs of a row with the last K input
+// vectors in registers: a step loads one input vector (the weight gradient also one grad_output
+// vector), so every global access is a whole channel vector, a warp's 32 lanes reading 32
+// consecutive vectors of one pixel, and each input is loaded once a segment for K multiply-adds a
+// channel. Segments whose window leaves the row take a checked instance of the same walk (padding
+// reads nothing; the weight gradient adds nothing for it).
+
+constexpr int kColumnSegment = 8;
+
+// A row's segments of dst_w outputs.
+template <typename index_t>
+__host__ __device__ inline index_t column_segments(index_t dst_w) {
+  return (dst_w + kColumnSegment - 1) / kColumnSegment;
+}
+
+// A segment's window: input vector j of the step's K, and whether it lies in the row.
+template <typename acc_t, int kTaps, int V>
+struct ColumnWindow {
+  acc_t values[kTaps][V];
+  bool inside[kTaps];
+
+  // Moves the window one step on, to input x of the row whose pixel 0 is at `row` (x read only
+  // when it lies in the row's src_w pixels, or whatever it is when not kChecked).
+  template <bool kChecked, typename scalar_t, typename index_t>
+  __device__ __forceinline__ void step(const scalar_t* row, index_t channels, index_t x, index_t src_w) {
+    const bool in_row = x >= 0 && x < src_w;
+#pragma unroll
+    for (int j = 0; j + 1 < kTaps; ++j) {
+      inside[j] = inside[j + 1];
+#pragma unroll
+      for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];
+    }
+    inside[kTaps - 1] = !kChecked || in_row;
+    const Vector16<scalar_t> loaded = load_vector_or_zero(inside[kTaps - 1], row + x * channels);
+#pragma unroll
+    for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
+  }
+
+  // The first K - 1 inputs of a segment whose window starts at input `first`.
+  template <bool kChecked, typename scalar_t, typename index_t>
+  __device__ __forceinline__ void start(const scalar_t* row, index_t channels, index_t first, index_t src_w) {
+#pragma unroll
+    for (int j = 0; j + 1 < kTaps; ++j) step<kChecked>(row, channels, first + j, src_w);
+  }
+};
+
+// Whether a segment's window (inputs from first_input, kColumnSegment + K - 1 of them) lies in the
+// row. At stride 1 dst_w = src_w + 2 * pad - K + 1, so its outputs then lie in theirs.
+template <int kTaps, typename index_t>
+__device__ __forceinline__ bool column_segment_inside(index_t first_input, index_t src_w) {
+  return first_input >= 0 && first_input + kColumnSegment + kTaps - 1 <= src_w;
+}
+
+// One thread's segment, forward or backward-input: outputs l0 .. l0 + kColumnSegment - 1 of the
+// row at dst_row from the inputs at src_row (pixel x at src_row + x * channels).
+template <bool kChecked, int kTaps, typename scalar_t, typename index_t, typename acc_t, int V>
+__device__ __forceinline__ void column_segment(const acc_t (&taps)[kTaps][V], const acc_t (&start)[V],
+                                               const scalar_t* src_row, scalar_t* dst_row, index_t channels,
+                                               index_t l0, index_t first_input, index_t src_w, index_t dst_w) {
+  ColumnWindow<acc_t, kTaps, V> window;
+  window.template start<kChecked>(src_row, channels, first_input, src_w);
+#pragma unroll
+  for (int s = 0; s < kColumnSegment; ++s) {
+    window.template step<kChecked>(src_row, channels, first_input + s + kTaps - 1, src_w);
+    Vector16<scalar_t> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      acc_t sum = start[k];
+#pragma unroll
+      for (int j = 0; j < kTaps; ++j) sum += window.values[j][k] * taps[j][k];
+      out.v[k] = static_cast<scalar_t>(sum);
+    }
+    if (!kChecked || l0 + s < dst_w) store_vector(dst_row + (l0 + s) * channels, out);
+  }
+}
+
+// Forward, or backward-input as the stride-1 correlation with the flipped filter (g then is
+// backward_input_as_correlation's geometry). Threads walk (n, segment, channel vector), vectors
+// fastest, by the grid's stride.
+template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
+__global__ void __launch_bounds__(kThreads, 2) column_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t vectors = channels / V;
+  const index_t segments = column_segments(dst_w);
+  const index_t total = static_cast<index_t>(g.batch) * segments * vectors;
+  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
+  GridWalk<index_t, 3> at(first, grid_stride, {0, segments, vectors});
+  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
+    const index_t n = at.at[0], l0 = at.at[1] * kColumnSegment, c0 = at.at[2] * V;
+    // The vector's filters are kTaps whole vectors of weight, [channel][tap].
+    acc_t taps[kTaps][V];
+#pragma unroll
+    for (int q = 0; q < kTaps; ++q) {
+      const Vector16<scalar_t> loaded = load_vector(weight + c0 * kTaps + q * V);
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const int k = (q * V + e) / kTaps, tap = (q * V + e) % kTaps;
+        taps[kBackward ? kTaps - 1 - tap : tap][k] = static_cast<acc_t>(loaded.v[e]);
+      }
+    }
+    acc_t start[V];
+#pragma unroll
+    for (int k = 0; k < V; ++k) start[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + k]) : acc_t(0);
+    const scalar_t* src_row = src + n * src_w * channels + c0;
+    scalar_t* dst_row = dst + n * dst_w * channels + c0;
+    const index_t first_input = l0 - pad;
+    if (column_segment_inside<kTaps>(first_input, src_w)) {
+      column_segment<false>(taps, start, src_row, dst_row, channels, l0, first_input, src_w, dst_w);
+    } else {
+      column_segment<true>(taps, start, src_row, dst_row, channels, l0, first_input, src_w, dst_w);
+    }
+  }
+}
+
+// One position lane's segment of the weight gradient: adds grad_output's vectors at l0 .. times
+// the window's inputs into sums[j][k].
+template <bool kChecked, int kTaps, typename scalar_t, typename index_t, typename acc_t, int V>
+__device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps + 1][V], const scalar_t* go_row,
+                                                           const scalar_t* in_row, index_t channels, index_t l0,
+                                                           index_t first_input, index_t src_w, index_t dst_w) {
+  ColumnWindow<acc_t, kTaps, V> window;
+  window.template start<kChecked>(in_row, channels, first_input, src_w);
+#pragma unroll
+  for (int s = 0; s < kColumnSegment; ++s) {
+    window.template step<kChecked>(in_row, channels, first_input + s + kTaps - 1, src_w);
+    if (kChecked && l0 + s >= dst_w) continue;
+    const Vector16<scalar_t> go = load_vector(go_row + (l0 + s) * channels);
+#pragma unroll
+    for (int j = 0; j < kTaps; ++j) {
+      if (!window.inside[j]) continue;
+#pragma unroll
+      for (int k = 0; k < V; ++k) sums[j][k] += static_cast<acc_t>(go.v[k]) * window.values[j][k];
+    }
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);
+  }
+}
+
+// The weight gradient (g: the forward geometry). Block: (kChannelLanes channel vectors,
+// kPositionLanes position lanes); blockIdx.x picks the block's vectors, blockIdx.y a slice
+// of the (n, segment) items, [slice * items_per_slice, ...), which the position lanes take in
+// turn. The lanes' sums then meet in shared memory, added in lane order, and go to `partial`.
+template <typename scalar_t, typename index_t, int kTaps>
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    const PassGeometry g,
+    const int64_t items_per_slice) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  __shared__ acc_t lane_sums[(kTaps + 1) * V][kPositionLanes][kChannelLanes];
+  const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t vector = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
+  const bool active = vector < channels / V;
+  const index_t c0 = vector * V;
+  const index_t segments = column_segments(dst_w);
+  const index_t slice = blockIdx.y;
+  const index_t begin = slice * static_cast<index_t>(items_per_slice);
+  const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
+  acc_t sums[kTaps + 1][V];  // row kTaps: grad_output's own sums, the bias gradient's
+#pragma unroll
+  for (int j = 0; j <= kTaps; ++j) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[j][k] = acc_t(0);
+  }
+  if (active) {
+    GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments});  // (n, segment)
+    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {
+      const index_t n = at.at[0], l0 = at.at[1] * kColumnSegment;
+      const scalar_t* go_row = grad_output + n * dst_w * channels + c0;
+      const scalar_t* in_row = input + n * src_w * channels + c0;
+      const index_t first_input = l0 - pad;
+      if (column_segment_inside<kTaps>(first_input, src_w)) {
+        column_grad_weight_segment<false, kTaps>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+      } else {
+        column_grad_weight_segment<true, kTaps>(sums, go_row, in_row, channels, l0, first_input, src_w, dst_w);
+      }
+    }
+  }
+  // Slot t holds tap t / V of channel c0 + t % V (tap kTaps: the bias).
+  sum_position_lanes(lane_sums, [&](int t) { return sums[t / V][t % V]; }, [&](int t, acc_t total) {
+    if (!active) return;
+    if (t / V < kTaps) {
+      partial[(slice * channels + c0 + t % V) * kTaps + t / V] = total;
+    } else if (partial_bias != nullptr) {
+      partial_bias[slice * channels + c0 + t % V] = total;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Row and column kernels' launches.
+
+// Whether a pass (g: the forward geometry, or backward-input's correlation) is a conv1d the row
+// and column kernels compute: planes of one row, a 1 x K filter with K in [kRowMinTaps,
+// kRowMaxTaps], stride 1, dilation 1.
+inline bool is_conv1d_pass(const PassGeometry& g) {
+  return g.src_h == 1 && g.dst_h == 1 && g.kernel_h == 1 && g.pad_h == 0 && g.stride_w == 1 && g.dilation_w == 1 &&
+         g.kernel_w >= kRowMinTaps && g.kernel_w <= kRowMaxTaps;
+}
+
+// Whether a pass has a row kernel. The caller checks the rest: both tensors NCHW-contiguous and
+// 16-byte aligned, 32-bit indexing.
+inline bool has_row_kernel(const PassGeometry& g) {
+  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth;
+}
+
+// Whether a pass has a column kernel: multiplier 1 and whole channel vectors, enough of them for
+// half a block's vector lanes (fewer leave the weight gradient's lanes idle; the general
+// kernels' lanes are single channels). The caller checks the rest: both tensors channels_last-
+// contiguous and 16-byte aligned, 32-bit indexing.
+inline bool has_column_kernel(const PassGeometry& g, int vector_width) {
+  return is_conv1d_pass(g) && g.multiplier == 1 && g.dst_channels % vector_width == 0 &&
+         g.dst_channels / vector_width >= kChannelLanes / 2;
+}
+
+// The row or column kernel for a filter width: kernel_of(std::integral_constant<int, kTaps>), or
+// null outside [kRowMinTaps, kRowMaxTaps].
+template <typename KernelOf>
+auto conv1d_kernel_for_taps(int taps, KernelOf kernel_of) {
+  static_assert(kRowMinTaps == 2 && kRowMaxTaps == 4, "one case per compiled filter width");
+  switch (taps) {
+    case 2: return kernel_of(std::integral_constant<int, 2>{});
+    case 3: return kernel_of(std::integral_constant<int, 3>{});
+    case 4: return kernel_of(std::integral_constant<int, 4>{});
+    default: return decltype(kernel_of(std::integral_constant<int, 2>{})){nullptr};
+  }
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+auto row_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &row_kernel<scalar_t, index_t, kBackward, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t>
+auto grad_weight_row_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &grad_weight_row_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t, bool kBackward>
+auto column_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &column_kernel<scalar_t, index_t, kBackward, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t>
+auto grad_weight_column_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &grad_weight_column_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
+// A thread walks kRowChunksPerThread chunks or so (its walk's divisions paid once for them), in
+// a grid of several blocks an SM where the pass is that large.
+constexpr int kRowChunksPerThread = 4;
+
+struct RowLaunch {
+  dim3 grid;
+  int chunks_per_row;  // of row_chunk_outputs(element size) outputs: the kernel's kRowChunk
+};
+
+inline RowLaunch plan_row(const PassGeometry& g, int element_size, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
+  const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
+  return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, sm_count))), chunks_per_row};
+}
+
+struct RowGradWeightLaunch {
+  dim3 grid;  // (channels, slices)
+  int chunks_per_row;
+  int64_t chunks_per_slice;
+};
+
+// Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each thread
+// of a slice walking 2 chunks or more.
+inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, int sm_count) {
+  const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
+  const int64_t chunks = g.batch * chunks_per_row;
+  const int64_t wanted = (32 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+  const int64_t useful = chunks / (2 * kThreads);
+  const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
+  const int64_t chunks_per_slice = (chunks + most - 1) / most;
+  const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
+  return {dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), chunks_per_row,
+          chunks_per_slice};
+}
+
+// A segment a thread, at most max_blocks blocks (the threads then walk the rest).
+inline dim3 plan_column(const PassGeometry& g, int vector_width, int64_t max_blocks) {
+  const int64_t items = g.batch * column_segments(g.dst_w) * (g.dst_channels / vector_width);
+  const int64_t blocks = std::min((items + kThreads - 1) / kThreads, max_blocks);
+  return dim3(static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max())));
+}
+
+struct ColumnGradWeightLaunch {
+  dim3 grid, block;  // grid: (vector groups, slices)
+  int64_t items_per_slice;
+};
+
+// Slices of the (n, segment) items: enough blocks for a few waves of the GPU, each position lane
+// of a slice walking 2 segments or more.
+inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, int sm_count) {
+  const int64_t vectors = g.dst_channels / vector_width;
+  const int64_t vector_groups = (vectors + kChannelLanes - 1) / kChannelLanes;
+  const int64_t items = g.batch * column_segments(g.dst_w);
+  const int64_t wanted = (32 * int64_t(sm_count) + vector_groups - 1) / vector_groups;
+  const int64_t useful = items / (2 * kPositionLanes);
+  const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
+  const int64_t items_per_slice = (items + most - 1) / most;
+  const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+  return {dim3(static_cast<unsigned>(vector_groups), static_cast<unsigned>(slices)),
+          dim3(kChannelLanes, kPositionLanes), items_per_slice};
+}
+
+}  // namespace at::native::dwconv
