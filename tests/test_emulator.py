@@ -66,7 +66,7 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 19 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 27 and proc.returncode == 0, proc.stdout
 
 
 def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
@@ -125,8 +125,14 @@ def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
 MUTATIONS = [
     (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), "12"),
     (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "0:1"),
-    (("for (int half = kThreads / 2; half > 0; half /= 2) {", "for (int half = kThreads / 4; half > 0; half /= 2) {"),
-     "0:1"),
+    # The block sums of the general NCHW and the row weight gradients (warp shuffles, then warps):
+    (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {",
+      "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) {"), "0:1"),  # half of each warp's lanes
+    (("for (int w = 0; w < kWarps; ++w) total += warp_sums[w][tid];",
+      "for (int w = 1; w < kWarps; ++w) total += warp_sums[w][tid];"), "36:37"),  # the first warp's sums
+    (("  __syncthreads();\n  acc_t total = acc_t(0);", "  acc_t total = acc_t(0);"), "36:37"),  # barrier removed
+    (("if (tid == kSlots && tap0 == 0 && partial_bias != nullptr)", "if (tid == 0 && tap0 == 0 && partial_bias != nullptr)"),
+     "0:1"),  # the bias written from the first tap's total
     (("const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
      "12:13"),
     (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),

@@ -7,6 +7,9 @@
 //   run in order 0..N-1 or N-1..0, the order alternating from block to block and from launch to
 //   launch, so a barrier missing between a write and a read shows whichever thread reads first.
 //   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang);
+// - __shfl_down_sync() is a meeting of the warp's 32 lanes, as a barrier is of the block's threads:
+//   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, a
+//   block of whole warps); a shuffle some of a warp's lanes reach fails the launch;
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block;
 // - threadIdx and blockIdx are those of the running fiber, blockDim and gridDim per launch;
@@ -22,6 +25,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 struct dim3 {
@@ -44,13 +48,18 @@ inline unsigned launch_bound_threads = 1024;
 // One emulated GPU thread: a stack (below it a page that faults, so an overflow crashes
 // instead of writing over its neighbour) and where it stopped.
 struct Fiber {
-  enum class State { kRunnable, kAtBarrier, kFinished };
+  enum class State { kRunnable, kAtBarrier, kAtShuffle, kFinished };
   static constexpr std::size_t kGuardBytes = 4096;
   static constexpr std::size_t kStackBytes = 256 * 1024;
 
   ucontext_t context{};
   State state = State::kFinished;
   void* memory;
+  // At a shuffle: the mask, the value this lane offers, the lane it reads, and what it read.
+  unsigned shuffle_mask = 0;
+  unsigned shuffle_source = 0;
+  std::uint64_t shuffle_offered = 0;
+  std::uint64_t shuffle_read = 0;
 
   explicit Fiber(void (*entry)()) {
     memory = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE,
@@ -91,25 +100,87 @@ inline void sync_threads() {
   swapcontext(&self->context, &scheduler);
 }
 
+constexpr unsigned kWarpLanes = 32;
+constexpr unsigned kWholeWarp = 0xffffffffu;
+
+inline unsigned linear_thread_index() {
+  return thread_index.x + block_dim.x * (thread_index.y + block_dim.y * thread_index.z);
+}
+
+// __shfl_down_sync: lane l reads lane l + delta's value, its own where that is past the warp.
+template <typename T>
+T shfl_down_sync(unsigned mask, T value, unsigned delta) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
+  Fiber* self = running;
+  const unsigned lane = linear_thread_index() % kWarpLanes;
+  self->shuffle_mask = mask;
+  self->shuffle_source = lane + delta < kWarpLanes ? lane + delta : lane;
+  self->shuffle_offered = 0;
+  std::memcpy(&self->shuffle_offered, &value, sizeof(T));
+  self->state = Fiber::State::kAtShuffle;
+  swapcontext(&self->context, &scheduler);
+  T read;
+  std::memcpy(&read, &self->shuffle_read, sizeof(T));
+  return read;
+}
+
+// Fails the launch: the threads stopped mid-kernel are never resumed, so they are made anew.
+[[noreturn]] inline void fail_block(unsigned threads, const std::string& why) {
+  for (unsigned t = 0; t < threads; ++t) {
+    if (fibers[t]->state != Fiber::State::kFinished) fibers[t] = std::make_unique<Fiber>(fiber_main);
+  }
+  throw std::runtime_error("emulated launch: " + why);
+}
+
+// Every warp whose lanes are at a shuffle exchanges their values, and its lanes run on.
+inline void resolve_shuffles(unsigned threads) {
+  for (unsigned first = 0; first < threads; first += kWarpLanes) {
+    unsigned at_shuffle = 0;
+    for (unsigned t = first; t < first + kWarpLanes && t < threads; ++t) {
+      at_shuffle += fibers[t]->state == Fiber::State::kAtShuffle;
+    }
+    if (at_shuffle == 0) continue;
+    if (threads % kWarpLanes != 0) {
+      fail_block(threads, "a warp shuffle in a block of " + std::to_string(threads) +
+                              " threads, not whole warps (the emulation takes whole warps only)");
+    }
+    if (at_shuffle < kWarpLanes) {
+      fail_block(threads, "__shfl_down_sync() reached by some of a warp's lanes, not all (a GPU would hang)");
+    }
+    for (unsigned t = first; t < first + kWarpLanes; ++t) {
+      Fiber& lane = *fibers[t];
+      if (lane.shuffle_mask != kWholeWarp) {
+        fail_block(threads, "a warp shuffle with a mask other than the whole warp (the emulation takes whole warps only)");
+      }
+      lane.shuffle_read = fibers[first + lane.shuffle_source]->shuffle_offered;
+    }
+    for (unsigned t = first; t < first + kWarpLanes; ++t) fibers[t]->state = Fiber::State::kRunnable;
+  }
+}
+
 inline void run_block(unsigned threads, bool ascending) {
   while (fibers.size() < threads) fibers.push_back(std::make_unique<Fiber>(fiber_main));
   for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
   for (;;) {
     for (unsigned i = 0; i < threads; ++i) {
       const unsigned t = ascending ? i : threads - 1 - i;
+      if (fibers[t]->state != Fiber::State::kRunnable) continue;  // waits at a barrier for the rest
       thread_index = dim3(t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y));
       running = fibers[t].get();
       swapcontext(&scheduler, &running->context);
     }
-    unsigned waiting = 0;
-    for (unsigned t = 0; t < threads; ++t) waiting += fibers[t]->state == Fiber::State::kAtBarrier;
-    if (waiting == 0) return;
-    if (waiting < threads) {
-      for (unsigned t = 0; t < threads; ++t) {  // stopped mid-kernel: never resumed, made anew
-        if (fibers[t]->state == Fiber::State::kAtBarrier) fibers[t] = std::make_unique<Fiber>(fiber_main);
-      }
-      throw std::runtime_error("emulated launch: __syncthreads() reached by some of a block's threads, "
-                               "not all (a GPU would hang)");
+    unsigned at_barrier = 0, at_shuffle = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      at_barrier += fibers[t]->state == Fiber::State::kAtBarrier;
+      at_shuffle += fibers[t]->state == Fiber::State::kAtShuffle;
+    }
+    if (at_shuffle != 0) {
+      resolve_shuffles(threads);
+      continue;
+    }
+    if (at_barrier == 0) return;
+    if (at_barrier < threads) {
+      fail_block(threads, "__syncthreads() reached by some of a block's threads, not all (a GPU would hang)");
     }
     for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
   }
@@ -162,6 +233,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define blockDim dwconv_emu::block_dim
 #define gridDim dwconv_emu::grid_dim
 #define __syncthreads() dwconv_emu::sync_threads()
+#define __shfl_down_sync(mask, value, delta) dwconv_emu::shfl_down_sync(mask, value, delta)
 #define __global__
 #define __device__
 #define __host__

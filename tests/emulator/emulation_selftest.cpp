@@ -1,5 +1,6 @@
 // Checks cuda_emulation.h itself: block and thread indices, barriers, a barrier missing or
-// reached by only some threads, shared memory poisoned per block, and the launches a GPU refuses.
+// reached by only some threads, warp shuffles and the ones it refuses, shared memory poisoned per
+// block, and the launches a GPU refuses.
 // Ends with "N passed, M failed", as the kernels' emulator does.
 
 #include <cstdio>
@@ -77,6 +78,37 @@ __global__ void first_byte_then_overwrite(unsigned char* seen) {
   }
 }
 
+// Each lane's value `delta` lanes down, with `rounds` more shuffles after it adding the warp up:
+// out[t] is the first shuffle's result, sums[t] the running sum's (the warp's total in lane 0).
+__global__ void shuffle_down(int* out, int* sums, unsigned delta) {
+  const int t = static_cast<int>(linear_thread());
+  const unsigned at = linear_block() * blockDim.x * blockDim.y * blockDim.z + t;
+  out[at] = __shfl_down_sync(0xffffffffu, t, delta);
+  double sum = t;
+  for (unsigned offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  sums[at] = static_cast<int>(sum);
+}
+
+// Warp 0 adds itself up while warp 1 waits at the barrier; then warp 1 reads warp 0's total.
+__global__ void shuffle_then_barrier(int* out) {
+  __shared__ int total;
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < 32) {
+    int sum = t;
+    for (unsigned offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (t == 0) total = sum;
+  }
+  __syncthreads();
+  out[t] = total;
+}
+
+__global__ void shuffle_in_odd_lanes() {
+  if (threadIdx.x % 2 == 0) return;
+  __shfl_down_sync(0xffffffffu, 1, 1);
+}
+
+__global__ void shuffle_with_mask(unsigned mask) { __shfl_down_sync(mask, 1, 1); }
+
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
 
 bool all_equal_their_index(const std::vector<int>& values, int threads, int offset) {
@@ -135,6 +167,34 @@ int main() {
     std::vector<int> out(2 * 64);
     launch_error(dim3(2), dim3(64), 64 * sizeof(int), exchange, out.data(), 1, true);
     expect(all_equal_their_index(out, 64, 1), "and the next launch runs as usual");
+  }
+  {
+    std::vector<int> out(2 * 64), sums(2 * 64);
+    expect(launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 3u).empty(),
+           "warp shuffles run");
+    bool down = true, totals = true;
+    for (int t = 0; t < 64; ++t) {
+      const int lane = t % 32, warp_first = t - lane;
+      down &= out[t] == (lane + 3 < 32 ? t + 3 : t) && out[64 + t] == out[t];
+      if (lane == 0) totals &= sums[t] == 32 * warp_first + 31 * 32 / 2 && sums[64 + t] == sums[t];
+    }
+    expect(down, "each lane reads the value 3 lanes down, its own past the warp's end");
+    expect(totals, "five shuffles down add each warp up in its lane 0");
+    std::vector<int> total(64, -1);
+    launch_error(dim3(1), dim3(64), 0, shuffle_then_barrier, total.data());
+    bool everyone = true;
+    for (const int value : total) everyone &= value == 31 * 32 / 2;
+    expect(everyone, "a warp shuffles while another waits at a barrier, then both read its total");
+    std::string error = launch_error(dim3(1), dim3(64), 0, shuffle_in_odd_lanes);
+    expect(error.find("reached by some of a warp's lanes") != std::string::npos,
+           "a shuffle half the warp reaches fails the launch: " + error);
+    error = launch_error(dim3(1), dim3(32), 0, shuffle_with_mask, 0xffffu);
+    expect(error.find("mask other than the whole warp") != std::string::npos,
+           "a shuffle of part of a warp is refused: " + error);
+    error = launch_error(dim3(1), dim3(48), 0, shuffle_with_mask, 0xffffffffu);
+    expect(error.find("not whole warps") != std::string::npos, "a shuffle in a block of 48 threads is refused: " + error);
+    launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 1u);
+    expect(out[5] == 6 && out[31] == 31, "and the next launch shuffles as usual");
   }
   {
     std::vector<unsigned char> seen(4, 0);

@@ -228,20 +228,33 @@ __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scala
 // ---------------------------------------------------------------------------
 // The weight gradients' reductions: across a block, then over slices in slice order.
 
-// The block's kThreads per-thread values of each slot (thread tid's in acc), added in a fixed
-// tree through `sums`: the totals end in sums[t][0], read after the block's last barrier here.
+constexpr int kWarpLanes = 32;
+constexpr int kWarps = kThreads / kWarpLanes;
+
+// The block's kThreads per-thread values of each slot (thread tid's in acc, tid the thread's
+// linear index), added in a fixed order: down each warp by shuffles, then the warps' sums in warp
+// order through `warp_sums`, so one barrier where a tree through shared memory took nine. Thread
+// t < kSlots gets slot t's total. Every thread of the block calls it; the caller syncs before
+// `warp_sums` is written again.
 template <typename acc_t, int kSlots>
-__device__ __forceinline__ void sum_over_block(acc_t (&sums)[kSlots][kThreads], const acc_t (&acc)[kSlots], int tid) {
+__device__ __forceinline__ acc_t sum_over_block(acc_t (&warp_sums)[kWarps][kSlots], acc_t (&acc)[kSlots], int tid) {
+  static_assert(kSlots <= kThreads, "a thread for every slot's total");
 #pragma unroll
-  for (int t = 0; t < kSlots; ++t) sums[t][tid] = acc[t];
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (tid < half) {
+  for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {
 #pragma unroll
-      for (int t = 0; t < kSlots; ++t) sums[t][tid] += sums[t][tid + half];
-    }
-    __syncthreads();
+    for (int t = 0; t < kSlots; ++t) acc[t] += __shfl_down_sync(0xffffffffu, acc[t], offset);
   }
+  if (tid % kWarpLanes == 0) {
+#pragma unroll
+    for (int t = 0; t < kSlots; ++t) warp_sums[tid / kWarpLanes][t] = acc[t];
+  }
+  __syncthreads();
+  acc_t total = acc_t(0);
+  if (tid < kSlots) {
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) total += warp_sums[w][tid];
+  }
+  return total;
 }
 
 // The channels_last weight gradients' blocks: threadIdx.x walks 32 channels (coalesced), threadIdx.y

@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int kChunk = kRowChunk<scalar_t>;
   constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
-  __shared__ acc_t sums[kTaps + 1][kThreads];
+  __shared__ acc_t warp_sums[kWarps][kTaps + 1];
   const int tid = threadIdx.x;
   const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
   const index_t src_channels = g.src_channels, dst_channels = g.dst_channels;
@@ -266,9 +266,9 @@ __global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
       }
     }
   }
-  sum_over_block(sums, acc, tid);
-  if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = sums[tid][0];
-  if (tid == kTaps && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = sums[kTaps][0];
+  const acc_t total = sum_over_block(warp_sums, acc, tid);
+  if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = total;
+  if (tid == kTaps && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
 }
 
 // ---------------------------------------------------------------------------

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
     const PassGeometry g,
     const int64_t rows_per_slice) {
   using acc_t = at::acc_type<scalar_t, true>;
-  __shared__ acc_t sums[kSlots + 1][kThreads];
+  __shared__ acc_t warp_sums[kWarps][kSlots + 1];
   const int tid = threadIdx.x;
   const index_t c = blockIdx.x;
   const index_t slice = blockIdx.y;
@@ -415,12 +415,10 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
                                               src_w, index_t(1), y, x);
       acc[kSlots] += go;
     }
-    sum_over_block(sums, acc, tid);
-    if (tid < taps.count) {
-      partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = sums[tid][0];
-    }
-    if (tid == 0 && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = sums[kSlots][0];
-    __syncthreads();
+    const acc_t total = sum_over_block(warp_sums, acc, tid);
+    if (tid < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = total;
+    if (tid == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
+    __syncthreads();  // no thread still reads warp_sums
   }
 }
 
