@@ -16,6 +16,7 @@
 // - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch.
 // Include it after every other header and before the kernels.
 
+#include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -52,7 +53,9 @@ struct Fiber {
   static constexpr std::size_t kGuardBytes = 4096;
   static constexpr std::size_t kStackBytes = 256 * 1024;
 
-  ucontext_t context{};
+  ucontext_t context{};  // where it starts
+  jmp_buf resume_point;  // where it stopped, once started
+  bool started = false;
   State state = State::kFinished;
   void* memory;
   // At a shuffle: the mask, the value this lane offers, the lane it reads, and what it read.
@@ -79,7 +82,39 @@ struct Fiber {
 };
 
 inline ucontext_t scheduler;
+inline jmp_buf scheduler_point;
 inline Fiber* running = nullptr;
+
+// Switches between the scheduler and a fiber. swapcontext saves and restores the signal mask, a
+// system call each way, which was half of the emulator's time; _setjmp/_longjmp save none, and
+// setcontext only starts a fiber. Where _FORTIFY_SOURCE makes _longjmp refuse a jump to another
+// stack (__longjmp_chk), the switches stay swapcontext.
+#if defined(__USE_FORTIFY_LEVEL) && __USE_FORTIFY_LEVEL > 0
+constexpr bool kJumpSwitches = false;
+#else
+constexpr bool kJumpSwitches = true;
+#endif
+
+// From the scheduler: runs `fiber` until it next stops.
+inline void resume(Fiber& fiber) {
+  if constexpr (kJumpSwitches) {
+    if (_setjmp(scheduler_point) != 0) return;
+    if (fiber.started) _longjmp(fiber.resume_point, 1);
+    fiber.started = true;
+    setcontext(&fiber.context);
+  } else {
+    swapcontext(&scheduler, &fiber.context);
+  }
+}
+
+// From a fiber: back to the scheduler, to go on from here when resumed.
+inline void suspend(Fiber& self) {
+  if constexpr (kJumpSwitches) {
+    if (_setjmp(self.resume_point) == 0) _longjmp(scheduler_point, 1);
+  } else {
+    swapcontext(&self.context, &scheduler);
+  }
+}
 // The block's work, which every fiber runs: kernel(args...) of the current launch.
 inline void (*block_body)(const void*) = nullptr;
 inline const void* block_body_args = nullptr;
@@ -90,14 +125,14 @@ inline void fiber_main() {
   for (;;) {  // one pass a block; resumed by the scheduler for the next
     block_body(block_body_args);
     running->state = Fiber::State::kFinished;
-    swapcontext(&running->context, &scheduler);
+    suspend(*running);
   }
 }
 
 inline void sync_threads() {
   Fiber* self = running;
   self->state = Fiber::State::kAtBarrier;
-  swapcontext(&self->context, &scheduler);
+  suspend(*self);
 }
 
 constexpr unsigned kWarpLanes = 32;
@@ -118,7 +153,7 @@ T shfl_down_sync(unsigned mask, T value, unsigned delta) {
   self->shuffle_offered = 0;
   std::memcpy(&self->shuffle_offered, &value, sizeof(T));
   self->state = Fiber::State::kAtShuffle;
-  swapcontext(&self->context, &scheduler);
+  suspend(*self);
   T read;
   std::memcpy(&read, &self->shuffle_read, sizeof(T));
   return read;
@@ -167,7 +202,7 @@ inline void run_block(unsigned threads, bool ascending) {
       if (fibers[t]->state != Fiber::State::kRunnable) continue;  // waits at a barrier for the rest
       thread_index = dim3(t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y));
       running = fibers[t].get();
-      swapcontext(&scheduler, &running->context);
+      resume(*running);
     }
     unsigned at_barrier = 0, at_shuffle = 0;
     for (unsigned t = 0; t < threads; ++t) {
