@@ -46,12 +46,12 @@ def run(binary: Path, *args: str):
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
-                   "register-tiled NHWC",
+                   "register-tiled NHWC", "streamed NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
                    "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
-    "forward register-tiled NHWC stride 2"] + [
+    "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2"] + [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
@@ -66,7 +66,7 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 27 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 37 and proc.returncode == 0, proc.stdout
 
 
 def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
@@ -349,6 +349,18 @@ MUTATIONS = [
     (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;",
       "partial_bias[c0 + channel] = total;"), "60:61"),  # every slice's sums written over the first's
     (("          sums[0] += chunk_sum;", "          sums[0] = chunk_sum;"), "54:55"),  # only a step's last chunk
+    # The streamed channels_last kernel: its copies in flight, the barriers around them, the ring:
+    (("      wait_async_copies<1>();\n", "\n"), "62:63"),  # a step reads rows it did not wait for
+    (("    __syncthreads();  // the step's rows have landed, whoever copied them", "// barrier removed"), "62:63"),
+    (("    if (next) __syncthreads();  // no thread still reads the slots the next step's copies fill",
+      "// barrier removed"), "62:63"),  # the next step's copies over rows still read
+    (("const int ring_rows = window_rows + step_rows * stride;",
+      "const int ring_rows = window_rows + step_rows * stride - 1;"), "62:63"),  # copies in flight over the window
+    (("first_slot + r - s.ring_rows;", "first_slot + r - s.ring_rows + 1;"), "62:63"),  # a window wrapped wrong
+    (("copy_stream_rows(ring, src_image, s, window_rows + step * new_rows, new_rows,",
+      "copy_stream_rows(ring, src_image, s, window_rows + (step + 1) * new_rows, new_rows,"), "63:64"),
+    (("const Vec* const column = ring + tx * kStride * vectors + vec;",
+      "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
 ]
 
 

@@ -114,7 +114,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 18 and names <= defined, names - defined
+    assert len(names) == 19 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -161,35 +161,53 @@ def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
     assert proc.returncode == 2 and proc.stdout.startswith("error: ") and message in proc.stdout, proc.stdout
 
 
-def intended_kernel(problem, pass_: str) -> str:
-    """The kernel written for each bench layer's pass: the conv1d row (NCHW) and column
+def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
+    """The kernels written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the ring for the channels_last
-    weight gradient) for the rest."""
+    weight gradient, the streamed kernel or the register-tiled one for the other channels_last
+    passes) for the rest."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if layer.conv1d:
-        return {"grad-weight": k.COLUMN_GRAD_WEIGHT if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW)
+        return ({"grad-weight": k.COLUMN_GRAD_WEIGHT if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW),)
     if layer.kernel > 7:
-        return k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER
+        return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
     if pass_ == "grad-weight":
-        return k.RING_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT
+        return (k.RING_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT,)
     if pass_ == "backward-input" and layer.stride == 2:
-        return k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW
-    return k.CHANNELS_LAST_REGISTER_TILED if cl else k.REGISTER_TILED
+        return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
+    return (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
 
 
 def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
-    """Every pass `make bench` times, in every configuration and batch, is taken by the kernel
+    """Every pass `make bench` times, in every configuration and batch, is taken by a kernel
     written for its layer, never a general one: a planner change that sends a bench layer back to
     the general kernels (a tile outgrowing shared memory, a use threshold) fails here, before GPU
     time is spent timing it."""
     failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {sm} SMs: {pass_} runs "
-                f"{launch.kernel}, not {intended_kernel(p, pass_)}"
+                f"{launch.kernel}, not one of {intended_kernels(p, pass_)}"
                 for sm, launches in bench_launches.items() for p, pass_, launch in launches
-                if launch.kernel != intended_kernel(p, pass_)]
+                if launch.kernel not in intended_kernels(p, pass_)]
     assert sum(map(len, bench_launches.values())) > 1000
     assert not failures, "\n".join(failures)
+
+
+def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(bench_launches):
+    """At batch 64 the channels_last forward and stride-1 backward-input of every 3x3/5x5/7x7 bench
+    layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
+    GPU); batch 1's grids are too small to fill the GPU with bands, and keep the register-tiled
+    kernel's one-step blocks."""
+    for sm, launches in bench_launches.items():
+        for p, pass_, launch in launches:
+            layer = p.layer
+            if (p.layout != "channels_last" or layer.conv1d or layer.kernel > 7 or pass_ == "grad-weight"
+                    or (pass_ == "backward-input" and layer.stride == 2)):
+                continue
+            if p.batch == 1:
+                assert launch.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED, (sm, layer.name, p.dtype, pass_)
+            elif layer.output_length() >= 28:
+                assert launch.kernel == kernel_cases.CHANNELS_LAST_STREAM, (sm, layer.name, p.dtype, pass_, launch)
 
 
 def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):

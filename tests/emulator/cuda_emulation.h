@@ -13,7 +13,12 @@
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block;
 // - threadIdx and blockIdx are those of the running fiber, blockDim and gridDim per launch;
-// - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch.
+// - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch;
+// - asynchronous copies to shared memory (cp.async: DWCONV_EMULATED_ASYNC_COPIES) read their
+//   source when issued and land, by groups, when the thread waits for them in every other pair of
+//   blocks, and at once in the rest: a read that no wait covers shows stale data in the first, a
+//   copy issued into a slot that other threads still read shows in the second. A copy outside the
+//   launch's shared memory, or a thread that ends with copies it has not waited for, fails the launch.
 // Include it after every other header and before the kernels.
 
 #include <setjmp.h>
@@ -42,6 +47,17 @@ inline dim3 grid_dim;
 constexpr std::size_t kSharedBytes = 1 << 20;
 alignas(64) inline unsigned char shared_memory[kSharedBytes];
 inline long misaligned_vector_accesses = 0;
+inline long stray_async_copies = 0;      // outside the launch's shared memory
+inline long unwaited_async_copies = 0;   // still pending when their thread ended
+inline bool async_copies_land_late = false;  // this block's: at the wait, else at the copy
+inline std::size_t launch_shared_bytes = 0;
+inline unsigned long blocks_run = 0;
+
+// An asynchronous copy not landed yet: its 16 bytes, read when it was issued.
+struct PendingCopy {
+  unsigned char* dst;
+  unsigned char bytes[16];
+};
 // The threads a block may have: the kernels' __launch_bounds__ (which the emulation cannot read
 // off each kernel, so a program sets the bound its kernels share). A GPU refuses a launch of more.
 inline unsigned launch_bound_threads = 1024;
@@ -63,6 +79,10 @@ struct Fiber {
   unsigned shuffle_source = 0;
   std::uint64_t shuffle_offered = 0;
   std::uint64_t shuffle_read = 0;
+  // Its asynchronous copies not landed: those issued since the last commit, then the committed
+  // groups, oldest first.
+  std::vector<PendingCopy> open_copies;
+  std::vector<std::vector<PendingCopy>> copy_groups;
 
   explicit Fiber(void (*entry)()) {
     memory = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE,
@@ -124,6 +144,11 @@ inline std::vector<std::unique_ptr<Fiber>> fibers;
 inline void fiber_main() {
   for (;;) {  // one pass a block; resumed by the scheduler for the next
     block_body(block_body_args);
+    if (!running->open_copies.empty() || !running->copy_groups.empty()) {
+      ++unwaited_async_copies;
+      running->open_copies.clear();
+      running->copy_groups.clear();
+    }
     running->state = Fiber::State::kFinished;
     suspend(*running);
   }
@@ -157,6 +182,44 @@ T shfl_down_sync(unsigned mask, T value, unsigned delta) {
   T read;
   std::memcpy(&read, &self->shuffle_read, sizeof(T));
   return read;
+}
+
+inline void land(const std::vector<PendingCopy>& copies) {
+  for (const PendingCopy& copy : copies) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+}
+
+// cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read).
+inline void copy_async_16(void* dst, const void* src, bool inside) {
+  auto* to = static_cast<unsigned char*>(dst);
+  if (to < shared_memory || to + 16 > shared_memory + launch_shared_bytes) {
+    ++stray_async_copies;
+    return;
+  }
+  if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % 16 != 0)) {
+    ++misaligned_vector_accesses;
+  }
+  PendingCopy copy{to, {}};
+  if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
+  if (async_copies_land_late) {
+    running->open_copies.push_back(copy);
+  } else {
+    land({copy});
+  }
+}
+
+inline void commit_async_copies() {
+  running->copy_groups.push_back(std::move(running->open_copies));
+  running->open_copies.clear();
+}
+
+// cp.async.wait_group: lands all but the `pending` newest committed groups.
+inline void wait_async_copies(int pending) {
+  auto& groups = running->copy_groups;
+  const std::size_t keep = static_cast<std::size_t>(pending);
+  if (groups.size() <= keep) return;
+  const std::size_t done = groups.size() - keep;
+  for (std::size_t i = 0; i < done; ++i) land(groups[i]);
+  groups.erase(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 // Fails the launch: the threads stopped mid-kernel are never resumed, so they are made anew.
@@ -246,6 +309,9 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   block_body = [](const void* b) { (*static_cast<decltype(body)*>(b))(); };
   block_body_args = &body;
   misaligned_vector_accesses = 0;
+  stray_async_copies = 0;
+  unwaited_async_copies = 0;
+  launch_shared_bytes = shared_bytes;
   static unsigned launches = 0;
   ++launches;
   for (unsigned bz = 0; bz < grid.z; ++bz) {
@@ -253,12 +319,19 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         std::memset(shared_memory, 0xff, shared_bytes);  // NaN for floats: unwritten reads show
         block_index = dim3(bx, by, bz);
+        async_copies_land_late = (blocks_run++ / 2) % 2 == 0;
         run_block(block.x * block.y * block.z, (bx + by + bz + launches) % 2 == 0);
       }
     }
   }
   if (misaligned_vector_accesses != 0) {
     throw std::runtime_error("emulated launch made 16-byte accesses off a 16-byte boundary");
+  }
+  if (stray_async_copies != 0) {
+    throw std::runtime_error("emulated launch made asynchronous copies outside its shared memory");
+  }
+  if (unwaited_async_copies != 0) {
+    throw std::runtime_error("emulated launch has threads that ended with asynchronous copies not waited for");
   }
 }
 }  // namespace dwconv_emu
@@ -280,3 +353,4 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define DWCONV_EXPECT_ALIGNED(address) \
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : void(++dwconv_emu::misaligned_vector_accesses))
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
+#define DWCONV_EMULATED_ASYNC_COPIES

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <new>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -345,6 +346,31 @@ void check_channels_last_register_tiled(const std::string& pass, const std::stri
   }
 }
 
+// The streamed channels_last kernel, where the pass has one (32-bit indexing only, as on the GPU),
+// planned for a one-SM GPU, and the same strips in bands of a whole plane (the ring of rows goes
+// round) and of 3 steps (the first step with copies over rows a step has read).
+template <typename T, typename index_t, bool kBackward>
+void check_channels_last_stream(const std::string& pass, const std::string& tag, const Problem& p,
+                                const PassGeometry& g, const Tensor4& src, const T* bias, const Tensor4& ref,
+                                double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto weight = p.weight.store<T>(false);
+    const auto in = src.store<T>(true);
+    const auto planned = plan_channels_last_stream<T>(g, 1);
+    if (!planned) return;
+    for (const auto& plan : {planned, with_stream_steps(*planned, g, g.dst_h), with_stream_steps(*planned, g, 3)}) {
+      if (!plan) continue;
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                         channels_last_stream_kernel_for<T, kBackward>(g.kernel_h, g.stride_h), in.data(),
+                         weight.data(), bias, out.data(), g, plan->stream);
+      expect_close(pass + " streamed NHWC" + stride_tag(g),
+                   tag + " vectors=" + std::to_string(plan->block.x) + " steps=" + std::to_string(plan->stream.steps),
+                   p.k, out, ref, true, terms);
+    }
+  }
+}
+
 // The stride-2 backward-input kernels, where they take the pass (32-bit indexing only, as on the
 // GPU): NCHW, and channels_last where it has a plan, each planned for a one-SM GPU (threads
 // walking several blocks) and a large one.
@@ -404,6 +430,7 @@ void check_forward(const Problem& p, const char* dtype) {
   check_column<T, index_t, false>("forward column NHWC", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  check_channels_last_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
       const auto in = p.input.store<T>(true);
@@ -451,6 +478,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
                                          p.grad_input, terms);
     check_channels_last_register_tiled<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output,
                                                          nullptr, p.grad_input, terms);
+    check_channels_last_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                                 p.grad_input, terms);
     for (const int64_t min_blocks : kMinBlocks) {
       if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
         const auto go = p.grad_output.store<T>(true);
@@ -726,23 +755,30 @@ void check_dispatched(const Problem& p, const char* dtype) {
       expect_close("dispatched " + pass + layout, tag + " " + kernel, p.k, got, ref, laid_cl, terms);
     };
 
-    // A forward (kBackward false) or backward-input pass from src into dst, chosen and launched.
+    // A forward (kBackward false) or backward-input pass from src into dst, chosen and launched for
+    // the GPU of kDispatchSMs SMs, then for one of a single SM where that takes another kernel (the
+    // streamed kernel wants problems that fill the GPU; the sweep's are small).
     auto dispatch_pass = [&](auto backward, const Tensor4& src, const Buffer<T>& src_data, const Tensor4& dst,
                              const T* pass_bias, double terms) {
       constexpr bool kBackward = decltype(backward)::value;
       const auto from = laid_out(src, cl), to = laid_out(dst, cl);
-      auto dst_data = poisoned<T>(dst.v.size());
-      const PassOperands operands{from.is_contiguous() && to.is_contiguous(),
-                                  from.is_channels_last_contiguous() && to.is_channels_last_contiguous(),
-                                  address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
-                                  index64};
-      const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, 0, kDispatchSMs)
-                                          : choose_forward<T>(g, operands, 0, kDispatchSMs);
-      launch_pass<T, kBackward>(choice, index64,
-                                PassPointers<T>{src_data.data(), weight.data(), pass_bias, dst_data.data(),
-                                                src.strides(cl), dst.strides(cl)},
-                                kDispatchSMs, 0);
-      expect(kBackward ? "backward-input" : "forward", kernel_name(choice.kernel), dst_data, dst, cl, terms);
+      std::optional<PassKernel> first;
+      for (const int sm_count : {kDispatchSMs, 1}) {
+        auto dst_data = poisoned<T>(dst.v.size());
+        const PassOperands operands{from.is_contiguous() && to.is_contiguous(),
+                                    from.is_channels_last_contiguous() && to.is_channels_last_contiguous(),
+                                    address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
+                                    index64};
+        const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, 0, sm_count)
+                                            : choose_forward<T>(g, operands, 0, sm_count);
+        if (first == choice.kernel) break;
+        first = choice.kernel;
+        launch_pass<T, kBackward>(choice, index64,
+                                  PassPointers<T>{src_data.data(), weight.data(), pass_bias, dst_data.data(),
+                                                  src.strides(cl), dst.strides(cl)},
+                                  sm_count, 0);
+        expect(kBackward ? "backward-input" : "forward", kernel_name(choice.kernel), dst_data, dst, cl, terms);
+      }
     };
     dispatch_pass(std::false_type{}, p.input, in, p.output, bias_ptr, taps);
     dispatch_pass(std::true_type{}, p.grad_output, go, p.grad_input, nullptr, taps * p.k.m);
@@ -856,12 +892,16 @@ std::vector<Case> sweep() {
       {2, 32, 1, 11, 150, 5, 5, 2, 2, 2, 2, 1, 1, true},    // stride 2, a row in chunks, odd rows
       // The register tiles staged and stored by the whole block (many small planes a block):
       {2, 6, 2, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, true},        // multiplier 2: forward staged a plane at a time
+      // The streamed channels_last kernel (whole 16-byte channel vectors, 8 output rows or more; 53-59 too):
+      {2, 16, 1, 30, 20, 3, 3, 1, 1, 1, 1, 1, 1, true},     // 8 steps down the plane: the ring goes round
+      {1, 40, 1, 26, 18, 7, 7, 1, 1, 3, 3, 1, 1, false},    // 7x7, a part-filled channel group, a short last step
+      {1, 16, 1, 57, 64, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, two channel groups, a last step of 1 row
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 76) {  // 14 random cases
+  while (cases.size() < 79) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

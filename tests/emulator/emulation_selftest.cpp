@@ -1,6 +1,6 @@
 // Checks cuda_emulation.h itself: block and thread indices, barriers, a barrier missing or
-// reached by only some threads, warp shuffles and the ones it refuses, shared memory poisoned per
-// block, and the launches a GPU refuses.
+// reached by only some threads, warp shuffles and the ones it refuses, asynchronous copies and
+// the waits they need, shared memory poisoned per block, and the launches a GPU refuses.
 // Ends with "N passed, M failed", as the kernels' emulator does.
 
 #include <cstdio>
@@ -111,6 +111,58 @@ __global__ void shuffle_with_mask(unsigned mask) { __shfl_down_sync(mask, 1, 1);
 
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
 
+struct alignas(16) Quad {
+  int v[4];
+};
+
+// Thread t copies src[t] (src[t + threads] in a second group) into shared slot t (t + threads)
+// asynchronously, waits for all but `pending` groups (none: -1), crosses a barrier and reads
+// slot t + 1's first value (out[t]) and slot t + 1 + threads's (out[t + threads]), the last
+// thread its own; then waits for the rest, so that it ends with nothing in flight.
+__global__ void copy_then_read(const Quad* src, int* out, bool inside, int pending) {
+  DWCONV_SHARED_BYTES(raw);
+  Quad* slots = reinterpret_cast<Quad*>(raw);
+  const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  dwconv_emu::copy_async_16(slots + t, src + t, inside);
+  dwconv_emu::commit_async_copies();
+  dwconv_emu::copy_async_16(slots + t + threads, src + t + threads, inside);
+  dwconv_emu::commit_async_copies();
+  if (pending >= 0) dwconv_emu::wait_async_copies(pending);
+  __syncthreads();
+  const int from = t + 1 < threads ? t + 1 : t;
+  const int at = static_cast<int>(linear_block()) * 2 * threads + t;
+  out[at] = slots[from].v[0];
+  out[at + threads] = slots[from + threads].v[0];
+  dwconv_emu::wait_async_copies(0);
+}
+
+// Slot t holds t; thread t reads slot t + offset (its own past the block), then, with no barrier
+// between, copies src[t] into slot t: out[t] is what it read.
+__global__ void read_then_copy_over(const Quad* src, int* out, int offset) {
+  DWCONV_SHARED_BYTES(raw);
+  Quad* slots = reinterpret_cast<Quad*>(raw);
+  const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  slots[t].v[0] = t;
+  __syncthreads();
+  const int from = t + offset >= 0 && t + offset < threads ? t + offset : t;
+  out[static_cast<int>(linear_block()) * threads + t] = slots[from].v[0];
+  dwconv_emu::copy_async_16(slots + t, src + t, true);
+  dwconv_emu::commit_async_copies();
+  dwconv_emu::wait_async_copies(0);
+}
+
+__global__ void copy_and_leave(const Quad* src, bool commit) {
+  DWCONV_SHARED_BYTES(raw);
+  dwconv_emu::copy_async_16(reinterpret_cast<Quad*>(raw) + threadIdx.x, src, true);
+  if (commit) dwconv_emu::commit_async_copies();
+}
+
+__global__ void copy_to(Quad* dst, const Quad* src) {
+  dwconv_emu::copy_async_16(dst, src, true);
+  dwconv_emu::commit_async_copies();
+  dwconv_emu::wait_async_copies(0);
+}
+
 bool all_equal_their_index(const std::vector<int>& values, int threads, int offset) {
   for (size_t i = 0; i < values.size(); ++i) {
     const int t = static_cast<int>(i) % threads, from = t + offset;
@@ -195,6 +247,56 @@ int main() {
     expect(error.find("not whole warps") != std::string::npos, "a shuffle in a block of 48 threads is refused: " + error);
     launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 1u);
     expect(out[5] == 6 && out[31] == 31, "and the next launch shuffles as usual");
+  }
+  {
+    constexpr int kThreadsHere = 32, kBlocks = 4;  // four blocks: each way of landing, each thread order
+    std::vector<Quad> src(2 * kThreadsHere);
+    for (int i = 0; i < 2 * kThreadsHere; ++i) src[i] = Quad{{100 + i, 0, 0, 0}};
+    const auto copied = [&](const std::vector<int>& out, int group, int block, int t) {
+      const int from = t + 1 < kThreadsHere ? t + 1 : t;
+      return out[block * 2 * kThreadsHere + group * kThreadsHere + t] == 100 + group * kThreadsHere + from;
+    };
+    const auto count_copied = [&](const std::vector<int>& out, int group) {
+      int n = 0;
+      for (int b = 0; b < kBlocks; ++b)
+        for (int t = 0; t < kThreadsHere; ++t) n += copied(out, group, b, t);
+      return n;
+    };
+    std::vector<int> out(kBlocks * 2 * kThreadsHere);
+    const std::size_t bytes = 2 * kThreadsHere * sizeof(Quad);
+    expect(launch_error(dim3(kBlocks), dim3(kThreadsHere), bytes, copy_then_read, src.data(), out.data(), true, 0)
+               .empty() && count_copied(out, 0) == kBlocks * kThreadsHere && count_copied(out, 1) == kBlocks * kThreadsHere,
+           "asynchronous copies, waited for and then a barrier, are seen by every thread");
+    launch_error(dim3(kBlocks), dim3(kThreadsHere), bytes, copy_then_read, src.data(), out.data(), true, 1);
+    expect(count_copied(out, 0) == kBlocks * kThreadsHere && count_copied(out, 1) < kBlocks * kThreadsHere,
+           "waiting for all but the newest group lands the older one only");
+    launch_error(dim3(kBlocks), dim3(kThreadsHere), bytes, copy_then_read, src.data(), out.data(), true, -1);
+    expect(count_copied(out, 0) < kBlocks * kThreadsHere, "without the wait, a read after the barrier finds stale data");
+    launch_error(dim3(kBlocks), dim3(kThreadsHere), bytes, copy_then_read, src.data(), out.data(), false, 0);
+    bool zeros = true;
+    for (const int value : out) zeros &= value == 0;
+    expect(zeros, "a copy from outside the tensor writes zeros");
+    for (const int offset : {1, -1}) {
+      std::vector<int> read(kBlocks * kThreadsHere);
+      launch_error(dim3(kBlocks), dim3(kThreadsHere), kThreadsHere * sizeof(Quad), read_then_copy_over, src.data(),
+                   read.data(), offset);
+      bool stale_everywhere = true;
+      for (int i = 0; i < kBlocks * kThreadsHere; ++i) {
+        const int t = i % kThreadsHere, from = t + offset >= 0 && t + offset < kThreadsHere ? t + offset : t;
+        stale_everywhere &= read[i] == from;
+      }
+      expect(!stale_everywhere, "a copy over a slot that " + std::string(offset > 0 ? "the previous" : "the next") +
+                                    " thread reads, with no barrier between, shows");
+    }
+    std::string error = launch_error(dim3(1), dim3(32), bytes, copy_and_leave, src.data(), true);
+    expect(error.find("not waited for") != std::string::npos, "a thread that ends with copies in flight fails the launch: " + error);
+    error = launch_error(dim3(1), dim3(32), bytes, copy_and_leave, src.data(), false);
+    expect(error.find("not waited for") != std::string::npos, "and one that ends with copies not committed: " + error);
+    Quad global_dst{};
+    error = launch_error(dim3(1), dim3(1), bytes, copy_to, &global_dst, src.data());
+    expect(error.find("outside its shared memory") != std::string::npos, "a copy to global memory fails the launch: " + error);
+    expect(launch_error(dim3(kBlocks), dim3(kThreadsHere), bytes, copy_then_read, src.data(), out.data(), true, 0).empty(),
+           "and the next launch copies as usual");
   }
   {
     std::vector<unsigned char> seen(4, 0);

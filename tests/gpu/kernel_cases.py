@@ -16,6 +16,7 @@ DIRECT = "direct_kernel"
 TILED_NCHW = "tiled_nchw_kernel"
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
 CHANNELS_LAST_REGISTER_TILED = "channels_last_register_tiled_kernel"
+CHANNELS_LAST_STREAM = "channels_last_stream_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
@@ -111,12 +112,16 @@ def register_tiled_cases(element_size):
 def channels_last_tiled_cases(element_size):
     """channels_last forward and backward-input through the 16-byte tiled kernels (multiplier 1,
     channels a whole number of 16-byte vectors, aligned data, a tile that fits in shared memory;
-    backward-input at stride 1): the register-tiled one for square 3, 5 and 7 at stride 1 and 3 and
-    5 at stride 2 (dilation 1) where its tile uses two thirds of its lanes, the general one for
-    the rest."""
+    backward-input at stride 1): for square 3, 5 and 7 at stride 1 and 3 and 5 at stride 2
+    (dilation 1), the streamed kernel where its blocks fill the GPU with bands of two steps or
+    more, else the register-tiled one where its tile uses two thirds of its lanes; the general one
+    for the rest."""
     vector = _vector(element_size)
-    tiled, register = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED
+    tiled, register, stream = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
+        ("a band of rows streamed: 448 blocks", 32 * vector, (112, 112), 3, 1, 1, 1, 1, True, stream),
+        ("streamed 7x7, two channel vectors a block", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
+        ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True, stream),
         ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
         ("several tiles down and across", 8 * vector, (56, 56), 5, 1, 2, 1, 1, True, register),
         ("7x7", 3 * vector, (14, 14), 7, 1, 3, 1, 1, True, register),
@@ -137,7 +142,7 @@ def channels_last_tiled_cases(element_size):
         backward = forward if stride == 1 else None  # same-size planes at stride 1
         launches = {}
         for name, chosen in (("forward", forward), ("backward-input", backward)):
-            launches[name] = {register: chosen == register, tiled: chosen == tiled}
+            launches[name] = {register: chosen == register, tiled: chosen == tiled, stream: chosen == stream}
             if chosen is not None:
                 launches[name][chosen] = True
         offset = 0 if aligned else 1
@@ -319,6 +324,8 @@ KERNEL_PATH_ROWS = [
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
     ("channels_last_register_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
      {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
+    ("channels_last_stream", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
+     {"forward": CHANNELS_LAST_STREAM, "backward-input": CHANNELS_LAST_STREAM}),
     ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
@@ -394,6 +401,8 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 40, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last register tiles, 7x7 (bf16: 5 vectors, a
                                                            # part-filled group), blocks under 256 threads
     (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # channels_last register tiles at stride 2, no padding
+    (24, 64, 1, 56, 56, (3, 3), (1, 1), (1, 1), (1, 1)),   # channels_last streamed: bands of rows with copies in
+                                                           # flight (enough blocks to fill the GPU)
     (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,
                                                            # register weight gradient at stride 2, chunked sums
     (2, 3, 1, 28, 30, (13, 13), (1, 1), (6, 6), (1, 1)),   # large-filter kernels, both layouts: a 1-tap rest,

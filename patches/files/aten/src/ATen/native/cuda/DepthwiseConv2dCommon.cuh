@@ -196,6 +196,53 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 #endif
 }
 
+// Copies from global to shared memory that stay in flight while the thread computes (cp.async,
+// sm_80 and later): a thread issues 16-byte copies, closes them into a group with
+// commit_async_copies(), and wait_async_copies<kPending>() returns once all but its kPending
+// newest groups have landed. They take no registers while in flight, so a kernel can have the
+// next step's input on its way during a whole step. A copy lands where only this thread's wait
+// makes it visible to this thread; other threads see it after the wait and a barrier. Earlier
+// GPUs copy at once. The CPU emulator supplies its own (DWCONV_EMULATED_ASYNC_COPIES), which lands
+// the copies at the wait in some blocks and at the copy in others, so that a missing wait or a
+// slot overwritten while others read it shows.
+#ifdef DWCONV_EMULATED_ASYNC_COPIES
+template <typename T>
+__device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, const T* src, bool inside) {
+  dwconv_emu::copy_async_16(shared_dst, src, inside);
+}
+__device__ __forceinline__ void commit_async_copies() {
+  dwconv_emu::commit_async_copies();
+}
+template <int kPending>
+__device__ __forceinline__ void wait_async_copies() {
+  dwconv_emu::wait_async_copies(kPending);
+}
+#else
+// The 16-byte vector at `src` into `shared_dst` where `inside`, else zeros, with nothing read.
+template <typename T>
+__device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, const T* src, bool inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  // The source size 0 makes the copy write 16 zero bytes and read nothing.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(inside ? 16 : 0)
+               : "memory");
+#else
+  *shared_dst = load_vector_or_zero(inside, src);
+#endif
+}
+__device__ __forceinline__ void commit_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void wait_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+#endif
+
 // The filters of a block's `vectors` channel vectors from channel c0, in shared memory as
 // [tap][vector][kVector16<scalar_t> channels] values of staged_t (scalar_t, or acc_t where each
 // is used once a thread and converting it there would cost as much as its multiply-add), loaded

@@ -8,6 +8,7 @@
 // Plain host arithmetic over the planners of the kernel headers, no ATen tensors.
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
+#include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
@@ -50,6 +51,7 @@ enum class PassKernel {
   kLargeFilter,
   kTiledChannelsLast,
   kChannelsLastRegisterTiled,
+  kChannelsLastStream,
   kRow,
   kColumn,
   kStride2GradInputNchw,
@@ -75,6 +77,7 @@ inline const char* kernel_name(PassKernel kernel) {
     case PassKernel::kLargeFilter: return "large_filter_kernel";
     case PassKernel::kTiledChannelsLast: return "tiled_channels_last_kernel";
     case PassKernel::kChannelsLastRegisterTiled: return "channels_last_register_tiled_kernel";
+    case PassKernel::kChannelsLastStream: return "channels_last_stream_kernel";
     case PassKernel::kRow: return "row_kernel";
     case PassKernel::kColumn: return "column_kernel";
     case PassKernel::kStride2GradInputNchw: return "stride2_grad_input_nchw_kernel";
@@ -112,8 +115,8 @@ struct Stride2NchwLaunch {
 struct PassChoice {
   PassKernel kernel;
   PassGeometry geometry;
-  std::variant<DirectLaunch, TiledLaunch, RegisterTiledLaunch, ChannelsLastLaunch, RowLaunch, ColumnLaunch,
-               Stride2NchwLaunch, Stride2ChannelsLastLaunch>
+  std::variant<DirectLaunch, TiledLaunch, RegisterTiledLaunch, ChannelsLastLaunch, ChannelsLastStreamLaunch, RowLaunch,
+               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch>
       plan;
 };
 
@@ -182,6 +185,11 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
     // A segment a thread: a cap would leave some threads two segments and the rest one.
     return PassChoice{PassKernel::kColumn, g,
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
+  }
+  if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
+    if (auto plan = plan_channels_last_stream<scalar_t>(g, sm_count)) {
+      return PassChoice{PassKernel::kChannelsLastStream, g, *plan};
+    }
   }
   if (index32 && paths.on(KernelPath::ChannelsLastRegisterTiled)) {
     if (auto plan = plan_channels_last_register_tiled<scalar_t>(g, sm_count)) {

@@ -5,6 +5,7 @@
 // there too. No ATen tensors and no CUDA runtime calls; the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
+#include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
@@ -137,6 +138,13 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
       const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.tile);
+      break;
+    }
+    case PassKernel::kChannelsLastStream: {
+      const auto& plan = std::get<ChannelsLastStreamLaunch>(choice.plan);
+      const auto kernel = channels_last_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.stream);
       break;
     }
     case PassKernel::kRow: {

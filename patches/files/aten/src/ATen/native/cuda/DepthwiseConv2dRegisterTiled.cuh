@@ -358,6 +358,73 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>())
 }
 
 // ---------------------------------------------------------------------------
+// A thread's work in the register-tiled channels_last kernels: kBlockRows output rows of one
+// column for one channel vector (V channels), its sums in acc[row][channel].
+
+// The sums before the first tap: the channels' bias (forward, when given) or zero; `c` the vector's first channel.
+template <bool kBackward, typename acc_t, int V, typename scalar_t, typename index_t>
+__device__ __forceinline__ void start_channels_last_column(acc_t (&acc)[kBlockRows][V], const scalar_t* bias,
+                                                           index_t c) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c + k]) : acc_t(0);
+#pragma unroll
+    for (int i = 0; i < kBlockRows; ++i) acc[i][k] = start;
+  }
+}
+
+// Adds the column's (kBlockRows - 1) * kStride + kKernel input rows times the filter: window row
+// r's first pixel (tap kw = 0) at row_at(r), its pixels `vectors` vectors apart; the channel
+// vector's weights at taps[(tap * vectors) * V] (V acc_t values a tap). It walks the window a
+// column at a time: the column's kKernel weights in registers, each input vector of the column read
+// from shared memory and converted once and applied to every output row it feeds.
+template <typename scalar_t, int kKernel, int kStride, typename acc_t, int V, typename RowAt>
+__device__ __forceinline__ void accumulate_channels_last_column(acc_t (&acc)[kBlockRows][V], RowAt&& row_at,
+                                                                const acc_t* taps, int vectors) {
+  constexpr int kWindowRows = (kBlockRows - 1) * kStride + kKernel;
+#pragma unroll
+  for (int kw = 0; kw < kKernel; ++kw) {
+    acc_t w[kKernel][V];
+#pragma unroll
+    for (int kh = 0; kh < kKernel; ++kh) {
+      load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + (kh * kKernel + kw) * vectors * V, w[kh]);
+    }
+#pragma unroll
+    for (int r = 0; r < kWindowRows; ++r) {
+      const Vector16<scalar_t> loaded = row_at(r)[kw * vectors];
+      acc_t in[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) in[k] = static_cast<acc_t>(loaded.v[k]);
+#pragma unroll
+      for (int row = 0; row < kBlockRows; ++row) {
+        const int kh = r - row * kStride;
+        if (kh >= 0 && kh < kKernel) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[row][k] += in[k] * w[kh][k];
+        }
+      }
+    }
+  }
+}
+
+// Stores the column's rows that lie in the plane (`rows_left` from its first), its first at
+// `out`, the next `row_step` values on.
+template <typename scalar_t, typename acc_t, int V, typename index_t>
+__device__ __forceinline__ void store_channels_last_column(const acc_t (&acc)[kBlockRows][V], scalar_t* out,
+                                                           int rows_left, index_t row_step) {
+  static_assert(V == kVector16<scalar_t>, "a column stores whole channel vectors");
+#pragma unroll
+  for (int i = 0; i < kBlockRows; ++i) {
+    if (i < rows_left) {
+      Vector16<scalar_t> values;
+#pragma unroll
+      for (int k = 0; k < V; ++k) values.v[k] = static_cast<scalar_t>(acc[i][k]);
+      store_vector(out + i * row_step, values);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Register-tiled kernel (channels_last, multiplier 1) for the register-tiled filters (square 3x3,
 // 5x5, 7x7 at stride 1; 3x3 and 5x5 at stride 2; dilation 1): the forward pass and the stride-1
 // backward-input pass. The tile, its staging and the block's channel vectors are
@@ -381,7 +448,6 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   using acc_t = at::acc_type<scalar_t, true>;
   using Vec = Vector16<scalar_t>;
   constexpr int V = kVector16<scalar_t>;
-  constexpr int kWindowRows = (kBlockRows - 1) * kStride + kKernel;
   static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
   const int vectors = blockDim.x;
@@ -413,49 +479,14 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   if (vec >= live_vectors || y >= g.dst_h || x >= g.dst_w) return;
 
   acc_t acc[kBlockRows][V];
-#pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + vec * V + k]) : acc_t(0);
-#pragma unroll
-    for (int i = 0; i < kBlockRows; ++i) acc[i][k] = start;
-  }
+  start_channels_last_column<kBackward>(acc, bias, c0 + vec * V);
   const int row_step = t.tile_in_w * vectors;  // between tile rows, in vectors
   const Vec* window = tile + (ty * kBlockRows * kStride * t.tile_in_w + tx * kStride) * vectors + vec;
-#pragma unroll
-  for (int kw = 0; kw < kKernel; ++kw) {
-    acc_t w[kKernel][V];
-#pragma unroll
-    for (int kh = 0; kh < kKernel; ++kh) {
-      load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + ((kh * kKernel + kw) * vectors + vec) * V, w[kh]);
-    }
-#pragma unroll
-    for (int r = 0; r < kWindowRows; ++r) {
-      const Vec loaded = window[r * row_step + kw * vectors];
-      acc_t in[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) in[k] = static_cast<acc_t>(loaded.v[k]);
-#pragma unroll
-      for (int row = 0; row < kBlockRows; ++row) {
-        const int kh = r - row * kStride;
-        if (kh >= 0 && kh < kKernel) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) acc[row][k] += in[k] * w[kh][k];
-        }
-      }
-    }
-  }
-
+  accumulate_channels_last_column<scalar_t, kKernel, kStride>(
+      acc, [&](int r) { return window + r * row_step; }, taps + vec * V, vectors);
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
-  scalar_t* dst_column = dst + ((n * dst_h + y) * dst_w + x) * channels + c0 + vec * V;
-#pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-    if (y + i < g.dst_h) {
-      Vec out;
-#pragma unroll
-      for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[i][k]);
-      store_vector(dst_column + i * dst_w * channels, out);
-    }
-  }
+  store_channels_last_column(acc, dst + ((n * dst_h + y) * dst_w + x) * channels + c0 + vec * V,
+                             static_cast<int>(g.dst_h) - y, dst_w * channels);
 }
 
 // ---------------------------------------------------------------------------
