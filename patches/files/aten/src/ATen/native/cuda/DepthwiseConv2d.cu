@@ -39,6 +39,9 @@
 // - channels_last_register_tiled_kernel: that tile for the register-tiled filters and strides,
 //   with a thread computing 4 output rows of one column and channel vector, walking its window a
 //   column at a time (each input vector converted once, the column's weights in registers).
+// - channels_last_stream_kernel (DepthwiseConv2dChannelsLastStream.cuh): the same thread work
+//   over a band of rows, where the blocks fill the GPU: a ring of input rows in shared memory,
+//   the next step's rows copied asynchronously (cp.async) while the step computes.
 // - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
 //   thread computes chunks of 32 bytes of output (8 floats, 16 bf16/fp16 values) from the 16-byte
 //   vectors that hold their inputs, in registers. grad_weight_row_kernel is its weight gradient.

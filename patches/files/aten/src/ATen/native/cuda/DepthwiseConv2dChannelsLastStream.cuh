@@ -48,19 +48,20 @@ struct ChannelsLastStreamLaunch {
 
 // Issues the asynchronous copies of the band's input rows first_row .. first_row + rows - 1
 // (counted from its first, image row `image_row0`) into their ring slots, columns from image
-// column `image_col0`, and commits them as one group. Rows and columns outside the image and
-// vectors past `live_vectors` are written as zeros.
+// column `image_col0`, and commits them as one group. A thread copies its own channel vector
+// (threadIdx.x) of every blockDim.y-th pixel of those rows, so that consecutive threads copy a
+// pixel's consecutive vectors. Rows and columns outside the image and vectors past
+// `live_vectors` are written as zeros.
 template <typename scalar_t>
 __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const scalar_t* src_image,
                                                  const ChannelsLastStream& s, int first_row, int rows, int image_row0,
-                                                 int image_col0, int live_vectors, int src_h, int src_w, int channels,
-                                                 int tid, int threads) {
+                                                 int image_col0, int live_vectors, int src_h, int src_w, int channels) {
   constexpr int V = kVector16<scalar_t>;
-  const int vectors = blockDim.x;
+  const int vectors = blockDim.x, vec = threadIdx.x;
   const int first_slot = first_row % s.ring_rows;
-  GridWalk<int, 3> at(tid, threads, {0, s.in_w, vectors});  // (row, column, vector)
-  for (int i = tid; i < rows * s.in_w * vectors; i += threads, at.advance()) {
-    const int row = at.at[0], col = at.at[1], vec = at.at[2];
+  GridWalk<int, 2> at(threadIdx.y, blockDim.y, {0, s.in_w});  // (row, column)
+  for (int p = threadIdx.y; p < rows * s.in_w; p += blockDim.y, at.advance()) {
+    const int row = at.at[0], col = at.at[1];
     const int slot = first_slot + row < s.ring_rows ? first_slot + row : first_slot + row - s.ring_rows;
     const int iy = image_row0 + first_row + row, ix = image_col0 + col;
     const bool inside = vec < live_vectors && iy >= 0 && iy < src_h && ix >= 0 && ix < src_w;
@@ -108,8 +109,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   const int steps = smaller(s.steps, (dst_h - band_y + step_rows - 1) / step_rows);
   const scalar_t* const src_image = src + n * src_h * src_w * channels + c0;
 
-  copy_stream_rows(ring, src_image, s, 0, window_rows, image_row0, image_col0, live_vectors, src_h, src_w, channels,
-                   tid, threads);
+  copy_stream_rows(ring, src_image, s, 0, window_rows, image_row0, image_col0, live_vectors, src_h, src_w, channels);
   // Backward-input correlates with the kernel flipped in both directions.
   stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
 
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
     const bool next = step + 1 < steps;
     if (next) {
       copy_stream_rows(ring, src_image, s, window_rows + step * new_rows, new_rows, image_row0, image_col0,
-                       live_vectors, src_h, src_w, channels, tid, threads);
+                       live_vectors, src_h, src_w, channels);
       wait_async_copies<1>();
     } else {
       wait_async_copies<0>();
