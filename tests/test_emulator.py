@@ -269,7 +269,7 @@ MUTATIONS = [
      "52:53"),  # 56x56 left unplanned
     # The register-tiled channels_last kernel, over the cases written for it:
     (("const int kh = r - row * kStride;", "const int kh = r - row;"), "56:57"),  # stride 2
-    (("const Vec loaded = window[r * row_step + kw * vectors];", "const Vec loaded = window[r * row_step + kw];"),
+    (("const Vector16<scalar_t> loaded = row_at(r)[kw * vectors];", "const Vector16<scalar_t> loaded = row_at(r)[kw];"),
      "54:55"),  # the window's columns, a pixel's vectors apart
     (("const int y0 = static_cast<int>(blockIdx.x / t.tiles_w) * lane_rows * kBlockRows;",
       "const int y0 = static_cast<int>(blockIdx.x / t.tiles_w) * lane_rows;"), "54:55"),  # tiles down the plane

@@ -896,12 +896,13 @@ std::vector<Case> sweep() {
       {2, 16, 1, 30, 20, 3, 3, 1, 1, 1, 1, 1, 1, true},     // 8 steps down the plane: the ring goes round
       {1, 40, 1, 26, 18, 7, 7, 1, 1, 3, 3, 1, 1, false},    // 7x7, a part-filled channel group, a short last step
       {1, 16, 1, 57, 64, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, two channel groups, a last step of 1 row
+      {2, 32, 1, 61, 44, 3, 3, 2, 2, 1, 1, 1, 1, false},    // 3x3 at stride 2: 31 output rows, bands across two images
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 79) {  // 14 random cases
+  while (cases.size() < 80) {  // 14 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

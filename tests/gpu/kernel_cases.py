@@ -120,7 +120,7 @@ def channels_last_tiled_cases(element_size):
     tiled, register, stream = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
         ("a band of rows streamed: 448 blocks", 32 * vector, (112, 112), 3, 1, 1, 1, 1, True, stream),
-        ("streamed 7x7, two channel vectors a block", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
+        ("streamed 7x7", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
         ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True, stream),
         ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
         ("several tiles down and across", 8 * vector, (56, 56), 5, 1, 2, 1, 1, True, register),
