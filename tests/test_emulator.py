@@ -356,7 +356,8 @@ MUTATIONS = [
       "// barrier removed"), "62:63"),  # the next step's copies over rows still read
     (("const int ring_rows = window_rows + step_rows * stride;",
       "const int ring_rows = window_rows + step_rows * stride - 1;"), "62:63"),  # copies in flight over the window
-    (("first_slot + r - s.ring_rows;", "first_slot + r - s.ring_rows + 1;"), "62:63"),  # a window wrapped wrong
+    (("return slot < ring_rows ? slot : slot - ring_rows;", "return slot < ring_rows ? slot : slot - ring_rows + 1;"),
+     "62:63"),  # rows wrapped round the ring one slot off
     (("copy_stream_rows(ring, src_image, s, window_rows + step * new_rows, new_rows,",
       "copy_stream_rows(ring, src_image, s, window_rows + (step + 1) * new_rows, new_rows,"), "63:64"),
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",

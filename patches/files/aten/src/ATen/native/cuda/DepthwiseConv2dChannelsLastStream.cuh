@@ -46,6 +46,11 @@ struct ChannelsLastStreamLaunch {
   size_t shared_bytes;
 };
 
+// The ring slot of `slot` counted on past the ring's last, by less than one turn.
+__device__ __forceinline__ int wrap_ring_slot(int slot, int ring_rows) {
+  return slot < ring_rows ? slot : slot - ring_rows;
+}
+
 // Issues the asynchronous copies of the band's input rows first_row .. first_row + rows - 1
 // (counted from its first, image row `image_row0`) into their ring slots, columns from image
 // column `image_col0`, and commits them as one group. A thread copies its own channel vector
@@ -62,7 +67,7 @@ __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const
   GridWalk<int, 2> at(threadIdx.y, blockDim.y, {0, s.in_w});  // (row, column)
   for (int p = threadIdx.y; p < rows * s.in_w; p += blockDim.y, at.advance()) {
     const int row = at.at[0], col = at.at[1];
-    const int slot = first_slot + row < s.ring_rows ? first_slot + row : first_slot + row - s.ring_rows;
+    const int slot = wrap_ring_slot(first_slot + row, s.ring_rows);
     const int iy = image_row0 + first_row + row, ix = image_col0 + col;
     const bool inside = vec < live_vectors && iy >= 0 && iy < src_h && ix >= 0 && ix < src_w;
     // Nothing is read where the copy is outside; the address stays inside the tensor all the same.
@@ -137,10 +142,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
       const int first_slot = (step * new_rows + ty * kBlockRows * kStride) % s.ring_rows;
       accumulate_channels_last_column<scalar_t, kKernel, kStride>(
           acc,
-          [&](int r) {
-            const int slot = first_slot + r < s.ring_rows ? first_slot + r : first_slot + r - s.ring_rows;
-            return column + slot * row_step;
-          },
+          [&](int r) { return column + wrap_ring_slot(first_slot + r, s.ring_rows) * row_step; },
           taps + vec * V, vectors);
       store_channels_last_column(acc, dst + ((n * dst_h + y) * dst_w + x0 + tx) * channels + c0 + vec * V, dst_h - y,
                                  dst_w * channels);
