@@ -198,12 +198,12 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
     GPU); batch 1's grids are too small to fill the GPU with bands, and keep the register-tiled
     kernel's one-step blocks."""
+    either = (kernel_cases.CHANNELS_LAST_STREAM, kernel_cases.CHANNELS_LAST_REGISTER_TILED)
     for sm, launches in bench_launches.items():
         for p, pass_, launch in launches:
-            layer = p.layer
-            if (p.layout != "channels_last" or layer.conv1d or layer.kernel > 7 or pass_ == "grad-weight"
-                    or (pass_ == "backward-input" and layer.stride == 2)):
+            if intended_kernels(p, pass_) != either:
                 continue
+            layer = p.layer
             if p.batch == 1:
                 assert launch.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED, (sm, layer.name, p.dtype, pass_)
             elif layer.output_length() >= 28:
