@@ -23,12 +23,14 @@ KERNEL_HEADERS = tuple(sorted(str(path.relative_to(OURS))
                              for path in (OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh")))
 
 
-def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1") -> Path:
-    """The emulator, its headers looked up in include_roots in order."""
+def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False) -> Path:
+    """The emulator, its headers looked up in include_roots in order; float32_only: the kernels
+    checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY)."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
-    binary = tmp_path / "emulate_depthwise2d"
+    binary = tmp_path / ("emulate_depthwise2d_float32" if float32_only else "emulate_depthwise2d")
     subprocess.run(
-        ["g++", "-std=c++20", optimization, "-pthread", *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
+        ["g++", "-std=c++20", optimization, "-pthread", *(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []),
+         *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
          *[f"-I{d}" for d in torch.include_dirs], str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
          f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
         check=True, capture_output=True, text=True,
@@ -367,7 +369,9 @@ MUTATIONS = [
 
 def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     """The emulator built from the kernels with `mutation` made, run over `cases`. Built without
-    optimisation: the build is most of the time, and these runs are short."""
+    optimisation: the build is most of the time, and these runs are short. The float-only build
+    first, which takes half as long and catches most bugs; where it passes, the whole one (double,
+    half and 64-bit indices too), so that only a bug every build misses goes uncaught."""
     old, new = mutation
     texts = {header: (OURS / header).read_text() for header in KERNEL_HEADERS}
     holders = [header for header, text in texts.items() if old in text]
@@ -376,7 +380,10 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     mutated = tmp_path / "src"
     (mutated / holders[0]).parent.mkdir(parents=True)
     (mutated / holders[0]).write_text(texts[holders[0]].replace(old, new))
-    proc, _, failed = run(build(tmp_path, [mutated, OURS], "-O0"), cases)  # the mutated header found first
+    for float32_only in (True, False):
+        proc, _, failed = run(build(tmp_path, [mutated, OURS], "-O0", float32_only), cases)  # mutated header first
+        if failed > 0:
+            break
     return proc, failed
 
 
