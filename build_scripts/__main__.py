@@ -169,13 +169,13 @@ def cmd_bench(args) -> None:
     import datetime
     import shlex
     if args.action == "profile":
-        from .bench.profile import run_profile
+        from .bench.profile import DEFAULT_PASSES, run_profile
         from .bench.schema import comma_separated
         out_dir = Path(args.out) if args.out else None
         if out_dir is None:
             out_dir = Path(args.results) / "profile" / datetime.date.today().isoformat()
-        run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes), args.match,
-                    ncu=os.environ.get("NCU") or "ncu")
+        run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes or DEFAULT_PASSES),
+                    args.match, ncu=os.environ.get("NCU") or "ncu")
         return
     try:
         import torch
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                               help="run: where results/<device>/<date>/ goes")
             verb.add_argument("--out", help="report: the output directory (default: beside the first report); "
                                             "profile: where profile.md and profile.csv go")
-            verb.add_argument("--passes", default=os.environ.get("PASSES") or "backward_weight",
+            verb.add_argument("--passes", default=os.environ.get("PASSES", ""),
                               help="profile: comma-separated passes (default: backward_weight)")
             verb.add_argument("--match", default=os.environ.get("MATCH", ""),
                               help="profile: a regular expression on the problems' labels, "

@@ -13,6 +13,7 @@ a kernel holding K^2 sums a thread lost to one block an SM while this report sti
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -25,6 +26,16 @@ DRIVER = REPO_ROOT / "tests" / "emulator" / "kernel_choice.cpp"
 KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
 DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
 PASSES = ("forward", "backward-input", "grad-weight")
+KERNEL_PATHS_HEADER = KERNEL_SOURCES / "ATen" / "native" / "cuda" / "DepthwiseConv2dKernelPaths.h"
+
+
+def kernel_path_names() -> list[str]:
+    """The kernel paths DWCONV_DISABLE_KERNELS and the bench's ours-without-<path> take, in the
+    header's order (kKernelPathNames)."""
+    names = re.search(r"kKernelPathNames = \{(.*?)\};", KERNEL_PATHS_HEADER.read_text(), re.S)
+    if names is None:
+        raise HarnessError(f"{KERNEL_PATHS_HEADER}: no kKernelPathNames list")
+    return re.findall(r'"(\w+)"', names.group(1))
 
 
 @dataclass(frozen=True)

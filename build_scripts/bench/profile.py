@@ -30,6 +30,7 @@ from ..errors import HarnessError
 from .layers import TRAINING_PASSES, Problem, problems
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
+DEFAULT_PASSES = "backward_weight"  # PASSES when unset: the pass furthest from its floor
 OUR_KERNELS = "regex:dwconv::"  # matched against the demangled name: the patch set's kernels only
 # What profile.md shows of each kernel: (column, ncu's metric name).
 SHOWN = (("duration", "Duration"), ("DRAM %", "DRAM Throughput"), ("memory %", "Memory Throughput"),
