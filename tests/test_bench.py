@@ -12,7 +12,7 @@ import pytest
 from build_scripts.bench.floor import buffer_sets_needed, pass_bytes, pass_macs
 from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
 from build_scripts.bench.report import (
-    floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
+    activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
 from build_scripts.bench.schema import SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row
 from build_scripts.routing_table import points_of, write_table
@@ -129,6 +129,21 @@ def test_targets_are_judged_from_the_rows():
     assert slow["training-step geomean ours / stock ≥ 2×, MobileNetV2, EfficientNet-B0, ConvNeXt-T, fp32 NCHW"][1] == "no"
     measured, ok = slow["every layer and pass routed at least as fast as stock"]
     assert ok == "no" and measured.startswith("15 of ") and "worst 0.91×" in measured  # 960@7: 3 configs x 5 rows
+
+
+def test_the_floor_targets_say_how_many_rows_their_multiply_adds_keep_from_the_goal():
+    rows = synthetic_report(speed_ours=2.5)["rows"]
+    # At 50 TFLOPS, 7x7's 49 multiply-adds an output take longer than 4/3 of the time 2-byte
+    # values take to move at 3 TB/s: ConvNeXt-T's bf16 and fp16 rows; float's bytes are twice.
+    seven_by_seven_half = [r for r in rows if r["set"] == "ConvNeXt-T" and r["dtype"] != "float32" and r["batch"] > 1
+                           and r["pass"] in ("forward", "backward_input") and activation_bytes(r) >= 8 << 20]
+    measured = {t: m for t, m, _ in targets(rows)}
+    assert measured["forward and backward-input ≥ 75% of the floor (k ≤ 7, ≥ 8 MB of activations)"].endswith(
+        f"; {len(seven_by_seven_half)} of them out of reach on CUDA cores (their compute floor is over the floor / 75%)")
+    assert "out of reach" not in measured["backward-weight ≥ 60% of the floor (k ≤ 7, ≥ 8 MB of activations)"]
+    for row in rows:
+        row["compute_floor_ms"] = row["compute_floor_ms"] and row["compute_floor_ms"] / 2  # twice the FMA rate
+    assert all("out of reach" not in m for _, m, _ in targets(rows))
 
 
 def test_the_markdown_report_names_the_run_and_every_row(tmp_path):
