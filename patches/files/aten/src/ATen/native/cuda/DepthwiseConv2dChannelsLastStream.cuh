@@ -196,10 +196,7 @@ template <typename scalar_t>
 std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeometry& g, int sm_count) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
-  if (!has_register_tiled_filter(g) || g.multiplier != 1 || g.dst_channels % V != 0 ||
-      g.src_channels != g.dst_channels || g.batch > 65535) {
-    return std::nullopt;
-  }
+  if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
   const int kernel = g.kernel_h, stride = g.stride_h;
   const int64_t channel_vectors = g.dst_channels / V;
   const size_t tap_bytes = size_t(kernel) * kernel * V * sizeof(acc_t);  // a vector's weights
@@ -235,8 +232,7 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
         const size_t bytes = size_t(ring_rows) * in_w * vectors * sizeof(Vector16<scalar_t>) + tap_bytes * vectors;
         if (bytes > kMaxSharedBytes) continue;  // narrower strips next
         const int threads = vectors * lane_rows * lanes_w;
-        const double warp_lanes = double((threads + 31) / 32 * 32) / vectors;  // a strip's lanes, idle ones too
-        const double use = double(g.dst_h) * g.dst_w / (double(row_steps) * strips_w * warp_lanes * kBlockRows);
+        const double use = channels_last_lane_use(g, row_steps * strips_w, threads, vectors);
         if (use >= kMinRegisterTileUse && strips_w <= std::numeric_limits<int32_t>::max()) {
           const Candidate c{
               ChannelsLastStreamLaunch{dim3(static_cast<unsigned>(strips_w), static_cast<unsigned>(channel_blocks),

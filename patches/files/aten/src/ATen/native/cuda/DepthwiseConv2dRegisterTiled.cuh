@@ -994,6 +994,23 @@ ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_regi
 // tiled_channels_last_kernel, which then serves the pass.
 constexpr double kMinRegisterTileUse = 2.0 / 3.0;
 
+// Whether the channels_last register kernels (the one-tile kernel and the streamed band) serve
+// the pass: a register-tiled filter, multiplier 1, whole 16-byte channel vectors, and a batch that
+// gridDim.z holds.
+template <typename scalar_t>
+bool channels_last_register_kernels_serve(const PassGeometry& g) {
+  return has_register_tiled_filter(g) && g.multiplier == 1 && g.dst_channels % kVector16<scalar_t> == 0 &&
+         g.src_channels == g.dst_channels && g.batch <= 65535;
+}
+
+// The share of a channels_last register launch's lane slots that hold output: `tiles` tiles (or
+// strip steps) a plane, of `threads` threads for `vectors` channel vectors, a lane kBlockRows rows
+// of one column, counting the idle lanes of a part-filled last warp.
+inline double channels_last_lane_use(const PassGeometry& g, int64_t tiles, int threads, int vectors) {
+  const double warp_lanes = double((threads + 31) / 32 * 32) / vectors;
+  return double(g.dst_h) * g.dst_w / (double(tiles) * warp_lanes * kBlockRows);
+}
+
 // A register-tiled channels_last launch, or nothing where the kernel does not serve the pass (the
 // filter, the multiplier, channels not a whole number of 16-byte vectors) or no tile uses
 // kMinRegisterTileUse of its slots. The caller checks 32-bit indexing and 16-byte alignment.
@@ -1008,10 +1025,7 @@ template <typename scalar_t>
 std::optional<ChannelsLastLaunch> plan_channels_last_register_tiled(const PassGeometry& g, int64_t min_blocks) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
-  if (!has_register_tiled_filter(g) || g.multiplier != 1 || g.dst_channels % V != 0 ||
-      g.src_channels != g.dst_channels || g.batch > 65535) {
-    return std::nullopt;
-  }
+  if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
   const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
   const size_t tap_bytes = size_t(g.kernel_h) * g.kernel_w * V * sizeof(acc_t);  // a vector's weights
@@ -1047,8 +1061,7 @@ std::optional<ChannelsLastLaunch> plan_channels_last_register_tiled(const PassGe
       const size_t bytes = size_t(tile_in_h) * tile_in_w * vectors * sizeof(Vector16<scalar_t>) + tap_bytes * vectors;
       if (bytes > kMaxSharedBytes || tiles_h * tiles_w > std::numeric_limits<int32_t>::max()) continue;
       const int threads = vectors * lane_rows * lanes_w;
-      const double warp_lanes = double((threads + 31) / 32 * 32) / vectors;  // a tile's lanes, idle ones too
-      const double use = double(g.dst_h) * g.dst_w / (double(tiles_h) * tiles_w * warp_lanes * kBlockRows);
+      const double use = channels_last_lane_use(g, tiles_h * tiles_w, threads, vectors);
       if (use < kMinRegisterTileUse) continue;
       const Candidate c{
           ChannelsLastLaunch{dim3(static_cast<unsigned>(tiles_h * tiles_w), static_cast<unsigned>(channel_blocks),
