@@ -45,11 +45,15 @@ def cmd_resource_report(args) -> None:
     from .check import run_l0
     from .pin import load_pin
     from .resource_report import kernel_resources, markdown
-    report = run_l0(load_pin())
+    from .sass_mix import find_cuobjdump
+    from .toolchain import find_toolchain
+    pin = load_pin()
+    report = run_l0(pin)
     if not report.compiler_reports:
         raise HarnessError("the patch set has no CUDA sources: there is no resource report to show")
+    cuobjdump = find_cuobjdump(find_toolchain(pin).cuda_home)
     for label, directory in report.compiler_reports.items():
-        rows = [r for r in kernel_resources(directory) if not args.arch or r.arch == args.arch]
+        rows = [r for r in kernel_resources(directory, cuobjdump) if not args.arch or r.arch == args.arch]
         print(markdown(rows, label) + "\n")
 
 

@@ -5,7 +5,9 @@ ptxas said and the PTX per arch beside the object (`<object>.report/`). From tho
 `kernel_resources` reads, per kernel and arch: registers, stack frame, spill stores and
 loads, static shared memory (ptxas), the 16-byte global and shared loads and stores
 in the kernel's PTX (what the vectorised paths must keep), and the integer divisions and
-remainders inside the PTX's innermost loops (each costs some twenty instructions on the GPU).
+remainders inside the PTX's innermost loops (each costs some twenty instructions on the GPU). Given cuobjdump, also the
+machine code's hot loop: its instructions and the share of them that are multiply-adds
+(build_scripts/sass_mix.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import HarnessError
+from .sass_mix import SassMix, object_sass_mix
 
 PTXAS_LOG = "ptxas.txt"
 KERNEL_NAMESPACE = "at::native::dwconv::"
@@ -48,6 +51,7 @@ class KernelResources:
     wide_shared_stores: int = 0
     loop_divisions: int = 0
     name: str = ""  # demangled, without namespace and parameters
+    sass: SassMix | None = None
 
 
 def report_dir(obj: Path) -> Path:
@@ -128,8 +132,9 @@ def short_name(demangled: str) -> str:
     return name.replace(KERNEL_NAMESPACE, "").replace("c10::", "")
 
 
-def kernel_resources(directory: Path) -> list[KernelResources]:
-    """Our kernels (namespace at::native::dwconv) in one object's report, with their PTX counts."""
+def kernel_resources(directory: Path, cuobjdump: Path | None = None) -> list[KernelResources]:
+    """Our kernels (namespace at::native::dwconv) in one object's report, with their PTX counts,
+    and with cuobjdump, their machine code's instruction mix (read from the object beside it)."""
     log = directory / PTXAS_LOG
     if not log.is_file():
         raise HarnessError(f"{log} is missing: run `make check` (L0 keeps the compiler's report)")
@@ -143,6 +148,10 @@ def kernel_resources(directory: Path) -> list[KernelResources]:
             text = ptx.read_text()
             ptx_counts[f"sm_{arch.group(1)}"] = wide_accesses(text)
             ptx_divisions[f"sm_{arch.group(1)}"] = innermost_loop_divisions(text)
+    sass: dict[str, dict[str, SassMix]] = {}
+    if cuobjdump:
+        obj = directory.with_name(directory.name.removesuffix(".report"))
+        sass = {arch: object_sass_mix(cuobjdump, obj, arch) for arch in sorted({k.arch for k in kernels})}
     rows = []
     for kernel, full_name in zip(kernels, demangled):
         if KERNEL_NAMESPACE not in full_name:
@@ -152,21 +161,24 @@ def kernel_resources(directory: Path) -> list[KernelResources]:
             kernel, name=short_name(full_name),
             wide_global_loads=counts.get(("ld", "global"), 0), wide_global_stores=counts.get(("st", "global"), 0),
             wide_shared_loads=counts.get(("ld", "shared"), 0), wide_shared_stores=counts.get(("st", "shared"), 0),
-            loop_divisions=ptx_divisions.get(kernel.arch, {}).get(kernel.mangled, 0)))
+            loop_divisions=ptx_divisions.get(kernel.arch, {}).get(kernel.mangled, 0),
+            sass=sass.get(kernel.arch, {}).get(kernel.mangled)))
     return sorted(rows, key=lambda r: (r.arch, r.name))
 
 
 def markdown(rows: list[KernelResources], source: str) -> str:
     lines = [
         f"Compiler resource report of {source} (ptxas -v; 16-byte accesses and integer divisions in "
-        "innermost loops counted in the PTX):",
+        "innermost loops counted in the PTX; the hot loop's instructions and their FMA share in the "
+        "SASS, - where cuobjdump did not read it):",
         "",
         "| arch | kernel | registers | stack bytes | spill stores/loads bytes | static shared bytes "
-        "| 16-byte global ld/st | 16-byte shared ld/st | loop divisions |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| 16-byte global ld/st | 16-byte shared ld/st | loop divisions | hot loop instructions | FMA share |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
+        hot = f"{r.sass.hot_instructions} | {r.sass.hot_fma_share:.0%}" if r.sass else "- | -"
         lines.append(f"| {r.arch} | `{r.name}` | {r.registers} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} "
                      f"| {r.static_shared_bytes} | {r.wide_global_loads}/{r.wide_global_stores} "
-                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} | {r.loop_divisions} |")
+                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} | {r.loop_divisions} | {hot} |")
     return "\n".join(lines)

@@ -73,7 +73,7 @@ class PinnedTorch:
         return self.packaged_autograd / "derivatives.yaml"
 
 
-def _pip_download(requirements: list[str], dest: Path) -> None:
+def pip_download(requirements: list[str], dest: Path) -> None:
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--progress-bar", "off", "--disable-pip-version-check", "-q", "-d", str(dest), *requirements]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -115,7 +115,7 @@ def fetch_torch_wheel(pin: Pin, cache: Path) -> Path:
     if not found:
         wheels.mkdir(parents=True, exist_ok=True)
         print(f"[L0] downloading torch=={pin.version} (about 530 MB) into {wheels}", file=sys.stderr)
-        _pip_download([f"torch=={pin.version}"], wheels)
+        pip_download([f"torch=={pin.version}"], wheels)
         found = sorted(wheels.glob(pattern))
         if not found:
             raise HarnessError(f"pip download left no {pattern} in {wheels}")
@@ -182,7 +182,7 @@ def cuda_header_requirements(torch_wheel: Path, download_dir: Path) -> tuple[str
     if "cuda-toolkit" not in torch_pins:
         raise HarnessError(f"{torch_wheel.name} pins neither cuda-toolkit nor {', '.join(HEADER_PACKAGES)}")
     toolkit = torch_pins["cuda-toolkit"][0]
-    _pip_download([f"cuda-toolkit=={toolkit}"], download_dir)
+    pip_download([f"cuda-toolkit=={toolkit}"], download_dir)
     meta = _wheel_metadata(next(download_dir.glob("cuda_toolkit-*.whl")))
     pins = {n: v for n, (v, marker) in _requirement_pins(meta).items()
             if n in HEADER_PACKAGES and "linux" in marker}
@@ -205,7 +205,7 @@ def fetch_cuda_headers(torch_wheel: Path, cache: Path) -> Path:
         dest = root / toolkit
         if not (dest / ".complete").exists():
             print(f"[L0] downloading CUDA headers: {' '.join(requirements)}", file=sys.stderr)
-            _pip_download(requirements, downloads)
+            pip_download(requirements, downloads)
             _unpack(sorted(downloads.glob("nvidia_*.whl")), dest, _place_nvidia_header)
     resolved.write_text(toolkit + "\n")
     return dest / "include"

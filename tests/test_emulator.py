@@ -230,8 +230,7 @@ MUTATIONS = [
     # The column kernels (conv1d in channels_last), over the cases written for them:
     (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",
       "for (int k = 0; k < V; ++k) values[j][k] = values[kTaps - 1][k];"), "42:43"),  # the window's step
-    (("taps[kBackward ? kTaps - 1 - tap : tap][k] = static_cast<acc_t>(loaded.v[e]);",
-      "taps[tap][k] = static_cast<acc_t>(loaded.v[e]);"), "42:43"),
+    (("taps[kBackward ? kTaps - 1 - tap : tap][k] = loaded[e];", "taps[tap][k] = loaded[e];"), "42:43"),
     (("const int k = (q * V + e) / kTaps, tap = (q * V + e) % kTaps;",
       "const int k = (q * V + e) % V, tap = (q * V + e) / V;"), "42:43"),  # the weight vectors, [channel][tap]
     (("return first_input >= 0 && first_input + kColumnSegment + kTaps - 1 <= src_w;",
@@ -329,8 +328,8 @@ MUTATIONS = [
     # The bias gradient every weight-gradient kernel sums on the way, and the slices' sum of it:
     (("        acc[kTaps] += go[k];\n", "\n"), "36:37"),  # the row kernel's whole chunks
     (("        acc[kTaps] += go;\n", "\n"), "36:37"),  # ... and its chunks at a row's ends
-    (("    for (int k = 0; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);",
-      "    for (int k = 1; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);"), "42:43"),  # a vector's first
+    (("    for (int k = 0; k < V; ++k) sums[kTaps][k] += go[k];",
+      "    for (int k = 1; k < V; ++k) sums[kTaps][k] += go[k];"), "42:43"),  # a vector's first
     (("src_w, index_t(1), y, x);\n      acc[kSlots] += go;", "src_w, index_t(1), y, x);"), "0:1"),  # general NCHW
     (("in_h, in_w, y, x);\n        acc[kSlots] += go;", "in_h, in_w, y, x);"), "0:1"),  # general channels_last
     (("      for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];",
@@ -364,6 +363,11 @@ MUTATIONS = [
       "copy_stream_rows(ring, src_image, s, window_rows + (step + 1) * new_rows, new_rows,"), "63:64"),
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
+    # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):
+    (("values[2 * i + 1] = float_from_bits(words[i] & 0xffff0000u);",
+      "values[2 * i + 1] = float_from_bits(words[i] << 16);"), "62:63"),  # a word's high value
+    (("values[2 * i] = float_from_bits(words[i] << 16);", "values[2 * i] = float_from_bits(words[i]);"),
+     "62:63"),  # its low value with the high one's bits beneath
 ]
 
 

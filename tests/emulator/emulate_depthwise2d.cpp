@@ -1,11 +1,12 @@
 // Runs the depthwise 2D kernels (the family headers DepthwiseConv2d{General,RegisterTiled,LargeFilter,Conv1d,
 // Stride2,RingGradWeight}.cuh) on the CPU (through cuda_emulation.h), with the launch plans the real host code makes, over a sweep of
-// shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double and half,
+// shapes: every kernel, both layouts, 32- and 64-bit indexing, float, double, half and bfloat16,
 // against float64 loops; then each pass as DepthwiseConv2d.cu runs it, its kernel chosen
 // (DepthwiseConv2dKernelChoice.cuh) and launched (DepthwiseConv2dLaunch.cuh) for an H100. Outputs are poisoned with NaN first, so a value the kernels
 // do not write fails. Prints each failure and ends with "N passed, M failed".
 
 #include <ATen/AccumulateType.h>
+#include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
 #include <array>
@@ -170,7 +171,7 @@ template <typename T>
 double tolerance() {
   if constexpr (std::is_same_v<T, double>) return 1e-11;
   if constexpr (std::is_same_v<T, float>) return 2e-5;
-  return 2e-2;  // half: the inputs are rounded to half, sums accumulate in float
+  return 2e-2;  // half and bfloat16: the inputs are rounded to them, sums accumulate in float
 }
 
 std::map<std::string, int> checks_per_kernel;
@@ -1001,7 +1002,10 @@ int main(int argc, char** argv) {
 #ifndef DWCONV_EMULATE_FLOAT32_ONLY
       check_all<double, int32_t>(p, "double");
       if (i % 4 == 0) check_all<float, int64_t>(p, "float");
-      if (i % 4 == 0 || cases[i].c % 8 == 0) check_all<c10::Half, int32_t>(p, "half");  // 8 halves: one vector
+      if (i % 4 == 0 || cases[i].c % 8 == 0) {  // 8 values: one vector
+        check_all<c10::Half, int32_t>(p, "half");
+        check_all<c10::BFloat16, int32_t>(p, "bfloat16");
+      }
 #endif
     } catch (const std::exception& error) {  // a launch no GPU would accept
       ++failed;

@@ -153,6 +153,37 @@ __device__ __forceinline__ Vector16<uint32_t> load_words_or_zero(bool inside, co
   return words;
 }
 
+__host__ __device__ __forceinline__ float float_from_bits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float value;
+  memcpy(&value, &bits, sizeof(value));
+  return value;
+#endif
+}
+
+// The values of a 16-byte vector as acc_t. A bfloat16 is the top half of a float, so each 32-bit
+// word of the vector widens to its two values with one instruction each: the low half shifted up,
+// the high half masked. Converted value by value, nvcc 13 first moves every high half down (PRMT,
+// then the shift): 12 instructions a vector where 8 do, in loops where the multiply-adds want the
+// issue slots. The same bits either way.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void widen_vector(const Vector16<scalar_t> vector, acc_t (&values)[kVector16<scalar_t>]) {
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && std::is_same_v<acc_t, float>) {
+    uint32_t words[4];
+    memcpy(words, &vector, sizeof(words));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      values[2 * i] = float_from_bits(words[i] << 16);  // little-endian: the lower-addressed value
+      values[2 * i + 1] = float_from_bits(words[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVector16<scalar_t>; ++k) values[k] = static_cast<acc_t>(vector.v[k]);
+  }
+}
+
 // Staging loops with several loads in flight a thread. A loop that loads a value and stores it to
 // shared memory in the same iteration waits out a global load's latency once per value (nvcc
 // keeps one 16-byte load in flight a thread there): a block staging 256 x 16 bytes a round trip

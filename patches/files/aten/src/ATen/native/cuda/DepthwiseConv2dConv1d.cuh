@@ -115,9 +115,10 @@ __device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk<scalar_
   constexpr int V = kVector16<scalar_t>;
 #pragma unroll
   for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
-    const Vector16<scalar_t> loaded = load_vector(address + v * V);
+    acc_t widened[V];
+    widen_vector(load_vector(address + v * V), widened);
 #pragma unroll
-    for (int k = 0; k < V; ++k) values[v * V + k] = static_cast<acc_t>(loaded.v[k]);
+    for (int k = 0; k < V; ++k) values[v * V + k] = widened[k];
   }
 }
 
@@ -308,9 +309,7 @@ struct ColumnWindow {
       for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];
     }
     inside[kTaps - 1] = !kChecked || in_row;
-    const Vector16<scalar_t> loaded = load_vector_or_zero(inside[kTaps - 1], row + x * channels);
-#pragma unroll
-    for (int k = 0; k < V; ++k) values[kTaps - 1][k] = static_cast<acc_t>(loaded.v[k]);
+    widen_vector(load_vector_or_zero(inside[kTaps - 1], row + x * channels), values[kTaps - 1]);
   }
 
   // The first K - 1 inputs of a segment whose window starts at input `first`.
@@ -376,11 +375,12 @@ __global__ void __launch_bounds__(kThreads, 2) column_kernel(
     acc_t taps[kTaps][V];
 #pragma unroll
     for (int q = 0; q < kTaps; ++q) {
-      const Vector16<scalar_t> loaded = load_vector(weight + c0 * kTaps + q * V);
+      acc_t loaded[V];
+      widen_vector(load_vector(weight + c0 * kTaps + q * V), loaded);
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         const int k = (q * V + e) / kTaps, tap = (q * V + e) % kTaps;
-        taps[kBackward ? kTaps - 1 - tap : tap][k] = static_cast<acc_t>(loaded.v[e]);
+        taps[kBackward ? kTaps - 1 - tap : tap][k] = loaded[e];
       }
     }
     acc_t start[V];
@@ -409,15 +409,16 @@ __device__ __forceinline__ void column_grad_weight_segment(acc_t (&sums)[kTaps +
   for (int s = 0; s < kColumnSegment; ++s) {
     window.template step<kChecked>(in_row, channels, first_input + s + kTaps - 1, src_w);
     if (kChecked && l0 + s >= dst_w) continue;
-    const Vector16<scalar_t> go = load_vector(go_row + (l0 + s) * channels);
+    acc_t go[V];
+    widen_vector(load_vector(go_row + (l0 + s) * channels), go);
 #pragma unroll
     for (int j = 0; j < kTaps; ++j) {
       if (!window.inside[j]) continue;
 #pragma unroll
-      for (int k = 0; k < V; ++k) sums[j][k] += static_cast<acc_t>(go.v[k]) * window.values[j][k];
+      for (int k = 0; k < V; ++k) sums[j][k] += go[k] * window.values[j][k];
     }
 #pragma unroll
-    for (int k = 0; k < V; ++k) sums[kTaps][k] += static_cast<acc_t>(go.v[k]);
+    for (int k = 0; k < V; ++k) sums[kTaps][k] += go[k];
   }
 }
 

@@ -393,8 +393,7 @@ __device__ __forceinline__ void accumulate_channels_last_column(acc_t (&acc)[kBl
     for (int r = 0; r < kWindowRows; ++r) {
       const Vector16<scalar_t> loaded = row_at(r)[kw * vectors];
       acc_t in[V];
-#pragma unroll
-      for (int k = 0; k < V; ++k) in[k] = static_cast<acc_t>(loaded.v[k]);
+      widen_vector(loaded, in);
 #pragma unroll
       for (int row = 0; row < kBlockRows; ++row) {
         const int kh = r - row * kStride;

@@ -1,0 +1,117 @@
+"""What the GPU would issue: the machine code (SASS) of our kernels, counted per kernel.
+
+A kernel that does the multiply-adds of a 7x7 filter in bfloat16 can be bound by issue slots
+rather than by bytes: an SM sub-partition issues one warp instruction a clock, and the FP32
+pipe takes one FFMA a clock, so every other instruction in the loop that does the work (the
+conversions, shared loads and address arithmetic beside the multiply-adds) takes a slot an FMA
+could have had. The share of FMAs among the instructions of that loop is the most of the FMA
+rate the kernel can reach there (`ours % of roofline` in bench.md is measured against it).
+
+The loop counted is the hot one: of the spans from a branch target to a later branch back to it,
+the one holding the most FMAs (FFMA, DFMA), the shortest of those on a tie; a kernel whose FMAs
+lie in no loop (one unrolled tile a block) is counted whole. Static counts: what the loop holds,
+not how often it runs.
+
+cuobjdump reads the SASS out of L0's objects. The CUDA toolkit ships it beside nvcc; where that
+one has none (the pip-installed nvcc of these machines), NVIDIA's wheel is fetched once into the
+download cache.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import HarnessError
+from .wheel_cache import cache_dir, pip_download
+
+# The oldest CUDA 13 binary tools on PyPI (13.0's are not there); they read what nvcc 13.0 writes.
+CUDA_BINARY_TOOLS_VERSION = "13.2.51"
+CUDA_BINARY_TOOL_PACKAGES = {"cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm"}
+FMA_OPCODES = ("FFMA", "DFMA")
+
+_FUNCTION = re.compile(r"^\s*Function : (?P<name>\S+)\s*$", re.M)
+# `/*01a0*/  @!P0 FFMA.FTZ R1, R2, R3, R4 ;`: the address and the opcode, without predicate or modifiers.
+_INSTRUCTION = re.compile(r"^\s*/\*(?P<address>[0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]\s+)?(?P<opcode>[A-Z][A-Z0-9_]*)"
+                          r"(?P<rest>[^;]*);", re.M)
+_BRANCH = re.compile(r"^(?:\.[A-Z0-9_.]+)?\s+0x(?P<target>[0-9a-f]+)")  # `BRA 0x1740`, `BRA.U 0x80`
+
+
+@dataclass(frozen=True)
+class SassMix:
+    instructions: int  # the whole kernel
+    fma: int
+    hot_instructions: int  # the hot loop (or the kernel, where no loop holds an FMA)
+    hot_fma: int
+
+    @property
+    def hot_fma_share(self) -> float:
+        return self.hot_fma / self.hot_instructions if self.hot_instructions else 0.0
+
+
+def _mix(body: str) -> SassMix:
+    instructions = [(int(m["address"], 16), m["opcode"], m["rest"]) for m in _INSTRUCTION.finditer(body)]
+    is_fma = [opcode in FMA_OPCODES for _, opcode, _ in instructions]
+    position = {address: i for i, (address, _, _) in enumerate(instructions)}
+    loops = []
+    for i, (_, opcode, rest) in enumerate(instructions):
+        branch = _BRANCH.match(rest) if opcode == "BRA" else None
+        if branch and int(branch["target"], 16) in position:
+            start = position[int(branch["target"], 16)]
+            if start <= i:  # a branch back: [start, i] is a loop
+                loops.append((sum(is_fma[start:i + 1]), -(i + 1 - start), start, i))
+    total_fma = sum(is_fma)
+    best = max(loops, default=None)
+    if best is None or best[0] == 0:
+        return SassMix(len(instructions), total_fma, len(instructions), total_fma)
+    fma, negative_length, _, _ = best
+    return SassMix(len(instructions), total_fma, -negative_length, fma)
+
+
+def parse_sass(text: str) -> dict[str, SassMix]:
+    """Per kernel (mangled name) of one arch's `cuobjdump -sass`, its instruction mix."""
+    functions = list(_FUNCTION.finditer(text))
+    return {match["name"]: _mix(text[match.end():following.start() if following else len(text)])
+            for match, following in zip(functions, functions[1:] + [None])}
+
+
+def find_cuobjdump(cuda_home: Path | None, cache: Path | None = None) -> Path:
+    """The toolkit's cuobjdump, else the pinned wheels' (fetched once into the download cache),
+    with the nvdisasm beside it that `cuobjdump -sass` runs."""
+    if cuda_home and all((cuda_home / "bin" / tool).is_file() for tool in ("cuobjdump", "nvdisasm")):
+        return cuda_home / "bin" / "cuobjdump"
+    root = (cache or cache_dir()) / "tools" / f"cuda-binary-tools-{CUDA_BINARY_TOOLS_VERSION}"
+    if not (root / ".complete").is_file():
+        partial = root.with_name(root.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        requirements = [f"{package}=={CUDA_BINARY_TOOLS_VERSION}" for package in CUDA_BINARY_TOOL_PACKAGES.values()]
+        pip_download(requirements, partial)
+        for tool, package in CUDA_BINARY_TOOL_PACKAGES.items():
+            wheels = sorted(partial.glob(package.replace("-", "_") + "-*.whl"))
+            members = []
+            if wheels:
+                with zipfile.ZipFile(wheels[0]) as zf:
+                    members = [name for name in zf.namelist() if name.endswith(f"/bin/{tool}")]
+                    if members:
+                        (partial / tool).write_bytes(zf.read(members[0]))
+            if not members:
+                raise HarnessError(f"pip download {package}=={CUDA_BINARY_TOOLS_VERSION} gave no bin/{tool}")
+            (partial / tool).chmod(0o755)
+            wheels[0].unlink()
+        (partial / ".complete").write_text(" ".join(requirements) + "\n")
+        shutil.rmtree(root, ignore_errors=True)
+        partial.rename(root)
+    return root / "cuobjdump"
+
+
+def object_sass_mix(cuobjdump: Path, obj: Path, arch: str) -> dict[str, SassMix]:
+    """The instruction mix of every kernel of `arch` ("sm_90") in a compiled object."""
+    proc = subprocess.run([str(cuobjdump), "-sass", "-arch", arch, str(obj)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise HarnessError(f"cuobjdump could not read the {arch} code of {obj}: {proc.stderr.strip()[-500:]}")
+    return parse_sass(proc.stdout)
