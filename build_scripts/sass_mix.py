@@ -22,12 +22,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import HarnessError
-from .wheel_cache import cache_dir, pip_download
+from .wheel_cache import cache_dir, pip_download, unpack_wheels
 
 # The oldest CUDA 13 binary tools on PyPI (13.0's are not there); they read what nvcc 13.0 writes.
 CUDA_BINARY_TOOLS_VERSION = "13.2.51"
@@ -79,33 +78,32 @@ def parse_sass(text: str) -> dict[str, SassMix]:
             for match, following in zip(functions, functions[1:] + [None])}
 
 
+def _place_binary_tool(name: str) -> str | None:
+    """nvidia/cu13/bin/cuobjdump -> cuobjdump"""
+    directory, _, tool = name.rpartition("/")
+    return tool if directory.endswith("/bin") and tool in CUDA_BINARY_TOOL_PACKAGES else None
+
+
 def find_cuobjdump(cuda_home: Path | None, cache: Path | None = None) -> Path:
     """The toolkit's cuobjdump, else the pinned wheels' (fetched once into the download cache),
     with the nvdisasm beside it that `cuobjdump -sass` runs."""
-    if cuda_home and all((cuda_home / "bin" / tool).is_file() for tool in ("cuobjdump", "nvdisasm")):
+    if cuda_home and all((cuda_home / "bin" / tool).is_file() for tool in CUDA_BINARY_TOOL_PACKAGES):
         return cuda_home / "bin" / "cuobjdump"
     root = (cache or cache_dir()) / "tools" / f"cuda-binary-tools-{CUDA_BINARY_TOOLS_VERSION}"
     if not (root / ".complete").is_file():
-        partial = root.with_name(root.name + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        downloads = root.with_name(root.name + ".download")
+        shutil.rmtree(downloads, ignore_errors=True)
+        downloads.mkdir(parents=True)
         requirements = [f"{package}=={CUDA_BINARY_TOOLS_VERSION}" for package in CUDA_BINARY_TOOL_PACKAGES.values()]
-        pip_download(requirements, partial)
-        for tool, package in CUDA_BINARY_TOOL_PACKAGES.items():
-            wheels = sorted(partial.glob(package.replace("-", "_") + "-*.whl"))
-            members = []
-            if wheels:
-                with zipfile.ZipFile(wheels[0]) as zf:
-                    members = [name for name in zf.namelist() if name.endswith(f"/bin/{tool}")]
-                    if members:
-                        (partial / tool).write_bytes(zf.read(members[0]))
-            if not members:
-                raise HarnessError(f"pip download {package}=={CUDA_BINARY_TOOLS_VERSION} gave no bin/{tool}")
-            (partial / tool).chmod(0o755)
-            wheels[0].unlink()
-        (partial / ".complete").write_text(" ".join(requirements) + "\n")
-        shutil.rmtree(root, ignore_errors=True)
-        partial.rename(root)
+        pip_download(requirements, downloads)
+        unpack_wheels(sorted(downloads.glob("*.whl")), root, _place_binary_tool)
+        shutil.rmtree(downloads, ignore_errors=True)
+        missing = [tool for tool in CUDA_BINARY_TOOL_PACKAGES if not (root / tool).is_file()]
+        if missing:
+            shutil.rmtree(root, ignore_errors=True)
+            raise HarnessError(f"pip download {' '.join(requirements)} gave no bin/{' or bin/'.join(missing)}")
+    for tool in CUDA_BINARY_TOOL_PACKAGES:  # wheels' members unpack without their mode
+        (root / tool).chmod(0o755)
     return root / "cuobjdump"
 
 

@@ -123,7 +123,7 @@ def fetch_torch_wheel(pin: Pin, cache: Path) -> Path:
     return found[-1]
 
 
-def _unpack(wheels: list[Path], dest: Path, place) -> None:
+def unpack_wheels(wheels: list[Path], dest: Path, place) -> None:
     """Extract into dest, atomically, each member for which place(name) gives
     a destination path (relative to dest); members it maps to None are skipped."""
     partial = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
@@ -206,7 +206,7 @@ def fetch_cuda_headers(torch_wheel: Path, cache: Path) -> Path:
         if not (dest / ".complete").exists():
             print(f"[L0] downloading CUDA headers: {' '.join(requirements)}", file=sys.stderr)
             pip_download(requirements, downloads)
-            _unpack(sorted(downloads.glob("nvidia_*.whl")), dest, _place_nvidia_header)
+            unpack_wheels(sorted(downloads.glob("nvidia_*.whl")), dest, _place_nvidia_header)
     resolved.write_text(toolkit + "\n")
     return dest / "include"
 
@@ -218,5 +218,5 @@ def ensure_pinned_torch(pin: Pin, cache: Path | None = None) -> PinnedTorch:
     marker = root / ".complete"
     if not marker.exists() or marker.read_text().strip() != wheel.name:
         print(f"[L0] unpacking headers, torchgen and libraries of {wheel.name}", file=sys.stderr)
-        _unpack([wheel], root, _place_torch_member)
+        unpack_wheels([wheel], root, _place_torch_member)
     return PinnedTorch(root, wheel, fetch_cuda_headers(wheel, cache))
