@@ -359,8 +359,16 @@ MUTATIONS = [
       "const int ring_rows = window_rows + step_rows * stride - 1;"), "62:63"),  # copies in flight over the window
     (("return slot < ring_rows ? slot : slot - ring_rows;", "return slot < ring_rows ? slot : slot - ring_rows + 1;"),
      "62:63"),  # rows wrapped round the ring one slot off
-    (("copy_stream_rows(ring, src_image, s, window_rows + step * new_rows, new_rows,",
-      "copy_stream_rows(ring, src_image, s, window_rows + (step + 1) * new_rows, new_rows,"), "63:64"),
+    (("image_row0 + window_rows + step * new_rows, image_col0,",
+      "image_row0 + window_rows + (step + 1) * new_rows, image_col0,"), "63:64"),  # the next rows a step late
+    (("wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,",
+      "wrap_ring_slot(step_slot + window_rows + 1, s.ring_rows), new_rows,"), "62:63"),  # the next rows' slots
+    (("step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);",
+      "step_slot = wrap_ring_slot(step_slot + new_rows - 1, s.ring_rows);"), "62:63"),  # a step's first slot
+    (("const int lane_row_offset = ty * kBlockRows * kStride;", "const int lane_row_offset = ty * kBlockRows;"),
+     "64:66"),  # stride 2's lane rows
+    (("static_cast<unsigned>(ix) < static_cast<unsigned>(src_w);",
+      "static_cast<unsigned>(ix) <= static_cast<unsigned>(src_w);"), "62:63"),  # the column past the right edge
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
     # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):

@@ -51,28 +51,30 @@ __device__ __forceinline__ int wrap_ring_slot(int slot, int ring_rows) {
   return slot < ring_rows ? slot : slot - ring_rows;
 }
 
-// Issues the asynchronous copies of the band's input rows first_row .. first_row + rows - 1
-// (counted from its first, image row `image_row0`) into their ring slots, columns from image
-// column `image_col0`, and commits them as one group. A thread copies its own channel vector
-// (threadIdx.x) of every blockDim.y-th pixel of those rows, so that consecutive threads copy a
-// pixel's consecutive vectors. Rows and columns outside the image and vectors past
-// `live_vectors` are written as zeros.
+// Issues the asynchronous copies of `rows` input rows, image rows first_image_row.. into ring slots
+// first_slot.. (wrapping round the ring), columns from image column `image_col0`, and commits them
+// as one group. A thread copies its own channel vector (threadIdx.x, at `src_vector` in the image)
+// of every blockDim.y-th pixel of those rows, so that consecutive threads copy a pixel's
+// consecutive vectors. Rows and columns outside the image, and every vector of a thread whose
+// vector is not `live`, are written as zeros. A copy is a few instructions beside the step's
+// arithmetic: one unsigned compare a coordinate, a 32-bit offset and no 64-bit arithmetic.
 template <typename scalar_t>
-__device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const scalar_t* src_image,
-                                                 const ChannelsLastStream& s, int first_row, int rows, int image_row0,
-                                                 int image_col0, int live_vectors, int src_h, int src_w, int channels) {
-  constexpr int V = kVector16<scalar_t>;
-  const int vectors = blockDim.x, vec = threadIdx.x;
-  const int first_slot = first_row % s.ring_rows;
+__device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const scalar_t* src_vector,
+                                                 const ChannelsLastStream& s, int first_slot, int rows,
+                                                 int first_image_row, int image_col0, bool live, int src_h, int src_w,
+                                                 int channels) {
+  const int vectors = blockDim.x;
   GridWalk<int, 2> at(threadIdx.y, blockDim.y, {0, s.in_w});  // (row, column)
   for (int p = threadIdx.y; p < rows * s.in_w; p += blockDim.y, at.advance()) {
     const int row = at.at[0], col = at.at[1];
     const int slot = wrap_ring_slot(first_slot + row, s.ring_rows);
-    const int iy = image_row0 + first_row + row, ix = image_col0 + col;
-    const bool inside = vec < live_vectors && iy >= 0 && iy < src_h && ix >= 0 && ix < src_w;
+    const int iy = first_image_row + row, ix = image_col0 + col;
+    // Negative coordinates wrap to large unsigned ones, so one compare tests both ends.
+    const bool inside = live && static_cast<unsigned>(iy) < static_cast<unsigned>(src_h) &&
+                        static_cast<unsigned>(ix) < static_cast<unsigned>(src_w);
     // Nothing is read where the copy is outside; the address stays inside the tensor all the same.
-    const scalar_t* from = inside ? src_image + (iy * src_w + ix) * channels + vec * V : src_image;
-    copy_async_or_zero(ring + (slot * s.in_w + col) * vectors + vec, from, inside);
+    const unsigned offset = inside ? static_cast<unsigned>((iy * src_w + ix) * channels) : 0u;
+    copy_async_or_zero(ring + (slot * s.in_w + col) * vectors + threadIdx.x, src_vector + offset, inside);
   }
   commit_async_copies();
 }
@@ -112,23 +114,32 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   const int window_rows = (step_rows - 1) * kStride + kKernel;
   const int new_rows = step_rows * kStride;  // input rows a step moves down
   const int steps = smaller(s.steps, (dst_h - band_y + step_rows - 1) / step_rows);
-  const scalar_t* const src_image = src + n * src_h * src_w * channels + c0;
+  const int vec = threadIdx.x;
+  const bool live_vector = vec < live_vectors;  // else a part-filled group's idle vector: zeros copied
+  // An idle vector's (never read) copies take the image's first vector, inside the tensor.
+  const scalar_t* const src_vector = src + n * src_h * src_w * channels + c0 + (live_vector ? vec * V : 0);
 
-  copy_stream_rows(ring, src_image, s, 0, window_rows, image_row0, image_col0, live_vectors, src_h, src_w, channels);
+  copy_stream_rows(ring, src_vector, s, 0, window_rows, image_row0, image_col0, live_vector, src_h, src_w, channels);
   // Backward-input correlates with the kernel flipped in both directions.
   stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
 
-  const int vec = threadIdx.x;
   const int ty = threadIdx.y / s.lanes_w;
   const int tx = threadIdx.y % s.lanes_w;
-  const bool computes = vec < live_vectors && x0 + tx < dst_w;  // idle: a part-filled group, past the plane's edge
-  const int row_step = s.in_w * vectors;                        // between ring slots, in vectors
+  const bool computes = live_vector && x0 + tx < dst_w;  // idle past the plane's edge too
+  // Each step starts from it; an idle vector's channels are past the bias.
+  const Vec start = channels_last_start_vector<kBackward>(live_vector ? bias : nullptr, c0 + vec * V);
+  const int row_step = s.in_w * vectors;                 // between ring slots, in vectors
+  const int lane_row_offset = ty * kBlockRows * kStride;  // the lane row's first window row, below new_rows
   const Vec* const column = ring + tx * kStride * vectors + vec;
+  // The ring slot of the step's first window row. The ring holds window_rows + new_rows rows, so
+  // every slot sum below is less than two turns and wraps with one subtraction.
+  int step_slot = 0;
   for (int step = 0; step < steps; ++step) {
     const bool next = step + 1 < steps;
     if (next) {
-      copy_stream_rows(ring, src_image, s, window_rows + step * new_rows, new_rows, image_row0, image_col0,
-                       live_vectors, src_h, src_w, channels);
+      // The next step's new rows follow this step's window.
+      copy_stream_rows(ring, src_vector, s, wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,
+                       image_row0 + window_rows + step * new_rows, image_col0, live_vector, src_h, src_w, channels);
       wait_async_copies<1>();
     } else {
       wait_async_copies<0>();
@@ -138,8 +149,8 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
     const int y = band_y + step * step_rows + ty * kBlockRows;
     if (computes && y < dst_h) {
       acc_t acc[kBlockRows][V];
-      start_channels_last_column<kBackward>(acc, bias, c0 + vec * V);
-      const int first_slot = (step * new_rows + ty * kBlockRows * kStride) % s.ring_rows;
+      start_channels_last_column(acc, start);
+      const int first_slot = wrap_ring_slot(step_slot + lane_row_offset, s.ring_rows);
       accumulate_channels_last_column<scalar_t, kKernel, kStride>(
           acc,
           [&](int r) { return column + wrap_ring_slot(first_slot + r, s.ring_rows) * row_step; },
@@ -148,6 +159,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
                                  dst_w * channels);
     }
     if (next) __syncthreads();  // no thread still reads the slots the next step's copies fill
+    step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);
   }
 }
 
