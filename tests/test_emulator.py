@@ -371,6 +371,8 @@ MUTATIONS = [
       "static_cast<unsigned>(ix) <= static_cast<unsigned>(src_w);"), "62:63"),  # the column past the right edge
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
+    # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
+    (("return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);", "return i < extent;"), "0:1"),
     # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):
     (("values[2 * i + 1] = float_from_bits(words[i] & 0xffff0000u);",
       "values[2 * i + 1] = float_from_bits(words[i] << 16);"), "62:63"),  # a word's high value

@@ -57,7 +57,7 @@ __device__ __forceinline__ int wrap_ring_slot(int slot, int ring_rows) {
 // of every blockDim.y-th pixel of those rows, so that consecutive threads copy a pixel's
 // consecutive vectors. Rows and columns outside the image, and every vector of a thread whose
 // vector is not `live`, are written as zeros. A copy is a few instructions beside the step's
-// arithmetic: one unsigned compare a coordinate, a 32-bit offset and no 64-bit arithmetic.
+// arithmetic: one compare a coordinate (`within`) and a 32-bit offset.
 template <typename scalar_t>
 __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const scalar_t* src_vector,
                                                  const ChannelsLastStream& s, int first_slot, int rows,
@@ -69,9 +69,7 @@ __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const
     const int row = at.at[0], col = at.at[1];
     const int slot = wrap_ring_slot(first_slot + row, s.ring_rows);
     const int iy = first_image_row + row, ix = image_col0 + col;
-    // Negative coordinates wrap to large unsigned ones, so one compare tests both ends.
-    const bool inside = live && static_cast<unsigned>(iy) < static_cast<unsigned>(src_h) &&
-                        static_cast<unsigned>(ix) < static_cast<unsigned>(src_w);
+    const bool inside = live && within(iy, src_h) && within(ix, src_w);
     // Nothing is read where the copy is outside; the address stays inside the tensor all the same.
     const unsigned offset = inside ? static_cast<unsigned>((iy * src_w + ix) * channels) : 0u;
     copy_async_or_zero(ring + (slot * s.in_w + col) * vectors + threadIdx.x, src_vector + offset, inside);

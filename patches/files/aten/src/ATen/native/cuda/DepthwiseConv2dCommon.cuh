@@ -48,6 +48,13 @@ __host__ __device__ inline T smaller(T a, T b) {
   return b < a ? b : a;
 }
 
+// 0 <= i < extent (extent >= 0) in one compare: a negative i, as unsigned, is past every extent.
+template <typename T>
+__host__ __device__ __forceinline__ bool within(T i, T extent) {
+  using Unsigned = std::make_unsigned_t<T>;
+  return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);
+}
+
 // The coordinates of one position of a row-major grid, outermost first (the outermost extent
 // is unbounded), moved on by a fixed number of positions with carries: the divisions are paid
 // once, when the walk is made, not at every step of a loop.

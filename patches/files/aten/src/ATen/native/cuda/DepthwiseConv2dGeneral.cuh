@@ -128,8 +128,8 @@ __device__ __forceinline__ void stage_channels_last_tile(Vector16<scalar_t>* til
         const int vec = pos.at[2];
         const int sy = src_y0 + pos.at[0];
         const int sx = src_x0 + pos.at[1];
-        return load_vector_or_zero(in_range && vec < live_vectors && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
-                                   src_image + (sy * src_w + sx) * channels + vec * V);
+        const bool inside = in_range && vec < live_vectors && within<index_t>(sy, src_h) && within<index_t>(sx, src_w);
+        return load_vector_or_zero(inside, src_image + (sy * src_w + sx) * channels + vec * V);
       },
       [&](int i, const Vector16<scalar_t>& loaded) { tile[i] = loaded; });
 }

@@ -107,7 +107,7 @@ __device__ __forceinline__ void stage_register_tiles(at::acc_type<scalar_t, true
           const int first_col = pos.at[2] * V - lead;
           const index_t sy = src_y0 + row;
           const index_t sx = src_x0 + first_col;
-          return Loaded{load_vector_or_zero(in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w,
+          return Loaded{load_vector_or_zero(in_range && within(sy, src_h) && within(sx, src_w),
                                             src0 + pos.at[0] * plane_step + sy * src_w + sx),
                         pos.at[0] * t.plane_stride + row * t.pitch, first_col};
         },
@@ -115,7 +115,7 @@ __device__ __forceinline__ void stage_register_tiles(at::acc_type<scalar_t, true
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             const int col = loaded.first_col + k;
-            if (col >= 0 && col < t.tile_in_w) tiles[loaded.slot + col] = static_cast<acc_t>(loaded.v.v[k]);
+            if (within(col, t.tile_in_w)) tiles[loaded.slot + col] = static_cast<acc_t>(loaded.v.v[k]);
           }
         });
     return;
@@ -130,7 +130,7 @@ __device__ __forceinline__ void stage_register_tiles(at::acc_type<scalar_t, true
       [&](const GridWalk<int, 3>& pos, bool in_range) {
         const index_t sy = src_y0 + pos.at[1];
         const index_t sx = src_x0 + pos.at[2];
-        const bool inside = in_range && sy >= 0 && sy < src_h && sx >= 0 && sx < src_w;
+        const bool inside = in_range && within(sy, src_h) && within(sx, src_w);
         return Loaded{inside ? static_cast<acc_t>(src0[pos.at[0] * plane_step + sy * src_w + sx]) : acc_t(0),
                       pos.at[0] * t.plane_stride + pos.at[1] * t.pitch + pos.at[2]};
       },
