@@ -124,8 +124,6 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   const int ty = threadIdx.y / s.lanes_w;
   const int tx = threadIdx.y % s.lanes_w;
   const bool computes = live_vector && x0 + tx < dst_w;  // idle past the plane's edge too
-  // Each step starts from it; an idle vector's channels are past the bias.
-  const Vec start = channels_last_start_vector<kBackward>(live_vector ? bias : nullptr, c0 + vec * V);
   const int row_step = s.in_w * vectors;                 // between ring slots, in vectors
   const int lane_row_offset = ty * kBlockRows * kStride;  // the lane row's first window row, below new_rows
   const Vec* const column = ring + tx * kStride * vectors + vec;
@@ -147,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
     const int y = band_y + step * step_rows + ty * kBlockRows;
     if (computes && y < dst_h) {
       acc_t acc[kBlockRows][V];
-      start_channels_last_column(acc, start);
+      start_channels_last_column<kBackward>(acc, bias, c0 + vec * V);
       const int first_slot = wrap_ring_slot(step_slot + lane_row_offset, s.ring_rows);
       accumulate_channels_last_column<scalar_t, kKernel, kStride>(
           acc,

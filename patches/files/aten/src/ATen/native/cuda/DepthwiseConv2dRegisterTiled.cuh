@@ -361,29 +361,15 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>())
 // A thread's work in the register-tiled channels_last kernels: kBlockRows output rows of one
 // column for one channel vector (V channels), its sums in acc[row][channel].
 
-// The channels' starting values: their bias (forward, when given) or zeros; `c` the vector's first
-// channel. Kept as scalar_t, so that a thread that starts many columns holds a vector of them and
-// widens it at each start rather than loading the bias again.
-template <bool kBackward, typename scalar_t, typename index_t>
-__device__ __forceinline__ Vector16<scalar_t> channels_last_start_vector(const scalar_t* bias, index_t c) {
-  Vector16<scalar_t> start;
+// The sums before the first tap: the channels' bias (forward, when given) or zero; `c` the vector's first channel.
+template <bool kBackward, typename acc_t, int V, typename scalar_t, typename index_t>
+__device__ __forceinline__ void start_channels_last_column(acc_t (&acc)[kBlockRows][V], const scalar_t* bias,
+                                                           index_t c) {
 #pragma unroll
-  for (int k = 0; k < kVector16<scalar_t>; ++k) {
-    start.v[k] = (!kBackward && bias != nullptr) ? bias[c + k] : scalar_t(0);
-  }
-  return start;
-}
-
-// The sums before the first tap: every row at `start` (channels_last_start_vector).
-template <typename acc_t, int V, typename scalar_t>
-__device__ __forceinline__ void start_channels_last_column(acc_t (&acc)[kBlockRows][V],
-                                                           const Vector16<scalar_t> start) {
-  acc_t first[V];
-  widen_vector(start, first);
+  for (int k = 0; k < V; ++k) {
+    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c + k]) : acc_t(0);
 #pragma unroll
-  for (int i = 0; i < kBlockRows; ++i) {
-#pragma unroll
-    for (int k = 0; k < V; ++k) acc[i][k] = first[k];
+    for (int i = 0; i < kBlockRows; ++i) acc[i][k] = start;
   }
 }
 
@@ -492,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   if (vec >= live_vectors || y >= g.dst_h || x >= g.dst_w) return;
 
   acc_t acc[kBlockRows][V];
-  start_channels_last_column(acc, channels_last_start_vector<kBackward>(bias, c0 + vec * V));
+  start_channels_last_column<kBackward>(acc, bias, c0 + vec * V);
   const int row_step = t.tile_in_w * vectors;  // between tile rows, in vectors
   const Vec* window = tile + (ty * kBlockRows * kStride * t.tile_in_w + tx * kStride) * vectors + vec;
   accumulate_channels_last_column<scalar_t, kKernel, kStride>(
