@@ -367,8 +367,8 @@ MUTATIONS = [
       "step_slot = wrap_ring_slot(step_slot + new_rows - 1, s.ring_rows);"), "62:63"),  # a step's first slot
     (("const int lane_row_offset = ty * kBlockRows * kStride;", "const int lane_row_offset = ty * kBlockRows;"),
      "64:66"),  # stride 2's lane rows
-    (("static_cast<unsigned>(ix) < static_cast<unsigned>(src_w);",
-      "static_cast<unsigned>(ix) <= static_cast<unsigned>(src_w);"), "62:63"),  # the column past the right edge
+    (("live && within(iy, src_h) && within(ix, src_w);", "live && within(iy, src_h) && within(ix, src_w + 1);"),
+     "62:63"),  # the column past the right edge
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
