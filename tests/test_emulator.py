@@ -58,7 +58,7 @@ KERNELS_CHECKED = [
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
                    "register-tiled NCHW stride 2", "register-tiled NCHW stride 2 row loads", "register NHWC",
-                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC")] + [
+                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 

@@ -618,6 +618,53 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The channels_last window weight gradient, where it takes the pass (as the ring kernel), planned
+// for a one-SM GPU (several items a slice) and a large one (bands down the planes), with and
+// without the bias sums, and on a GPU of many SMs with items cut narrower than the planner would
+// (lanes past the plane's last column, several chunks a lane).
+template <typename T, typename index_t>
+void check_window_grad_weight(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_window_grad_weight(g, sizeof(T))) return;
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    const auto run = [&](const RingGradWeightLaunch& plan, bool with_bias, const std::string& what) {
+      GradWeightSums<T> sums(p, plan.grid.y);
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
+                         grad_weight_window_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
+                         sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g, plan.work);
+      check_finished_grad_weight<T>("grad-weight window NHWC",
+                                    tag + " lanes=" + std::to_string(plan.block.y) +
+                                        " chunks=" + std::to_string(plan.work.chunks_w) +
+                                        " bands=" + std::to_string(plan.work.bands) +
+                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        (with_bias ? " bias" : "") + what,
+                                    p, sums, plan.grid.y, with_bias);
+    };
+    for (const int sm_count : {1, 512}) {
+      for (const bool with_bias : {false, true}) {
+        const auto plan = plan_window_grad_weight<T>(g, sm_count);
+        if (plan) run(*plan, with_bias, "");
+      }
+    }
+    // One lane over items two chunks wide: a lane takes a second chunk, and the last item may
+    // hold fewer columns than its chunks.
+    if (auto plan = plan_window_grad_weight<T>(g, 512); plan && g.dst_w > kWindowChunk) {
+      RingGradWeightWork& w = plan->work;
+      w.tile_w = w.staged_w = 2 * kWindowChunk;
+      w.in_w = (w.staged_w - 1) * g.stride_h + g.kernel_h;
+      w.chunks_w = static_cast<int>((g.dst_w + w.tile_w - 1) / w.tile_w);
+      w.items = g.batch * w.bands * w.chunks_w;
+      w.items_per_slice = 2;
+      plan->grid.y = static_cast<unsigned>((w.items + 1) / 2);
+      plan->block.y = 1;
+      plan->shared_bytes = window_shared_bytes<T>(g.kernel_h, g.stride_h, w.in_w, w.staged_w, 1);
+      run(*plan, true, " (a lane, two chunks)");
+    }
+  }
+}
+
 // The large-filter weight gradient, where it takes the pass (32-bit indexing only, as on the
 // GPU), in both layouts, planned for a one-SM GPU (several items a slice) and a large one.
 template <typename T, typename index_t>
@@ -697,6 +744,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   check_register_grad_weight<T, index_t>(p, tag);
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
   check_ring_grad_weight<T, index_t>(p, tag);
+  check_window_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
@@ -898,12 +946,17 @@ std::vector<Case> sweep() {
       {1, 40, 1, 26, 18, 7, 7, 1, 1, 3, 3, 1, 1, false},    // 7x7, a part-filled channel group, a short last step
       {1, 16, 1, 57, 64, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, two channel groups, a last step of 1 row
       {2, 32, 1, 61, 44, 3, 3, 2, 2, 1, 1, 1, 1, false},    // 3x3 at stride 2: 31 output rows, bands across two images
+      // The window weight gradient (channels_last, whole 16-byte channel vectors; 12-15, 19, 53-65 too):
+      {1, 16, 1, 17, 30, 7, 7, 2, 2, 3, 3, 1, 1, true},     // 7x7 at stride 2: the ring kernel's alone
+      {2, 24, 1, 20, 9, 7, 7, 2, 2, 3, 3, 1, 1, false},     // ... a part-filled channel block, a 2-column plane
+      {2, 8, 1, 3, 20, 7, 7, 1, 1, 3, 3, 1, 1, false},      // 3 rows: steps that meet fewer kernel rows than they reach
+      {1, 48, 1, 12, 70, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, 35 columns: a part-filled channel block
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 80) {  // 14 random cases
+  while (cases.size() < 80) {  // 10 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});
@@ -966,6 +1019,8 @@ void check_bench_layers_planned(const char* dtype) {
         expect_planned(plan_ring_grad_weight<scalar_t>(g, 132, false).has_value() &&
                            plan_ring_grad_weight<scalar_t>(g, 132, true).has_value(),
                        dtype, l, batch, "ring weight-gradient");
+        expect_planned(plan_window_grad_weight<scalar_t>(g, 132).has_value(), dtype, l, batch,
+                       "window weight-gradient");
       }
     }
   }

@@ -321,6 +321,34 @@ inline bool has_ring_grad_weight(const PassGeometry& g, size_t element_size) {
          g.dst_channels % (16 / static_cast<int64_t>(element_size)) == 0;
 }
 
+// The cut of the planes into bands and of the items (chunks_w across a row) into slices with
+// the least time, in steps an SM runs: waves x items a slice x (rows a band + the `warm_up` steps
+// a band takes beyond its rows); fewer blocks where it is a tie (fewer partial sums). Bands are
+// at least 2 x K rows; nothing where a channel block would have more than 64 x 65535 items.
+struct RingItemCut {
+  int64_t bands, band_rows, items, items_per_slice, slices, cost;
+};
+
+inline std::optional<RingItemCut> cut_ring_items(const PassGeometry& g, int64_t chunks_w, int64_t channel_blocks,
+                                                 int64_t resident, int64_t warm_up) {
+  std::optional<RingItemCut> best;
+  for (int64_t bands = 1; bands <= 8 && (bands == 1 || g.dst_h / bands >= 2 * g.kernel_h); bands *= 2) {
+    const int64_t band_rows = (g.dst_h + bands - 1) / bands;
+    const int64_t real_bands = (g.dst_h + band_rows - 1) / band_rows;
+    const int64_t items = g.batch * real_bands * chunks_w;
+    for (int64_t items_per_slice = 1; items_per_slice <= std::min<int64_t>(items, 64); ++items_per_slice) {
+      const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+      if (slices > 65535) continue;
+      const int64_t waves = (channel_blocks * slices + resident - 1) / resident;
+      const int64_t cost = waves * items_per_slice * (band_rows + warm_up);
+      if (!best || cost < best->cost || (cost == best->cost && slices < best->slices)) {
+        best = RingItemCut{real_bands, band_rows, items, items_per_slice, slices, cost};
+      }
+    }
+  }
+  return best;
+}
+
 // The widest chunk of columns whose ring fits kRingSharedBytes and whose step the kernel rows'
 // threads load in kRingPrefetch vectors a thread, the row cut into equal chunks; then the bands
 // and slices that fill the SMs in the fewest steps (sm90_blocks_per_sm blocks an SM, at
@@ -351,34 +379,13 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const size_t shared_bytes = ring_shared_bytes<acc_t>(kernel, stride, in_w, staged_w);
   const int64_t resident = sm90_blocks_per_sm(block_threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
-  // The cut of the planes into bands and of the items into slices with the least time, in steps
-  // an SM runs: waves x items a slice x (rows a band + the rows a band stages before its first
-  // step); fewer blocks where it is a tie (fewer partial sums).
-  struct Cut {
-    int64_t bands, band_rows, items, items_per_slice, slices, cost;
-  };
-  std::optional<Cut> best;
-  for (int64_t bands = 1; bands <= 8 && (bands == 1 || g.dst_h / bands >= 2 * kernel); bands *= 2) {
-    const int64_t band_rows = (g.dst_h + bands - 1) / bands;
-    const int64_t real_bands = (g.dst_h + band_rows - 1) / band_rows;
-    const int64_t items = g.batch * real_bands * chunks_w;
-    const int64_t warm_up = (kernel - stride + stride - 1) / stride;
-    for (int64_t items_per_slice = 1; items_per_slice <= std::min<int64_t>(items, 64); ++items_per_slice) {
-      const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
-      if (slices > 65535) continue;
-      const int64_t waves = (channel_blocks * slices + resident - 1) / resident;
-      const int64_t cost = waves * items_per_slice * (band_rows + warm_up);
-      if (!best || cost < best->cost || (cost == best->cost && slices < best->slices)) {
-        best = Cut{real_bands, band_rows, items, items_per_slice, slices, cost};
-      }
-    }
-  }
-  if (!best) return std::nullopt;  // more than 64 x 65535 items a channel block
+  const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - stride + stride - 1) / stride);
+  if (!cut) return std::nullopt;
   return RingGradWeightLaunch{
-      dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(best->slices)),
+      dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(cut->slices)),
       dim3(kRingChannels, ring_rows(kernel, with_bias), ring_lanes(kernel)),
-      RingGradWeightWork{tile_w, staged_w, in_w, static_cast<int>(chunks_w), static_cast<int>(best->band_rows),
-                         static_cast<int>(best->bands), best->items, best->items_per_slice},
+      RingGradWeightWork{tile_w, staged_w, in_w, static_cast<int>(chunks_w), static_cast<int>(cut->band_rows),
+                         static_cast<int>(cut->bands), cut->items, cut->items_per_slice},
       shared_bytes};
 }
 
