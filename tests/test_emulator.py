@@ -371,6 +371,26 @@ MUTATIONS = [
      "62:63"),  # the column past the right edge
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
+    # The window weight gradient: its copies in flight, the barrier, the rings, the pairing of rows:
+    (("        wait_async_copies<0>();\n        convert_step(s + 1, next_go_slot);",
+      "        convert_step(s + 1, next_go_slot);"), "62:63"),  # the next rows used before they landed
+    (("      __syncthreads();  // the next step's rows are in the ring; this step's are no longer read",
+      "// barrier removed"), "62:63"),
+    (("((s & 1) * kStride + r) * w.in_w", "(r)*w.in_w"), "62:63"),  # the next input rows over the step's
+    (("const int next_go_slot = go_slot + 1 < kGoSlots ? go_slot + 1 : 0;",
+      "const int next_go_slot = go_slot + 1 < kGoSlots - 1 ? go_slot + 1 : 0;"), "62:63"),  # a ring a row short
+    (("const int slot = go_slot - m < 0 ? go_slot - m + kGoSlots : go_slot - m;",
+      "const int slot = go_slot - m < 0 ? go_slot - m + kGoSlots - 1 : go_slot - m;"), "62:63"),  # wrapped one off
+    (("if (kh >= kKernel || !within(s - m, rows)) continue;", "if (kh >= kKernel || s - m < 0) continue;"),
+     "62:63"),  # grad_output rows past the band
+    (("const int steps = rows + kReach;", "const int steps = rows + kReach - 1;"), "54:55"),  # an inner band's last rows
+    (("sums[kh][kw] += go * window[j * kStride + kw];", "sums[kh][kw] += go * window[j + kw];"), "64:65"),  # stride 2
+    (("if (kh == 0) bias_sum += go;", "if (kh == 0) bias_sum = go;"), "62:63"),  # the bias of a step's last column
+    (("row_inside && (r == kStride ? px < cols : within(sx0 + px, src_w));",
+      "row_inside && (r == kStride ? px <= cols : within(sx0 + px, src_w));"), "69:70"),  # a column past the item
+    (("        total += lane_sums[(other * kTaps + kh * kKernel + kw) * kRingChannels + channel];", ""),
+     "62:63"),  # the other lanes' sums
+    (("widen_vector(from[px * kVectors], values);", "widen_vector(from[px], values);"), "62:63"),  # half: converted
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
     (("return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);", "return i < extent;"), "0:1"),
     # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):

@@ -86,11 +86,13 @@ def test_the_routing_tests_biased_layers_take_the_weight_gradient_kernels_they_e
 
 def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choice):
     """A row of 32 x lanes threads more (blockDim.y one past the kernel rows), the same grid; at 7x7
-    still three blocks an SM at the ring's 80 registers, as without."""
+    still three blocks an SM at the ring's 80 registers, as without. (The ring kernel with the window
+    kernel switched off: it takes these filters before the ring.)"""
     for kernel, lanes in ((3, 2), (5, 1), (7, 1)):
         call = kernel_cases.Call("ring", 16, 96, 56, kernel, padding=kernel // 2, layout="cl")
         without, with_bias = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
-            kernel_choice, [query_line("bfloat16", pass_, call, 132) for pass_ in ("grad-weight", "grad-weight+bias")],
+            kernel_choice, [query_line("bfloat16", pass_, call, 132, ["channels_last_window_grad_weight"])
+                            for pass_ in ("grad-weight", "grad-weight+bias")],
             "--plans"))
         assert without.kernel == with_bias.kernel == kernel_cases.RING_GRAD_WEIGHT
         assert without.block == (32, kernel, lanes) and with_bias.block == (32, kernel + 1, lanes)
@@ -112,7 +114,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 19 and names <= defined, names - defined
+    assert len(names) == 20 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -130,7 +132,7 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
              query_line("float", "grad-weight", call, 132), query_line("float", "grad-weight", moved, 132)]
     assert choose(kernel_choice, lines) == [
         kernel_cases.CHANNELS_LAST_REGISTER_TILED, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_TILED,
-        kernel_cases.REGISTER_TILED, kernel_cases.RING_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+        kernel_cases.REGISTER_TILED, kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
 def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
@@ -162,8 +164,8 @@ def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     """The kernels written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
-    tiles (the stride-2 kernels for backward-input at stride 2, the ring for the channels_last
-    weight gradient, the streamed kernel or the register-tiled one for the other channels_last
+    tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
+    channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
     passes) for the rest."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
@@ -172,7 +174,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if layer.kernel > 7:
         return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
     if pass_ == "grad-weight":
-        return (k.RING_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT,)
+        return (k.WINDOW_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT,)
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     return (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)

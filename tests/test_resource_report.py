@@ -137,6 +137,12 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for row in ring:
         loads, _ = map(int, row["wide_global"].split("/"))
         assert loads >= 2 * 4 and row["spills"] == "0/0" and row["loop_divisions"] == 0, row
+    # The window weight gradient (float and the half types): its K^2 tap sums and a window in
+    # registers without a spill, its rows copied in flight (cp.async, no 16-byte global load).
+    window = [r for r in rows if r["kernel"].startswith("grad_weight_window_kernel<")]
+    assert len(window) == 2 * 3 * 5  # archs x dtypes x (3 kernel sizes at stride 1, 2 at stride 2)
+    for row in window:
+        assert row["spills"] == "0/0" and row["loop_divisions"] == 0, row
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes
     large_filter_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_large_filter_kernel<")]

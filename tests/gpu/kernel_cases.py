@@ -21,6 +21,7 @@ REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 RING_GRAD_WEIGHT = "grad_weight_ring_kernel"
+WINDOW_GRAD_WEIGHT = "grad_weight_window_kernel"
 LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
@@ -153,34 +154,38 @@ def channels_last_tiled_cases(element_size):
 
 def channels_last_grad_weight_cases(element_size):
     """The channels_last weight gradients of square 3, 5 and 7 filters at stride 1 or 2, dilation 1,
-    multiplier 1: the ring kernel in float and the half types where the channels are whole 16-byte
-    vectors and the data 16-byte aligned; elsewhere the register-blocked kernel, which for the half
+    multiplier 1, in float and the half types where the channels are whole 16-byte vectors and the
+    data 16-byte aligned: the window kernel, and the ring kernel for 7x7 at stride 2, which the
+    window kernel is not compiled for. Elsewhere the register-blocked kernel, which for the half
     types needs an even channel count and data aligned to a channel pair."""
     pairs = element_size == 2
     vector = _vector(element_size)
 
-    def ring(channels):
-        return element_size <= 4 and channels % vector == 0
+    def specialised(channels, kernel):  # the kernel where the channels are whole vectors
+        return kernel if element_size <= 4 and channels % vector == 0 else CHANNELS_LAST_GRAD_WEIGHT
 
-    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, ring, register)
-        ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, ring(64), not ring(64)),
+    register = None if pairs else CHANNELS_LAST_GRAD_WEIGHT
+    rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, the kernel or None)
+        ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, specialised(64, WINDOW_GRAD_WEIGHT)),
         ("144 channels at stride 2: a part-filled channel block", 144, (15, 15), 3, 2, 1, 1, 1, True,
-         ring(144), not ring(144)),
-        ("ring: a row in chunks, odd rows", 32, (11, 150), 5, 2, 2, 1, 1, True, ring(32), not ring(32)),
-        ("ring: 7x7 at stride 2", 40, (17, 30), 7, 2, 3, 1, 1, True, ring(40), not ring(40)),
-        ("5x5 stride 2, channels no whole vector", 18, (9, 9), 5, 2, 2, 1, 1, True, False, True),
-        ("7x7: whole vectors in float only", 12, (14, 14), 7, 1, 3, 1, 1, True, ring(12), not ring(12)),
-        ("odd channels: no pairs", 7, (12, 12), 3, 1, 1, 1, 1, True, False, not pairs),
-        ("one element off: pairs misaligned", 8, (12, 12), 3, 1, 1, 1, 1, False, False, not pairs),
-        ("multiplier 2", 8, (12, 12), 3, 1, 1, 1, 2, True, False, False),
-        ("stride 3", 8, (12, 12), 3, 3, 1, 1, 1, True, False, False),
-        ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, False, False),
-        ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, False, False),
+         specialised(144, WINDOW_GRAD_WEIGHT)),
+        ("5x5 at stride 2: a row in items, odd rows", 32, (11, 150), 5, 2, 2, 1, 1, True,
+         specialised(32, WINDOW_GRAD_WEIGHT)),
+        ("7x7 at stride 2: the ring", 40, (17, 30), 7, 2, 3, 1, 1, True, specialised(40, RING_GRAD_WEIGHT)),
+        ("5x5 stride 2, channels no whole vector", 18, (9, 9), 5, 2, 2, 1, 1, True, CHANNELS_LAST_GRAD_WEIGHT),
+        ("7x7: whole vectors in float only", 12, (14, 14), 7, 1, 3, 1, 1, True, specialised(12, WINDOW_GRAD_WEIGHT)),
+        ("odd channels: no pairs", 7, (12, 12), 3, 1, 1, 1, 1, True, register),
+        ("one element off: pairs misaligned", 8, (12, 12), 3, 1, 1, 1, 1, False, register),
+        ("multiplier 2", 8, (12, 12), 3, 1, 1, 1, 2, True, None),
+        ("stride 3", 8, (12, 12), 3, 3, 1, 1, 1, True, None),
+        ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, None),
+        ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, None),
     ]
+    kernels = (WINDOW_GRAD_WEIGHT, RING_GRAD_WEIGHT, CHANNELS_LAST_GRAD_WEIGHT)
     return [
         Expectation(Call(label, 3, c, size, kernel, stride, padding, dilation, m, "cl", 1 - aligned, 1 - aligned),
-                    {"grad-weight": {RING_GRAD_WEIGHT: takes_ring, CHANNELS_LAST_GRAD_WEIGHT: takes_register}})
-        for label, c, size, kernel, stride, padding, dilation, m, aligned, takes_ring, takes_register in rows
+                    {"grad-weight": {name: name == takes for name in kernels}})
+        for label, c, size, kernel, stride, padding, dilation, m, aligned, takes in rows
     ]
 
 
@@ -297,8 +302,8 @@ def stride2_grad_input_cases(element_size):
 # k // 2, conv1d's 3), each with the weight-gradient kernel it takes, which sums the bias on the way:
 # (dtype, conv1d, the 2D call, that kernel).
 BIASED_LAYER_CASES = [
-    ("bfloat16", False, Call("7x7 channels_last: the ring, with its bias row", 4, 64, 28, 7, padding=3, layout="cl"),
-     RING_GRAD_WEIGHT),
+    ("bfloat16", False, Call("7x7 channels_last: the window kernel", 4, 64, 28, 7, padding=3, layout="cl"),
+     WINDOW_GRAD_WEIGHT),
     ("bfloat16", False, Call("60 channels, not whole vectors", 4, 60, 28, 3, padding=1, layout="cl"),
      CHANNELS_LAST_GRAD_WEIGHT),
     ("bfloat16", True, Call("conv1d, 28 long", 4, 64, (1, 28), (1, 4), padding=(0, 3)), "grad_weight_nchw_kernel"),
@@ -331,7 +336,8 @@ KERNEL_PATH_ROWS = [
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
      {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
-    ("channels_last_ring_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": RING_GRAD_WEIGHT}),
+    ("channels_last_ring_grad_weight", "cl", 3, 8, (20, 33), (7, 7), 2, (3, 3), {"grad-weight": RING_GRAD_WEIGHT}),
+    ("channels_last_window_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": WINDOW_GRAD_WEIGHT}),
     ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
      {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
     ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
@@ -347,7 +353,7 @@ KERNEL_PATH_ROWS = [
 
 
 # Paths compiled for float and the half types only.
-PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight"}
+PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight"}
 
 
 def kernel_path_cases(element_size):

@@ -64,10 +64,13 @@
 //   the bias gradient where it is asked for.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
-//   grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves channels_last square
-//   3x3, 5x5 and 7x7 filters at stride 1 or 2 (multiplier 1, float and the half types, whole
-//   16-byte channel vectors): 32 channels a block, a ring of input rows staged once in shared
-//   memory, a kernel row's sums a thread; grad_weight_register_channels_last_kernel serves the
+//   grad_weight_window_kernel (DepthwiseConv2dWindowGradWeight.cuh) serves channels_last square
+//   3x3, 5x5 and 7x7 filters at stride 1, 3x3 and 5x5 at stride 2 (multiplier 1, float and the
+//   half types, whole 16-byte channel vectors): 32 channels a block, all K^2 sums a thread, each
+//   input row read once from shared memory into registers and met with every grad_output row it
+//   pairs with; grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves the same
+//   filters and 7x7 at stride 2: a ring of input rows staged once in shared memory, a kernel
+//   row's sums a thread; grad_weight_register_channels_last_kernel serves the
 //   same filters where the ring cannot (double, odd channel counts, data off 16 bytes): a
 //   thread's channels, 4-column strips of grad_output and all the tap sums in registers.
 //   grad_weight_large_filter_kernel
