@@ -14,7 +14,8 @@ from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, pr
 from build_scripts.bench.report import (
     activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
-from build_scripts.bench.schema import SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row
+from build_scripts.bench.schema import (SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row,
+                                        switched_off_paths)
 from build_scripts.routing_table import points_of, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
@@ -257,10 +258,17 @@ def test_variants_are_the_five_or_ours_without_a_kernel_path_or_the_look_back():
     assert parse_variants("look-back", paths) == ("ours", "ours-without-register_tiled", "ours-without-row")
     assert parse_variants("stock,look-back,ours-without-row", paths) == (
         "stock", "ours", "ours-without-register_tiled", "ours-without-row")
+    # several paths switched off together: past a newer path to an older one's
+    assert parse_variants("ours-without-register_tiled+row", paths) == ("ours-without-register_tiled+row",)
+    assert switched_off_paths("ours-without-register_tiled+row") == ["register_tiled", "row"]
+    assert switched_off_paths("ours-without-row") == ["row"] and switched_off_paths("ours") == []
     with pytest.raises(ValueError, match=r"unknown variant 'ours-without-column'; the variants are stock, cudnn, "
-                                         r"native, ours, routed, ours-without-<path> for a path of register_tiled, row, "
-                                         r"and look-back"):
+                                         r"native, ours, routed, ours-without-<path> for a path of register_tiled, row "
+                                         r"\(several joined by \+\), and look-back"):
         parse_variants("ours,ours-without-column", paths)
+    for unknown in ("ours-without-row+column", "ours-without-row+", "ours-without-"):
+        with pytest.raises(ValueError, match="unknown variant"):
+            parse_variants(unknown, paths)
     with pytest.raises(ValueError, match="unknown variant 'fastest'"):
         parse_variants("fastest", paths)
 

@@ -30,8 +30,18 @@ LOOK_BACK = "look-back"  # VARIANTS=look-back: ours, and ours without each kerne
 
 
 def switched_off_path(variant: str) -> str | None:
-    """The kernel path an ours-without-<path> variant switches off; None for the others."""
+    """The kernel path an ours-without-<path> variant switches off (<path>+<path>: several
+    together, SEPARATOR-joined); None for the others."""
     return variant[len(WITHOUT):] if variant.startswith(WITHOUT) else None
+
+
+SEPARATOR = "+"
+
+
+def switched_off_paths(variant: str) -> list[str]:
+    """The kernel paths an ours-without-<path>[+<path>...] variant switches off; [] for the others."""
+    path = switched_off_path(variant)
+    return path.split(SEPARATOR) if path else []
 
 
 def comma_separated(text: str) -> list[str]:
@@ -41,17 +51,18 @@ def comma_separated(text: str) -> list[str]:
 
 def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
     """VARIANTS=a,b: names of VARIANTS, or ours-without-<path> for a path of kernel_paths (the
-    overlay's), or look-back for ours and ours without each path. Empty: VARIANTS."""
+    overlay's; <path>+<path> switches several off together, to look back past a newer path that
+    took an older one's passes), or look-back for ours and ours without each path. Empty: VARIANTS."""
     names = []
     for name in comma_separated(text):
         if name == LOOK_BACK:
             names += ["ours", *(WITHOUT + path for path in kernel_paths)]
-        elif name in VARIANTS or switched_off_path(name) in kernel_paths:
+        elif name in VARIANTS or (switched_off_paths(name) and set(switched_off_paths(name)) <= set(kernel_paths)):
             names.append(name)
         else:
             raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, "
-                             f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)}, and {LOOK_BACK} (ours and "
-                             "ours without each path)")
+                             f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)} (several joined by "
+                             f"{SEPARATOR}), and {LOOK_BACK} (ours and ours without each path)")
     return tuple(dict.fromkeys(names)) or VARIANTS
 
 

@@ -10,7 +10,8 @@
            the backward op the routing calls (dwconv::conv_depthwise2d_backward), whose weight
            gradient sums grad_output for the bias on the way
   ours-without-<path>  the same with one specialised kernel path switched off
-           (dwconv_overlay.disable_kernels): what that path brings, measured (VARIANTS=...)
+           (dwconv_overlay.disable_kernels): what that path brings, measured (VARIANTS=...);
+           ours-without-<path>+<path> switches several off together
   routed   the overlay as a user gets it: convolution / convolution_backward, routed as measured
 
 Every callable takes a Buffers and returns what the pass computes: the output, grad_input,
@@ -26,7 +27,7 @@ from typing import Callable
 import torch
 
 from .layers import Problem
-from .schema import VARIANTS, switched_off_path
+from .schema import VARIANTS, switched_off_path, switched_off_paths
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -218,14 +219,13 @@ class Overlay:
 
     @contextlib.contextmanager
     def variant(self, name: str):
-        path = switched_off_path(name)
-        enabled = name in ("ours", "routed") or path is not None
+        enabled = name in ("ours", "routed") or switched_off_path(name) is not None
         (self.module.enable if enabled else self.module.disable)()
         cudnn = contextlib.nullcontext() if name != "native" else torch.backends.cudnn.flags(enabled=False)
         previous = self.module.routing()
         if name == "routed":
             self.module.set_routing("auto")
-        self.module.disable_kernels([path] if path else [])
+        self.module.disable_kernels(switched_off_paths(name))
         try:
             with cudnn:
                 yield
