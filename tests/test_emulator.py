@@ -347,8 +347,8 @@ MUTATIONS = [
      "54:55"),  # a chunk's first column
     (("for (int other = 1; other < kLanes; ++other) total += lane_bias_sums",
       "for (int other = 1; other < 1; ++other) total += lane_bias_sums"), "59:60"),  # the second lane's columns
-    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;",
-      "partial_bias[c0 + channel] = total;"), "60:61"),  # every slice's sums written over the first's
+    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n    return;",
+      "partial_bias[c0 + channel] = total;\n    return;"), "60:61"),  # every slice's sums written over the first's
     (("          sums[0] += chunk_sum;", "          sums[0] = chunk_sum;"), "54:55"),  # only a step's last chunk
     # The streamed channels_last kernel: its copies in flight, the barriers around them, the ring:
     (("      wait_async_copies<1>();\n", "\n"), "62:63"),  # a step reads rows it did not wait for
@@ -391,6 +391,8 @@ MUTATIONS = [
     (("        total += lane_sums[(other * kTaps + kh * kKernel + kw) * kRingChannels + channel];", ""),
      "62:63"),  # the other lanes' sums
     (("widen_vector(from[px * kVectors], values);", "widen_vector(from[px], values);"), "62:63"),  # half: converted
+    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n  }",
+      "partial_bias[c0 + channel] = total;\n  }"), "62:63"),  # every slice's bias sums over the first's
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
     (("return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);", "return i < extent;"), "0:1"),
     # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):
