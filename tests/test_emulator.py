@@ -390,7 +390,8 @@ MUTATIONS = [
       "row_inside && (r == kStride ? px <= cols : within(sx0 + px, src_w));"), "69:70"),  # a column past the item
     (("        total += lane_sums[(other * kTaps + kh * kKernel + kw) * kRingChannels + channel];", ""),
      "62:63"),  # the other lanes' sums
-    (("widen_vector(from[px * kVectors], values);", "widen_vector(from[px], values);"), "62:63"),  # half: converted
+    (("store_widened(to + px * kRingChannels, from[px * kVectors]);", "store_widened(to + px * kRingChannels, from[px]);"),
+     "62:63"),  # half: converted
     (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n  }",
       "partial_bias[c0 + channel] = total;\n  }"), "62:63"),  # every slice's bias sums over the first's
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:

@@ -191,6 +191,22 @@ __device__ __forceinline__ void widen_vector(const Vector16<scalar_t> vector, ac
   }
 }
 
+// A 16-byte vector of scalar_t stored in shared memory as its values in acc_t (widen_vector), in
+// 16-byte pieces: `to` 16-byte aligned, kVector16<scalar_t> values long.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void store_widened(acc_t* to, const Vector16<scalar_t>& vector) {
+  constexpr int V = kVector16<scalar_t>, kPiece = kVector16<acc_t>;
+  acc_t values[V];
+  widen_vector(vector, values);
+#pragma unroll
+  for (int h = 0; h < V / kPiece; ++h) {
+    Vector16<acc_t> piece;
+#pragma unroll
+    for (int k = 0; k < kPiece; ++k) piece.v[k] = values[h * kPiece + k];
+    reinterpret_cast<Vector16<acc_t>*>(to)[h] = piece;
+  }
+}
+
 // Staging loops with several loads in flight a thread. A loop that loads a value and stores it to
 // shared memory in the same iteration waits out a global load's latency once per value (nvcc
 // keeps one 16-byte load in flight a thread there): a block staging 256 x 16 bytes a round trip

@@ -134,14 +134,7 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   auto store_staged = [](acc_t* to, const Vector16<uint32_t>& words) {
     Vec v;
     memcpy(&v, &words, sizeof(v));
-    Vector16<acc_t> piece;
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      piece.v[k % kVector16<acc_t>] = static_cast<acc_t>(v.v[k]);
-      if (k % kVector16<acc_t> == kVector16<acc_t> - 1) {
-        reinterpret_cast<Vector16<acc_t>*>(to)[k / kVector16<acc_t>] = piece;
-      }
-    }
+    store_widened(to, v);
   };
 
   acc_t sums[kKernel];  // the bias row's sum in sums[0]

@@ -167,16 +167,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
           const Vec* const from = landing(s, r, go_slot);
           acc_t* const to = ring_row(s, r, go_slot) + copy_vec * V;
           for (int px = copy_px0; px < row_pixels(r); px += copy_px_step) {
-            acc_t values[V];
-            widen_vector(from[px * kVectors], values);
-            Vector16<acc_t>* const out = reinterpret_cast<Vector16<acc_t>*>(to + px * kRingChannels);
-#pragma unroll
-            for (int h = 0; h < V / kVector16<acc_t>; ++h) {
-              Vector16<acc_t> piece;
-#pragma unroll
-              for (int k = 0; k < kVector16<acc_t>; ++k) piece.v[k] = values[h * kVector16<acc_t> + k];
-              out[h] = piece;
-            }
+            store_widened(to + px * kRingChannels, from[px * kVectors]);
           }
         }
       }
