@@ -181,6 +181,17 @@ MUTATIONS = [
       "load_shared_vectors<acc_t, kStepVectors>(input + step * kBlockCols, next);"), "32:33"),
     (("auto fits = [&](int planes, int by) { return layout_of(planes, by).bytes(planes, kUnit) <= kMaxSharedBytes; };",
       "auto fits = [&](int planes, int by) { return true; };"), "33:34"),  # over 48 KB: refused as a GPU would
+    # ... the window's padding skipped (WindowSpan): rows and kBlockCols-tap steps that meet the plane kept
+    (("for (int r = (span.row_begin > 0 ? span.row_begin : 0) + first_input_row;",
+      "for (int r = (span.row_begin > 0 ? span.row_begin + 1 : 0) + first_input_row;"), "29:30"),  # a top row
+    (("const int rows_end = smaller(kBlockRows + kernel_h - 1, span.row_end);",
+      "const int rows_end = smaller(kBlockRows + kernel_h - 1, span.row_end - 1);"), "29:30"),  # a bottom row
+    (("(col_begin - kBlockCols + 1) / kBlockCols;", "(col_begin + 1) / kBlockCols;"),
+     "28:29"),  # a step that meets the plane's first columns
+    (("smaller((col_end + kBlockCols - 1) / kBlockCols, whole_steps + (rest > 0 ? 1 : 0));",
+      "smaller(col_end / kBlockCols, whole_steps + (rest > 0 ? 1 : 0));"), "28:29"),  # ... its last columns
+    (("const WindowSpan span = window_span(place.y0 - g.pad_h + place.row * kBlockRows,",
+      "const WindowSpan span = window_span(place.y0 + place.row * kBlockRows,"), "29:30"),  # the padding ignored
     # The large-filter weight gradient:
     (("__syncthreads();  // no thread still reads the previous item's planes", "// barrier removed"), "35:36"),
     (("const index_t plane_c = input_channel ? slot_c / g.multiplier : slot_c;", "const index_t plane_c = slot_c;"),
@@ -189,6 +200,8 @@ MUTATIONS = [
       "if (a < g.kernel_h && b < g.kernel_w) out[b * g.kernel_h + a] = acc[i][j];"), "30:31"),  # 9x31
     (("const int y0 = static_cast<int>(item % work.bands) * work.band_rows;",
       "const int y0 = static_cast<int>(item % work.bands);"), "33:34"),  # double's plane in 5 bands
+    (("static_cast<int>(threadIdx.y) * kBlockCols - g.pad_w, g.src_h, g.src_w);",
+      "static_cast<int>(threadIdx.y) * kBlockCols, g.src_h, g.src_w);"), "29:30"),  # its window's padding misplaced
     # The general kernels' division-free walks:
     (("carry = at[d] >= extent[d] ? 1 : 0;", "carry = at[d] > extent[d] ? 1 : 0;"), "0:1"),  # GridWalk's carry
     (("if (inside[t]) acc[t] += go * static_cast<acc_t>(value[t]);", "acc[t] += go * static_cast<acc_t>(value[t]);"),

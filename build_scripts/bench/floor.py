@@ -11,9 +11,12 @@ The same byte counts size the buffer rotation that keeps L2 from flattering smal
 
 Large filters (RepLKNet's 13 to 31) do compute: their passes are bound by multiply-adds, so each
 pass also has a compute floor, its multiply-adds over the fp32 FMA rate measured on the same GPU
-(timing.fma_rate). Every pass makes one multiply-add per output element and filter tap: the
-forward pass for each output value, backward-input and the weight gradient as many again. The
-roofline floor is the larger of the two.
+(timing.fma_rate). A pass must make one multiply-add per output element and filter tap whose input
+lies inside the plane: the forward pass for each output value, backward-input and the weight
+gradient the same products again. A tap on the zero padding is not work a kernel has to do (ours
+skip them under large filters, as upstream's kernels skip each padded tap), and under a large
+filter on a small plane most taps are: 13x13 on a 7x7 plane meets it with 49 of 169. The roofline
+floor is the larger of the two. (Reports before 2026-11-24 counted every tap, padding included.)
 """
 
 from __future__ import annotations
@@ -43,8 +46,16 @@ def floor_ms(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> 
     return pass_bytes(problem, passname) / bandwidth_bytes_per_ms
 
 
+def taps_inside(out_length: int, in_length: int, kernel: int, stride: int, pad: int) -> int:
+    """Along one axis: the (output position, filter tap) pairs whose input lies inside [0, in_length)."""
+    return sum(min(kernel, in_length + pad - o * stride) - max(0, pad - o * stride)
+               for o in range(out_length) if min(kernel, in_length + pad - o * stride) > max(0, pad - o * stride))
+
+
 def pass_macs(problem: Problem, passname: str) -> int:
-    macs = prod(problem.output_shape) * prod(problem.weight_shape[2:])
+    layer = problem.layer
+    per_axis = taps_inside(layer.output_length(), layer.length, layer.kernel, layer.stride, layer.pad)
+    macs = problem.batch * layer.channels * per_axis ** layer.dims
     return 3 * macs if passname == "step" else macs
 
 

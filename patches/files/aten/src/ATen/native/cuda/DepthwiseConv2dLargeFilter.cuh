@@ -118,50 +118,70 @@ __device__ __forceinline__ void accumulate_large_filter_step(acc_t (&acc)[kBlock
   }
 }
 
+// The part of a thread's window that holds plane values: rows [row_begin, row_end) and columns
+// [col_begin, col_end), in the window's own coordinates (the rest is zero padding). A row or a
+// kBlockCols-tap step that meets only padding is skipped, as upstream's kernels skip each padded
+// tap: under a large filter on a small plane most of a window is padding (13x13 on 7x7: 7 of a
+// thread's 16 rows hold the plane; 27x27 on 14x14: 14 of 30).
+struct WindowSpan {
+  int row_begin, row_end, col_begin, col_end;
+};
+
+// The span of a window whose (0, 0) is the plane's (first_row, first_col), on a height x width plane.
+__device__ __forceinline__ WindowSpan window_span(int first_row, int first_col, int64_t height, int64_t width) {
+  return WindowSpan{-first_row, static_cast<int>(height) - first_row, -first_col, static_cast<int>(width) - first_col};
+}
+
 // Adds one input row of a thread's window (`input`: its first column) into the output rows it
 // feeds, first_row to last_row (every row when kEveryRow): output row i through kernel row
-// (input row - i), whose weights start at `taps - i * weight_pitch`.
+// (input row - i), whose weights start at `taps - i * weight_pitch`. Only the steps whose input
+// columns (step * kBlockCols + [0, 2 * kBlockCols - 1)) meet [col_begin, col_end).
 template <typename acc_t, bool kEveryRow>
 __device__ __forceinline__ void accumulate_large_filter_row(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* input,
                                                             const acc_t* taps, int weight_pitch, int kernel_w,
-                                                            int first_row, int last_row) {
+                                                            int first_row, int last_row, int col_begin, int col_end) {
   constexpr int kStepVectors = kBlockCols / kVector16<acc_t>;
   const int whole_steps = kernel_w / kBlockCols;
+  const int rest = kernel_w - whole_steps * kBlockCols;
+  const int first_step = col_begin < 2 * kBlockCols - 1 ? 0 : (col_begin - kBlockCols + 1) / kBlockCols;
+  const int end_step = smaller((col_end + kBlockCols - 1) / kBlockCols, whole_steps + (rest > 0 ? 1 : 0));
+  if (first_step >= end_step) return;
   acc_t head[kBlockCols], next[kBlockCols];
-  load_shared_vectors<acc_t, kStepVectors>(input, head);
-  for (int step = 0; step < whole_steps; ++step) {
+  load_shared_vectors<acc_t, kStepVectors>(input + first_step * kBlockCols, head);
+  const int last_whole_step = smaller(end_step, whole_steps);
+  for (int step = first_step; step < last_whole_step; ++step) {
     load_shared_vectors<acc_t, kStepVectors>(input + (step + 1) * kBlockCols, next);
     accumulate_large_filter_step<acc_t, kEveryRow, true>(acc, head, next, taps + step * kBlockCols, weight_pitch,
                                                          kBlockCols, first_row, last_row);
 #pragma unroll
     for (int j = 0; j < kBlockCols; ++j) head[j] = next[j];
   }
-  const int rest = kernel_w - whole_steps * kBlockCols;
-  if (rest > 0) {
+  if (end_step > whole_steps) {  // the rest taps, after the whole steps (head holds their first columns)
     load_shared_vectors<acc_t, kStepVectors>(input + (whole_steps + 1) * kBlockCols, next);
     accumulate_large_filter_step<acc_t, kEveryRow, false>(acc, head, next, taps + whole_steps * kBlockCols,
                                                           weight_pitch, rest, first_row, last_row);
   }
 }
 
-// A thread's share of its window, the input rows first_input_row, first_input_row + input_row_step,
-// ...: input row r (`window + r * pitch`) feeds output row i through kernel row r - i, for the
-// kernel_h x kernel_w filter at `taps` (rows weight_pitch apart).
+// A thread's share of its window, the input rows of `span` from its first one on, input_row_step
+// apart from the first_input_row-th: input row r (`window + r * pitch`) feeds output row i through
+// kernel row r - i, for the kernel_h x kernel_w filter at `taps` (rows weight_pitch apart).
 template <typename acc_t>
 __device__ __forceinline__ void accumulate_large_filter_window(acc_t (&acc)[kBlockRows][kBlockCols], const acc_t* window,
                                                                int pitch, const acc_t* taps, int weight_pitch,
-                                                               int kernel_h, int kernel_w, int first_input_row,
-                                                               int input_row_step) {
-  for (int r = first_input_row; r < kBlockRows + kernel_h - 1; r += input_row_step) {
+                                                               int kernel_h, int kernel_w, const WindowSpan& span,
+                                                               int first_input_row, int input_row_step) {
+  const int rows_end = smaller(kBlockRows + kernel_h - 1, span.row_end);
+  for (int r = (span.row_begin > 0 ? span.row_begin : 0) + first_input_row; r < rows_end; r += input_row_step) {
     const int first_row = r < kernel_h ? 0 : r - kernel_h + 1;  // the output rows input row r feeds
     const int last_row = smaller(kBlockRows - 1, r);
     const acc_t* row_taps = taps + r * weight_pitch;
     if (first_row == 0 && last_row == kBlockRows - 1) {
       accumulate_large_filter_row<acc_t, true>(acc, window + r * pitch, row_taps, weight_pitch, kernel_w, 0,
-                                               kBlockRows - 1);
+                                               kBlockRows - 1, span.col_begin, span.col_end);
     } else {
       accumulate_large_filter_row<acc_t, false>(acc, window + r * pitch, row_taps, weight_pitch, kernel_w, first_row,
-                                                last_row);
+                                                last_row, span.col_begin, span.col_end);
     }
   }
 }
@@ -220,6 +240,8 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>()) large_f
   const int filter_taps = g.kernel_h * g.kernel_w;
 
   acc_t acc[kBlockRows][kBlockCols];  // started after the first staging, so that it is not live there
+  const WindowSpan span = window_span(place.y0 - g.pad_h + place.row * kBlockRows,
+                                      place.x0 - g.pad_w + static_cast<int>(threadIdx.y) * kBlockCols, g.src_h, g.src_w);
 
   const int group = kBackward ? g.multiplier : 1;
   for (int member = 0; member < group; ++member) {
@@ -247,7 +269,7 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>()) large_f
 
     if (member == 0) start_block<kBackward>(acc, place.group == 0 ? bias : nullptr, place);  // groups' sums are added
     accumulate_large_filter_window(acc, tile + place.row * kBlockRows * t.pitch + threadIdx.y * kBlockCols, t.pitch,
-                                   taps, weight_pitch, g.kernel_h, g.kernel_w, place.group, t.groups);
+                                   taps, weight_pitch, g.kernel_h, g.kernel_w, span, place.group, t.groups);
   }
   if (t.groups > 1) add_group_sums(acc, tiles, place, t.groups);
 
@@ -329,8 +351,10 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
                                     [&](int p) { return channel_plane(input, in_strides, n, p, true); });
     __syncthreads();
     const acc_t* plane = regions + threadIdx.x * t.plane_stride;
+    const WindowSpan span = window_span(y0 - g.pad_h + static_cast<int>(threadIdx.z) * kBlockRows,
+                                        static_cast<int>(threadIdx.y) * kBlockCols - g.pad_w, g.src_h, g.src_w);
     accumulate_large_filter_window(acc, plane + go_values + threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols,
-                                   t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w), 0, 1);
+                                   t.pitch, plane, go_pitch, rows, static_cast<int>(g.dst_w), span, 0, 1);
     if (partial_bias != nullptr) {
       const int dst_w = static_cast<int>(g.dst_w);
       GridWalk<int, 2> at(slot_tid, slot_threads, {0, dst_w});  // (band row, column)
@@ -469,8 +493,9 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   const int tile_in_w = input_extent(bx * kBlockCols, 1, g.kernel_w, 1);
   RegisterTile tile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, tile_in_w, false};
   const size_t tile_bytes = layout.bytes(planes, kUnit);
-  tile.groups = large_filter_groups<acc_t>(plane_groups * tiles_h * tiles_w, block, tile_bytes,
-                                           kBlockRows + g.kernel_h - 1, sm_count);
+  // The window rows a thread meets (WindowSpan): no more than the plane's.
+  const int window_rows = static_cast<int>(std::min<int64_t>(kBlockRows + g.kernel_h - 1, g.src_h));
+  tile.groups = large_filter_groups<acc_t>(plane_groups * tiles_h * tiles_w, block, tile_bytes, window_rows, sm_count);
   return RegisterTiledLaunch{
       dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
       dim3(block.x, block.y, block.z * tile.groups), tile,
