@@ -407,6 +407,16 @@ MUTATIONS = [
      "62:63"),  # half: converted
     (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n  }",
       "partial_bias[c0 + channel] = total;\n  }"), "62:63"),  # every slice's bias sums over the first's
+    # ... its steps on the padding, skipped but for the bias:
+    (("const bool meets_plane = step_row + kStride > 0 && step_row < src_h;",
+      "const bool meets_plane = step_row > 0 && step_row < src_h;"), "68:70"),  # the plane's first row
+    (("const bool meets_plane = step_row + kStride > 0 && step_row < src_h;",
+      "const bool meets_plane = step_row + kStride > 0 && step_row + 1 < src_h;"), "68:70"),  # ... its last
+    (("          if (s < rows) {\n            const acc_t* const go_row", "          if (s < 0) {\n            const acc_t* const go_row"),
+     "68:70"),  # their grad_output rows' bias sums
+    (("const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kRingChannels + channel;\n#pragma unroll\n            for",
+      "const acc_t* const go_row = go_ring + go_slot * w.staged_w * kRingChannels + channel;\n#pragma unroll\n            for"),
+     "68:70"),  # ... read at the first chunk
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
     (("return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);", "return i < extent;"), "0:1"),
     # bfloat16 vectors widened a 32-bit word at a time (the full build: the float-only one has none):

@@ -185,7 +185,20 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
       const int next_go_slot = go_slot + 1 < kGoSlots ? go_slot + 1 : 0;
       if (next) copy_step(s + 1, next_go_slot);  // into slots this step does not read
 
+      // A step whose input rows all lie on the padding (under the usual padding of (K - 1) / 2, the
+      // first (K - 1) / 2 / S steps of a plane's top band and about as many of its bottom band's)
+      // would multiply zeros: only its bias sums are wanted. The whole block skips it together.
+      const int step_row = sy0 + s * kStride;
+      const bool meets_plane = step_row + kStride > 0 && step_row < src_h;
       for (int x = lane * kWindowChunk; x < cols; x += lanes * kWindowChunk) {
+        if (!meets_plane) {
+          if (s < rows) {
+            const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kRingChannels + channel;
+#pragma unroll
+            for (int j = 0; j < kWindowChunk; ++j) bias_sum += go_row[j * kRingChannels];
+          }
+          continue;
+        }
 #pragma unroll
         for (int r = 0; r < kStride; ++r) {
           const acc_t* const in_row = ring_row(s, r, 0) + x * kStride * kRingChannels + channel;
