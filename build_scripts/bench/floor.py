@@ -48,8 +48,7 @@ def floor_ms(problem: Problem, passname: str, bandwidth_bytes_per_ms: float) -> 
 
 def taps_inside(out_length: int, in_length: int, kernel: int, stride: int, pad: int) -> int:
     """Along one axis: the (output position, filter tap) pairs whose input lies inside [0, in_length)."""
-    return sum(min(kernel, in_length + pad - o * stride) - max(0, pad - o * stride)
-               for o in range(out_length) if min(kernel, in_length + pad - o * stride) > max(0, pad - o * stride))
+    return sum(max(0, min(kernel, in_length + pad - o * stride) - max(0, pad - o * stride)) for o in range(out_length))
 
 
 def pass_macs(problem: Problem, passname: str) -> int:

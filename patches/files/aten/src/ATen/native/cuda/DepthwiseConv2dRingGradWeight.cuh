@@ -372,7 +372,7 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const size_t shared_bytes = ring_shared_bytes<acc_t>(kernel, stride, in_w, staged_w);
   const int64_t resident = sm90_blocks_per_sm(block_threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
-  const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - stride + stride - 1) / stride);
+  const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
   return RingGradWeightLaunch{
       dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(cut->slices)),
