@@ -4,6 +4,32 @@ that tests/gpu, which runs in torch's environment on a GPU machine, needs none o
 import pytest
 
 
+def _started_early(items):
+    """The modules of the items marked started_early, each with its items."""
+    modules = {}
+    for item in items:
+        if item.get_closest_marker("started_early"):
+            modules.setdefault(item.module, []).append(item)
+    return modules
+
+
+def pytest_collection_modifyitems(items):
+    """Tests marked started_early run last, so that their background work has the session to run in."""
+    items.sort(key=lambda item: item.get_closest_marker("started_early") is not None)  # stable
+
+
+def pytest_collection_finish(session):
+    if session.config.option.collectonly:
+        return
+    for module, items in _started_early(session.items).items():
+        module.start_early(session, items)
+
+
+def pytest_sessionfinish(session):
+    for module in _started_early(getattr(session, "items", [])):
+        module.stop_early(session)
+
+
 @pytest.fixture
 def fake_tree(tmp_path):
     """(path, commit) of a synthetic PyTorch checkout at the tag v2.11.0."""

@@ -5,7 +5,9 @@ emulator fails when the kernels are wrong, a missing __syncthreads() included.""
 import os
 import re
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -447,21 +449,46 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     return proc, failed
 
 
-@pytest.fixture(scope="module")
-def mutated_runs(request, tmp_path_factory):
-    """The selected mutations' builds and runs, started together on every core the first time a
-    mutation test asks, each test then waiting for its own."""
-    selected = [item.callspec.params for item in request.session.items
-                if item.originalname == "test_emulator_catches_broken_kernels"]
-    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
+MUTATED_RUNS = pytest.StashKey[dict]()
+
+
+def _lowest_priority() -> None:
+    """Nice 19 for the calling thread and the processes it starts (Linux keeps a nice value a thread)."""
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """Starts the selected mutations' builds and runs on every core, at nice 19, as soon as the
+    session is collected (tests/conftest.py): the other tests, which leave a core idle much of the
+    time, keep the CPU first, and the mutation tests, collected last, find most runs done."""
+    keys = [(item.callspec.params["mutation"], item.callspec.params["cases"]) for item in items]
+    work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
     try:
-        yield {(p["mutation"], p["cases"]): pool.submit(run_mutated, tmp_path_factory.mktemp("mutation"),
-                                                         p["mutation"], p["cases"])
-               for p in selected}
-    finally:
-        pool.shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
+        ensure_pinned_torch(load_pin(), cache_dir())  # unpacked here, once, before any build reads it
+    except Exception as err:  # noqa: BLE001 - each mutation test reports it
+        runs = {key: Future() for key in keys}
+        for future in runs.values():
+            future.set_exception(err)
+    else:
+        runs = {key: pool.submit(run_mutated, Path(tempfile.mkdtemp(dir=work.name)), *key) for key in keys}
+    session.stash[MUTATED_RUNS] = {"pool": pool, "work": work, "runs": runs}
 
 
+def stop_early(session: pytest.Session) -> None:
+    started = session.stash.get(MUTATED_RUNS, None)
+    if started:
+        started["pool"].shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
+        started["work"].cleanup()
+
+
+@pytest.fixture
+def mutated_runs(request):
+    """Each mutation's run, started by start_early."""
+    return request.session.stash[MUTATED_RUNS]["runs"]
+
+
+@pytest.mark.started_early
 @pytest.mark.parametrize("mutation, cases", MUTATIONS)
 def test_emulator_catches_broken_kernels(mutated_runs, mutation, cases):
     proc, failed = mutated_runs[(mutation, cases)].result()
