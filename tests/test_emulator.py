@@ -300,8 +300,15 @@ MUTATIONS = [
     (("const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;",
       "const acc_t* in_row = in_ring + ((t + kh) % kRing) * in_row_values + channel;"), "60:61"),  # stride 2
     (("vec < live_vectors && px < cols};", "vec < live_vectors};"), "60:61"),  # the next chunk's columns summed twice
-    (("for (int other = 1; other < kLanes; ++other) {", "for (int other = 1; other < 1; ++other) {"),
-     "59:60"),  # the second lane's sums left out
+    # The lanes' sums added in order (add_lanes_in_order, the ring's and the window's):
+    (("for (int other = 1; other < lanes; ++other) {", "for (int other = 1; other < 1; ++other) {"),
+     "59:60"),  # the second lane's sums left out, in the ring
+    (("for (int other = 1; other < lanes; ++other) {", "for (int other = 1; other < 1; ++other) {"),
+     "62:63"),  # ... in the window
+    (("if (i < count) scratch[(lane * slots + first + i)", "if (i + 1 < count) scratch[(lane * slots + first + i)"),
+     "62:63"),  # a lane's last value (the window's bias) not handed on
+    (("if (i < count) scratch[(lane * slots + first + i)", "if (i < count) scratch[(lane * slots + i)"),
+     "59:60"),  # the ring's kernel rows over one another's slots
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),
      "59:60"),  # an item's first step without its last input row
     # The register tiles staged and stored by the whole block (16 and 32 planes a block; multiplier 2):
@@ -360,10 +367,10 @@ MUTATIONS = [
     # ... in the ring, by a row of threads of its own:
     (("for (int j = 0; j < kRingChunk; ++j) chunk_sum +=", "for (int j = 1; j < kRingChunk; ++j) chunk_sum +="),
      "54:55"),  # a chunk's first column
-    (("for (int other = 1; other < kLanes; ++other) total += lane_bias_sums",
-      "for (int other = 1; other < 1; ++other) total += lane_bias_sums"), "59:60"),  # the second lane's columns
-    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n    return;",
-      "partial_bias[c0 + channel] = total;\n    return;"), "60:61"),  # every slice's sums written over the first's
+    (("add_lanes_in_order(sums, bias_row ? 1 : kKernel,", "add_lanes_in_order(sums, bias_row ? 0 : kKernel,"),
+     "59:60"),  # the bias row's other lanes left out
+    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = sums[0];",
+      "partial_bias[c0 + channel] = sums[0];"), "60:61"),  # every slice's sums written over the first's
     (("          sums[0] += chunk_sum;", "          sums[0] = chunk_sum;"), "54:55"),  # only a step's last chunk
     # The streamed channels_last kernel: its copies in flight, the barriers around them, the ring:
     (("      wait_async_copies<1>();\n", "\n"), "62:63"),  # a step reads rows it did not wait for
@@ -403,12 +410,10 @@ MUTATIONS = [
     (("if (kh == 0) bias_sum += go;", "if (kh == 0) bias_sum = go;"), "62:63"),  # the bias of a step's last column
     (("row_inside && (r == kStride ? px < cols : within(sx0 + px, src_w));",
       "row_inside && (r == kStride ? px <= cols : within(sx0 + px, src_w));"), "69:70"),  # a column past the item
-    (("        total += lane_sums[(other * kTaps + kh * kKernel + kw) * kRingChannels + channel];", ""),
-     "62:63"),  # the other lanes' sums
     (("store_widened(to + px * kRingChannels, from[px * kVectors]);", "store_widened(to + px * kRingChannels, from[px]);"),
      "62:63"),  # half: converted
-    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;\n  }",
-      "partial_bias[c0 + channel] = total;\n  }"), "62:63"),  # every slice's bias sums over the first's
+    (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];",
+      "partial_bias[c0 + channel] = totals[kTaps];"), "62:63"),  # every slice's bias sums over the first's
     # ... its steps on the padding, skipped but for the bias:
     (("const bool meets_plane = step_row + kStride > 0 && step_row < src_h;",
       "const bool meets_plane = step_row > 0 && step_row < src_h;"), "68:70"),  # the plane's first row
@@ -486,6 +491,19 @@ def stop_early(session: pytest.Session) -> None:
 def mutated_runs(request):
     """Each mutation's run, started by start_early."""
     return request.session.stash[MUTATED_RUNS]["runs"]
+
+
+def test_mutation_builds_run_at_nice_19_and_their_tests_last(request):
+    """What keeps the planted-bug builds out of the other tests' way: their processes run at nice 19
+    (set a thread, inherited by what it starts), and their tests come after every other test."""
+    own_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    with ThreadPoolExecutor(max_workers=1, initializer=_lowest_priority) as pool:
+        child_nice = pool.submit(subprocess.run, ["nice"], capture_output=True, text=True, check=True).result().stdout
+    assert child_nice.strip() == "19"
+    assert os.getpriority(os.PRIO_PROCESS, 0) == own_nice  # the thread running the tests keeps its own
+    items = request.session.items
+    early = [i for i, item in enumerate(items) if item.get_closest_marker("started_early")]
+    assert early == list(range(len(items) - len(early), len(items)))
 
 
 @pytest.mark.started_early

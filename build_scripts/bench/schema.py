@@ -55,9 +55,10 @@ def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
     took an older one's passes), or look-back for ours and ours without each path. Empty: VARIANTS."""
     names = []
     for name in comma_separated(text):
+        paths = switched_off_paths(name)
         if name == LOOK_BACK:
             names += ["ours", *(WITHOUT + path for path in kernel_paths)]
-        elif name in VARIANTS or (switched_off_paths(name) and set(switched_off_paths(name)) <= set(kernel_paths)):
+        elif name in VARIANTS or (paths and set(paths) <= set(kernel_paths)):
             names.append(name)
         else:
             raise ValueError(f"unknown variant {name!r}; the variants are {', '.join(VARIANTS)}, "

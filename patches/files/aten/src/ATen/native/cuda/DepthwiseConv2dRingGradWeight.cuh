@@ -57,6 +57,32 @@ constexpr bool is_ring_grad_weight_filter(int kernel, int stride) {
   return (kernel == 3 || kernel == 5 || kernel == 7) && (stride == 1 || stride == 2);
 }
 
+// The lanes' sums of a block's channels meet in shared memory and are added in lane order, so
+// that the result is bitwise reproducible. A thread's first `count` values are its lane's sums of
+// slots first .. first + count - 1 of the `slots` each lane has; on return, lane 0's hold the
+// block's totals. Every thread of the block calls it, after a barrier past the last read of
+// `scratch` ([lane][slot][kRingChannels]).
+template <typename acc_t, int kValues>
+__device__ __forceinline__ void add_lanes_in_order(acc_t (&values)[kValues], int count, acc_t* scratch, int first,
+                                                   int slots, int lane, int lanes) {
+  const int channel = threadIdx.x;
+  if (lanes > 1) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      if (i < count) scratch[(lane * slots + first + i) * kRingChannels + channel] = values[i];
+    }
+    __syncthreads();
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int i = 0; i < kValues; ++i) {
+    if (i >= count) break;
+    for (int other = 1; other < lanes; ++other) {
+      values[i] += scratch[(other * slots + first + i) * kRingChannels + channel];
+    }
+  }
+}
+
 struct RingGradWeightWork {
   int tile_w;    // output columns of an item (the last chunk of a row may have fewer)
   int staged_w;  // grad_output columns staged: tile_w rounded up to kRingChunk, zero past the item
@@ -243,36 +269,18 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
     }
   }
 
-  // The lanes' sums of a channel's tap meet in shared memory (the ring is no longer read: the last
-  // step ended in a barrier), added in lane order. The ring holds (kKernel + kStride) x in_w >=
-  // (kKernel + 1) x (kKernel + 7) pixels, more than the kLanes x (kKernel^2 + 1) of the sums.
-  acc_t* const lane_sums = in_ring;                                             // [lane][kh][kw][32]
-  acc_t* const lane_bias_sums = lane_sums + kLanes * kTaps * kRingChannels;  // [lane][32]
-  if (kLanes > 1) {
-    if (bias_row) {
-      lane_bias_sums[lane * kRingChannels + channel] = sums[0];
-    } else {
-#pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
-        lane_sums[((lane * kKernel + kh) * kKernel + kw) * kRingChannels + channel] = sums[kw];
-      }
-    }
-    __syncthreads();
-  }
+  // The lanes' sums meet in the ring (no longer read: the last step ended in a barrier), a lane's
+  // the kKernel^2 taps and the bias. The ring holds (kKernel + kStride) x in_w >= (kKernel + 1) x
+  // (kKernel + 7) pixels, more than the kLanes x (kKernel^2 + 1) of the sums.
+  add_lanes_in_order(sums, bias_row ? 1 : kKernel, in_ring, bias_row ? kTaps : kh * kKernel, kTaps + 1, lane, kLanes);
   if (lane != 0 || c0 + channel >= channels) return;
   if (bias_row) {
-    acc_t total = sums[0];
-    for (int other = 1; other < kLanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];
-    partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;
+    partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = sums[0];
     return;
   }
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) {
-    acc_t total = sums[kw];
-    for (int other = 1; other < kLanes; ++other) {
-      total += lane_sums[((other * kKernel + kh) * kKernel + kw) * kRingChannels + channel];
-    }
-    partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps + kh * kKernel + kw] = total;
+    partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps + kh * kKernel + kw] = sums[kw];
   }
 }
 

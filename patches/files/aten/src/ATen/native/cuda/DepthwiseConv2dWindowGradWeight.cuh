@@ -231,39 +231,18 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
     }
   }
 
-  // The lanes' sums of a channel's tap meet in shared memory (nothing reads the rows any more: the
-  // last step ended in a barrier), added in lane order.
-  acc_t* const lane_sums = in_rows;                                           // [lane][tap][32]
-  acc_t* const lane_bias_sums = lane_sums + lanes * kTaps * kRingChannels;    // [lane][32]
-  if (lanes > 1) {
+  // The lanes' sums meet in shared memory (nothing reads the rows any more: the last step ended in
+  // a barrier).
+  acc_t totals[kTaps + 1];  // the taps, then the bias
 #pragma unroll
-    for (int kh = 0; kh < kKernel; ++kh) {
-#pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
-        lane_sums[(lane * kTaps + kh * kKernel + kw) * kRingChannels + channel] = sums[kh][kw];
-      }
-    }
-    lane_bias_sums[lane * kRingChannels + channel] = bias_sum;
-    __syncthreads();
-  }
+  for (int tap = 0; tap < kTaps; ++tap) totals[tap] = sums[tap / kKernel][tap % kKernel];
+  totals[kTaps] = bias_sum;
+  add_lanes_in_order(totals, kTaps + 1, in_rows, 0, kTaps + 1, lane, lanes);
   if (lane != 0 || c0 + channel >= channels) return;
   acc_t* const out = partial + (static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps;
 #pragma unroll
-  for (int kh = 0; kh < kKernel; ++kh) {
-#pragma unroll
-    for (int kw = 0; kw < kKernel; ++kw) {
-      acc_t total = sums[kh][kw];
-      for (int other = 1; other < lanes; ++other) {
-        total += lane_sums[(other * kTaps + kh * kKernel + kw) * kRingChannels + channel];
-      }
-      out[kh * kKernel + kw] = total;
-    }
-  }
-  if (partial_bias != nullptr) {
-    acc_t total = bias_sum;
-    for (int other = 1; other < lanes; ++other) total += lane_bias_sums[other * kRingChannels + channel];
-    partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = total;
-  }
+  for (int tap = 0; tap < kTaps; ++tap) out[tap] = totals[tap];
+  if (partial_bias != nullptr) partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];
 }
 
 // The kernel for a filter size and stride (is_window_grad_weight_filter), or null; compiled for
