@@ -233,7 +233,9 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
 
   // The lanes' sums meet in shared memory (nothing reads the rows any more: the last step ended in
   // a barrier).
-  acc_t totals[kTaps + 1];  // the taps, then the bias
+  // The taps, then the bias, copied out of the loop's sums[kh][kw] and bias_sum: held in this flat
+  // array through the loop instead, they made its 5x5 stride-2 body 322 -> 354 instructions (sm_90).
+  acc_t totals[kTaps + 1];
 #pragma unroll
   for (int tap = 0; tap < kTaps; ++tap) totals[tap] = sums[tap / kKernel][tap % kKernel];
   totals[kTaps] = bias_sum;
