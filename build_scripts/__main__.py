@@ -222,13 +222,17 @@ def _has_matplotlib() -> bool:
 
 def cmd_routing_table(args) -> None:
     from .pin import load_pin
-    from .routing_table import TABLE, summary, write_table
+    from . import routing_held_out
+    from .routing_table import TABLE, read_points, render, summary
     if not args.report:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
-    points = write_table([Path(p) for p in args.report.split()], load_pin().stock_version)
+    points, measured_on, source = read_points([Path(p) for p in args.report.split()], load_pin().stock_version)
+    held_out = routing_held_out.summary(points)  # before writing: a failure leaves the table as it was
+    TABLE.write_text(render(points, measured_on, source))
     print(summary(points))
-    print(f"wrote {TABLE.relative_to(REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")
+    print(held_out)
+    print(f"wrote {os.path.relpath(TABLE, REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")
 
 
 def cmd_series(args) -> None:

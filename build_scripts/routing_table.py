@@ -32,17 +32,25 @@ CUDNN_MARGIN = 0.03
 
 @dataclass(frozen=True)
 class Point:
-    label: str  # which layer, for the generated comment
+    layer: str  # the bench's set and layer
     passname: str
     dtype: str
     layout: str
     kernel: tuple[int, int]
     stride: tuple[int, int]
-    input_elements: int
+    shape: tuple[int, int, int, int]  # the input's N, C, H, W
     ours_ms: float
     stock_ms: float
     cudnn_ms: float | None = None  # cuDNN forced, where measured
     stock_backend: str | None = None  # what stock ran (the bench's backends.stock_forward)
+
+    @property
+    def label(self) -> str:
+        return f"{self.layer} batch {self.shape[0]}"
+
+    @property
+    def input_elements(self) -> int:
+        return self.shape[0] * self.shape[1] * self.shape[2] * self.shape[3]
 
     @property
     def route(self) -> str:
@@ -52,6 +60,15 @@ class Point:
         if self.stock_backend == NATIVE_BACKEND and self.cudnn_ms is not None:
             return "Cudnn" if self.cudnn_ms * (1 + CUDNN_MARGIN) < self.ours_ms else "Ours"
         return "Ours" if self.ours_ms <= self.stock_ms else "Upstream"
+
+    def patched_ms(self, route: str) -> float | None:
+        """What this pass takes in the patched torch when routed `route` (None: not measured).
+        Upstream's own choice is its native kernel, ours once patched, where stock ran that."""
+        if route == "Cudnn":
+            return self.cudnn_ms
+        if route == "Ours" or self.stock_backend == NATIVE_BACKEND:
+            return self.ours_ms
+        return self.stock_ms
 
 
 def load_report(path: Path) -> dict:
@@ -73,7 +90,8 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
             continue
         if row.get("conv") == "1d" and row["layout"] == "channels_last":
             continue  # upstream copies a transposed conv1d input to contiguous first, and so does the routing
-        label = f"{row['set']} {row['layer']} batch {row['batch']}"
+        layer = f"{row['set']} {row['layer']}"
+        label = f"{layer} batch {row['batch']}"
         ms = row.get("ms", {})
         if not isinstance(ms.get("ours"), (int, float)) or not isinstance(ms.get("stock"), (int, float)):
             raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']} {row['pass']} lacks the time of "
@@ -81,9 +99,9 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
         if row["dtype"] not in DTYPES or row["layout"] not in LAYOUTS:
             raise HarnessError(f"{source}: {label}: unknown dtype {row['dtype']!r} or layout {row['layout']!r}")
         points.append(Point(
-            label=label, passname=row["pass"], dtype=row["dtype"], layout=row["layout"],
+            layer=layer, passname=row["pass"], dtype=row["dtype"], layout=row["layout"],
             kernel=tuple(row["kernel"]), stride=tuple(row["stride"]),
-            input_elements=row["batch"] * row["channels"] * row["height"] * row["width"],
+            shape=(row["batch"], row["channels"], row["height"], row["width"]),
             ours_ms=float(ms["ours"]), stock_ms=float(ms["stock"]),
             cudnn_ms=float(ms["cudnn"]) if isinstance(ms.get("cudnn"), (int, float)) else None,
             stock_backend=row.get("backends", {}).get("stock_forward")))
@@ -137,9 +155,10 @@ def summary(points: list[Point]) -> str:
     return "\n".join(["routing points (dtype, layout, pass: layers routed to each):", *rows])
 
 
-def write_table(report_paths: list[Path], pinned_version: str, table: Path = TABLE) -> list[Point]:
-    """The table from one report, or several of one card (a bench cut short, then the sets it
-    left: where two measured a layer and pass, the later stands)."""
+def read_points(report_paths: list[Path], pinned_version: str) -> tuple[list[Point], str, str]:
+    """The points of one report, or of several of one card (a bench cut short, then the sets it
+    left: where two measured a layer and pass, the later stands), with where they were measured
+    and the reports' names."""
     sources = []
     for path in report_paths:
         try:
@@ -154,6 +173,10 @@ def write_table(report_paths: list[Path], pinned_version: str, table: Path = TAB
     source = " + ".join(sources)
     points = points_of(report, source, pinned_version)
     dates = ", ".join(sorted({r["date"] for r in reports}))
-    measured_on = f"{report['device']}, torch {report['torch']}, {dates}"
+    return points, f"{report['device']}, torch {report['torch']}, {dates}", source
+
+
+def write_table(report_paths: list[Path], pinned_version: str, table: Path = TABLE) -> list[Point]:
+    points, measured_on, source = read_points(report_paths, pinned_version)
     table.write_text(render(points, measured_on, source))
     return points

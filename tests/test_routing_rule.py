@@ -237,6 +237,17 @@ def test_unmeasured_calls_follow_the_nearest_measured_layer(tmp_path):
     assert not nchw_bwd["backward_input"]  # nor for a pass without points
 
 
+def test_a_large_filter_follows_large_filters_before_a_nearer_area(tmp_path):
+    """13x13 is nearer 7x7 than 27x27 on a log scale, but filters of more than 7x7's taps run the
+    large-filter kernels: the measured large filter decides, and a 7x7 call keeps the 7x7 point."""
+    rows = [row("k7", "bfloat16", "channels_last", "backward_weight", ours=3.0, stock=1.0, kernel=7),
+            row("k27", "bfloat16", "channels_last", "backward_weight", ours=1.0, stock=3.0, kernel=27)]
+    k13, k9, k7, k5 = Router(tmp_path, rows).ask(
+        *(conv2d(k=k, dtype="bfloat16", layout="channels_last") for k in (13, 9, 7, 5)))
+    assert k13["backward_weight"] and k9["backward_weight"]
+    assert not k7["backward_weight"] and not k5["backward_weight"]
+
+
 def test_a_tie_between_measurements_goes_to_upstream(tmp_path):
     rows = [row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0),
             row("b", "float32", "contiguous", "forward", ours=3.0, stock=2.0)]
