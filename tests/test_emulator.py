@@ -468,7 +468,7 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
     time, keep the CPU first, and the mutation tests, collected last, find most runs done."""
     keys = [(item.callspec.params["mutation"], item.callspec.params["cases"]) for item in items]
     work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
-    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
+    pool = None
     try:
         ensure_pinned_torch(load_pin(), cache_dir())  # unpacked here, once, before any build reads it
     except Exception as err:  # noqa: BLE001 - each mutation test reports it
@@ -476,6 +476,7 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
         for future in runs.values():
             future.set_exception(err)
     else:
+        pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
         runs = {key: pool.submit(run_mutated, Path(tempfile.mkdtemp(dir=work.name)), *key) for key in keys}
     session.stash[MUTATED_RUNS] = {"pool": pool, "work": work, "runs": runs}
 
@@ -483,7 +484,8 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
 def stop_early(session: pytest.Session) -> None:
     started = session.stash.get(MUTATED_RUNS, None)
     if started:
-        started["pool"].shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
+        if started["pool"] is not None:
+            started["pool"].shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
         started["work"].cleanup()
 
 
