@@ -97,7 +97,7 @@ def summary(points: list[Point], worst: int = 8) -> str:
     others = [h for h in held if h.route != h.point.route]
     untimed = [h for h in others if h.ms is None]
     costs = [h.cost for h in held if h.cost is not None]
-    geomean = math.exp(sum(map(math.log, costs)) / len(costs))
+    geomean = math.exp(sum(map(math.log, costs)) / len(costs)) if costs else math.nan
     layers = len({p.layer for p in points})
     lines = [
         f"held out (each of {layers} layers routed by the other layers' points; {len(points)} points):",
