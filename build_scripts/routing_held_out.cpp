@@ -3,7 +3,7 @@
 //
 // stdin, enums as numbers:
 //   points <count>, then a line a point: <layer> <pass> <dtype> <layout> <kernel_h> <kernel_w>
-//     <stride_h> <stride_w> <input_elements> <route>
+//     <stride_h> <stride_w> <input_elements> <plane_elements> <route>
 //   queries <count>, then a line a query: <layer> <pass> <dtype> <layout> <kernel_h> <kernel_w>
 //     <stride_h> <stride_w> <batch> <channels> <height> <width>
 // stdout: a line a query, the route measured_route gives it from the points of the other layers.
@@ -49,7 +49,7 @@ int main() {
     m.pass = read_enum<Pass>(std::cin);
     m.dtype = read_enum<DType>(std::cin);
     m.layout = read_enum<Layout>(std::cin);
-    std::cin >> m.kernel_h >> m.kernel_w >> m.stride_h >> m.stride_w >> m.input_elements;
+    std::cin >> m.kernel_h >> m.kernel_w >> m.stride_h >> m.stride_w >> m.input_elements >> m.plane_elements;
     m.fastest = read_enum<Route>(std::cin);
     if (!std::cin) fail("malformed point line " + std::to_string(i + 1));
   }

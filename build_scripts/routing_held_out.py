@@ -74,7 +74,8 @@ def held_out_routes(points: list[Point]) -> list[HeldOut]:
                 layouts[LAYOUTS[p.layout]], *p.kernel, *p.stride]
 
     lines = [f"points {len(points)}"]
-    lines += [" ".join(map(str, [*head(p), f"{p.input_elements}.0", routes[p.route]])) for p in points]
+    lines += [" ".join(map(str, [*head(p), f"{p.input_elements}.0", f"{p.plane_elements}.0", routes[p.route]]))
+              for p in points]
     lines.append(f"queries {len(points)}")
     lines += [" ".join(map(str, [*head(p), *p.shape])) for p in points]
     with tempfile.TemporaryDirectory(prefix="dwconv-routing-") as work:

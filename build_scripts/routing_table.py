@@ -53,6 +53,10 @@ class Point:
         return self.shape[0] * self.shape[1] * self.shape[2] * self.shape[3]
 
     @property
+    def plane_elements(self) -> int:
+        return self.shape[2] * self.shape[3]
+
+    @property
     def route(self) -> str:
         """The fastest of what the patched torch can run, ours winning ties: where stock ran the
         native kernel (ours, once patched), ours or cuDNN (by more than CUDNN_MARGIN); elsewhere
@@ -60,6 +64,13 @@ class Point:
         if self.stock_backend == NATIVE_BACKEND and self.cudnn_ms is not None:
             return "Cudnn" if self.cudnn_ms * (1 + CUDNN_MARGIN) < self.ours_ms else "Ours"
         return "Ours" if self.ours_ms <= self.stock_ms else "Upstream"
+
+    @property
+    def measured(self) -> str:
+        """The layer and its times, as the table's point carries them."""
+        return (f"{self.label} {self.dtype} {self.layout} {self.passname}: ours {self.ours_ms:.4g} ms, "
+                f"stock {self.stock_ms:.4g} ms" + (f" ({self.stock_backend})" if self.stock_backend else "")
+                + (f", cuDNN {self.cudnn_ms:.4g} ms" if self.cudnn_ms is not None else ""))
 
     def patched_ms(self, route: str) -> float | None:
         """What this pass takes in the patched torch when routed `route` (None: not measured).
@@ -117,8 +128,8 @@ def render(points: list[Point], measured_on: str, source: str) -> str:
         f"// From: {source}",
         f"// Measured on: {measured_on}",
         "// One point per measured layer and pass: the fastest route, ours (ties included), upstream's own",
-        "// choice, or cuDNN where upstream runs its native kernel (ours once patched). DepthwiseConvRouting.h",
-        "// decides each call from the nearest.",
+        "// choice, or cuDNN where upstream runs its native kernel (ours once patched), and what was measured.",
+        "// DepthwiseConvRouting.h decides each call from the nearest.",
         "",
         "#include <ATen/native/cuda/DepthwiseConvRouting.h>",
         "",
@@ -136,10 +147,8 @@ def render(points: list[Point], measured_on: str, source: str) -> str:
         for p in points:
             lines.append(
                 f"    {{Pass::{ROUTED_PASSES[p.passname]}, DType::{DTYPES[p.dtype]}, Layout::{LAYOUTS[p.layout]}, "
-                f"{p.kernel[0]}, {p.kernel[1]}, {p.stride[0]}, {p.stride[1]}, {p.input_elements}.0, "
-                f"Route::{p.route}}},  // {p.label}: ours {p.ours_ms:.4g} ms, stock {p.stock_ms:.4g} ms"
-                + (f" ({p.stock_backend})" if p.stock_backend else "")
-                + (f", cuDNN {p.cudnn_ms:.4g} ms" if p.cudnn_ms is not None else ""))
+                f"{p.kernel[0]}, {p.kernel[1]}, {p.stride[0]}, {p.stride[1]}, {p.input_elements}.0, {p.plane_elements}.0, "
+                f"Route::{p.route}, {json.dumps(p.measured)}}},")
         lines.append("}};")
     lines += ["", "} // namespace at::native::dwconv::routing", ""]
     return "\n".join(lines)

@@ -109,6 +109,42 @@ def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
         "routed True [] auto", "after True [] upstream"]
 
 
+# Asked about with meta tensors: no GPU, no memory.
+EXPLAIN = """
+def ask(n, c, size, k, stride=1, padding=None, dtype=torch.bfloat16, layout=torch.channels_last, groups=None, bias=False):
+    x = torch.empty(n, c, size, size, device="meta", dtype=dtype).to(memory_format=layout)
+    w = torch.empty(c, 1, k, k, device="meta", dtype=dtype)
+    b = torch.empty(c, device="meta", dtype=dtype) if bias else None
+    return dwconv_overlay.explain_routing(x, w, b, stride, k // 2 if padding is None else padding, 1,
+                                          c if groups is None else groups)
+print(ask(64, 256, 28, 29))
+print(ask(64, 256, 28, 29, padding="same").splitlines()[1])
+print(ask(1, 6, 9, 3, dtype=torch.float64, layout=torch.contiguous_format).splitlines()[2])
+print(ask(64, 64, 14, 3, groups=1))
+dwconv_overlay.set_routing("upstream")
+print(ask(64, 256, 28, 29).splitlines()[3])
+try:
+    ask(64, 256, 28, 4, padding="same")
+except ValueError as err:
+    print("refused", err)
+"""
+
+
+def test_explain_routing_names_who_runs_each_pass_and_why(overlay_probe):
+    lines = overlay_probe(EXPLAIN)
+    assert lines[0].startswith("depthwise conv2d: batch 64, 256 channels, multiplier 1, 28x28, kernel 29x29, stride 1x1, "
+                               "bfloat16 channels_last; routing auto, table measured on ")
+    assert lines[1].startswith("forward: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64 bfloat16 "
+                               "channels_last forward: ours ")
+    assert lines[2].startswith("backward_input: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64")
+    assert lines[3].startswith("backward_weight: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64")
+    assert lines[4] == lines[1]  # padding="same" is the numbers 14, 14
+    assert lines[5] == "backward_input: upstream: nothing measured for this dtype, layout and pass (stock's choice)"
+    assert lines[6] == "not taken, upstream decides every pass: not depthwise (groups != in_channels, or 1)"
+    assert lines[7] == "backward_weight: upstream: routing mode upstream"
+    assert lines[8].startswith("refused explain_routing: padding 'same' is not one aten::convolution receives")
+
+
 # The backward the routing calls, with the bias gradient (DepthwiseConvBackwardOps.cpp).
 BACKWARD_WITH_BIAS = """
 op = torch.ops.dwconv.conv_depthwise2d_backward.default

@@ -65,6 +65,12 @@ class Router:
                              check=True).stdout.splitlines()
         return [self._parse(line) for line in out]
 
+    def explain(self, call: dict) -> dict[str, str]:
+        """explain_route's words for each pass of one eligible call."""
+        out = subprocess.run([str(self.binary), "--explain"], input=self._line(call) + "\n", capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+        return dict(line.split(" ", 2)[1:] for line in out if line.startswith("explain "))
+
     @staticmethod
     def _line(c: dict) -> str:
         ints = lambda xs, n: [*xs, *[0] * (n - len(xs))]  # noqa: E731
@@ -237,6 +243,21 @@ def test_unmeasured_calls_follow_the_nearest_measured_layer(tmp_path):
     assert not nchw_bwd["backward_input"]  # nor for a pass without points
 
 
+def test_a_layer_at_another_batch_follows_its_own_plane_before_a_nearer_size(tmp_path):
+    """EfficientNet-B0's 5x5 stride-2 weight gradients (bf16 channels_last, H100 2026-11-22): ours lost
+    on 144@56 and won on 672@14. 144@56 at batch 32 is nearer 672@14 at batch 64 in N*C*H*W (14.5M
+    against 8.4M and 28.9M), but its plane is 144@56's: that layer decides."""
+    rows = [row("144@56 k5 s2", "bfloat16", "channels_last", "backward_weight", ours=0.173, stock=0.060,
+                channels=144, size=56, kernel=5, stride=2),
+            row("672@14 k5 s2", "bfloat16", "channels_last", "backward_weight", ours=0.062, stock=0.305,
+                channels=672, size=14, kernel=5, stride=2)]
+    batch32, other_layer = Router(tmp_path, rows).ask(
+        conv2d(n=32, c=144, h=56, w=56, k=5, s=2, dtype="bfloat16", layout="channels_last"),
+        conv2d(n=16, c=672, h=14, w=14, k=5, s=2, dtype="bfloat16", layout="channels_last"))
+    assert batch32["routes"]["backward_weight"] == "upstream"
+    assert other_layer["routes"]["backward_weight"] == "ours"
+
+
 def test_a_large_filter_follows_large_filters_before_a_nearer_area(tmp_path):
     """13x13 is nearer 7x7 than 27x27 on a log scale, but filters of more than 7x7's taps run the
     large-filter kernels: the measured large filter decides, and a 7x7 call keeps the 7x7 point."""
@@ -246,6 +267,26 @@ def test_a_large_filter_follows_large_filters_before_a_nearer_area(tmp_path):
         *(conv2d(k=k, dtype="bfloat16", layout="channels_last") for k in (13, 9, 7, 5)))
     assert k13["backward_weight"] and k9["backward_weight"]
     assert not k7["backward_weight"] and not k5["backward_weight"]
+
+
+def test_each_route_is_explained_by_the_point_that_decided_it(tmp_path):
+    rows = [row("k7", "float32", "contiguous", "forward", ours=1.0, stock=2.0, kernel=7),
+            row("a", "float32", "contiguous", "backward_input", ours=1.0, stock=2.0),
+            row("b", "float32", "contiguous", "backward_input", ours=3.0, stock=2.0)]
+    router = Router(tmp_path, rows)
+    words = router.explain(conv2d(k=5))
+    assert words["forward"] == ("ours: as the nearest measured, Synthetic k7 batch 64 float32 contiguous forward: "
+                                "ours 1 ms, stock 2 ms (Cudnn), cuDNN 2 ms")
+    assert words["backward_input"].startswith("upstream: measured points as near disagree (stock's choice); one is "
+                                              "Synthetic a batch 64")
+    assert words["backward_weight"] == "upstream: nothing measured for this dtype, layout and pass (stock's choice)"
+    assert set(router.explain({**conv2d(k=5), "mode": "cudnn"}).values()) == {"cudnn: routing mode cudnn"}
+
+
+def test_the_committed_table_explains_a_measured_layer_by_itself(committed):
+    words = committed.explain(conv2d(c=256, h=28, w=28, k=29, dtype="bfloat16", layout="channels_last"))
+    assert words["forward"].startswith(
+        "ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64 bfloat16 channels_last forward: ours ")
 
 
 def test_a_tie_between_measurements_goes_to_upstream(tmp_path):

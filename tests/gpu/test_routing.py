@@ -109,6 +109,9 @@ class TestRouting(TestCase):
         large = depthwise_module(channels=256, kernel=29)
         with routing("auto"):
             names = op_names(lambda: train_step(large, make_input(large, batch=64, length=28)))
+            words = dwconv_overlay.explain_routing(make_input(large, batch=64, length=28), large.weight, large.bias,
+                                                   large.stride, large.padding, large.dilation, large.groups)
+        self.assertIn("\nforward: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64", words)
         self.assertIn(OUR_FORWARD, names, f"table measured on {measured_on}")
         self.assertIn(OUR_BACKWARD, names, f"table measured on {measured_on}")
         self.assertFalse(names & CUDNN_OPS, f"cuDNN ran: {names & CUDNN_OPS}")

@@ -6,10 +6,13 @@
 // route as route_name gives it (upstream, ours, cudnn; upstream where the call is not eligible):
 //   eligible <0|1> forward <route> backward_input <route> backward_weight <route>
 //   batch .. dilation_w layout conv1d | <reason>
+// With --explain, an eligible call's line is followed by explain_route's words for each pass:
+//   explain <pass> <words>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 
 #include <iostream>
 #include <string>
+#include <utility>
 
 using namespace at::native::dwconv::routing;
 
@@ -52,24 +55,29 @@ bool read_call(std::istream& in, Mode* mode, ConvCall* c) {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool explain = argc > 1 && std::string(argv[1]) == "--explain";
+  const std::pair<const char*, Pass> passes[] = {
+      {"forward", Pass::Forward}, {"backward_input", Pass::BackwardInput}, {"backward_weight", Pass::BackwardWeight}};
   Mode mode;
   ConvCall call;
   while (read_call(std::cin, &mode, &call)) {
     const Eligibility e = depthwise_problem(call);
     const Problem& p = e.problem;
     std::cout << "eligible " << e.eligible;
-    for (const auto& [name, pass] : {std::pair{"forward", Pass::Forward}, std::pair{"backward_input", Pass::BackwardInput},
-                                     std::pair{"backward_weight", Pass::BackwardWeight}}) {
+    for (const auto& [name, pass] : passes) {
       std::cout << " " << name << " " << route_name(e.eligible ? route_of(p, pass, mode, kMeasuredPoints) : Route::Upstream);
     }
-    if (e.eligible) {
-      std::cout << " " << p.batch << " " << p.channels << " " << p.multiplier << " " << p.height << " " << p.width
-                << " " << p.out_height << " " << p.out_width << " " << p.kernel_h << " " << p.kernel_w << " "
-                << p.stride_h << " " << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " "
-                << p.dilation_w << " " << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
-    } else {
+    if (!e.eligible) {
       std::cout << " | " << e.reason << "\n";
+      continue;
+    }
+    std::cout << " " << p.batch << " " << p.channels << " " << p.multiplier << " " << p.height << " " << p.width << " "
+              << p.out_height << " " << p.out_width << " " << p.kernel_h << " " << p.kernel_w << " " << p.stride_h << " "
+              << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " " << p.dilation_w << " "
+              << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
+    for (const auto& [name, pass] : passes) {
+      if (explain) std::cout << "explain " << name << " " << explain_route(p, pass, mode, kMeasuredPoints) << "\n";
     }
   }
   return 0;

@@ -6,6 +6,8 @@
     dwconv_overlay.enabled()       # -> bool
     dwconv_overlay.set_routing("ours")   # depthwise convolutions: "auto" (as measured,
                                          # the default), "ours" (always) or "upstream" (never)
+    print(dwconv_overlay.explain_routing(x, conv.weight, conv.bias, conv.stride, conv.padding,
+                                         conv.dilation, conv.groups))  # who runs each pass, and why
     dwconv_overlay.disable_kernels(["register_tiled"])  # a specialised kernel path off
     dwconv_overlay.disable_kernels([])                  # all back on
 
@@ -22,7 +24,7 @@ import torch
 
 from ._build_info import CUDA_ARCHS, PATCHSET_HASH, PINNED_COMMIT, PINNED_TORCH_VERSION
 
-__all__ = ["enable", "disable", "enabled", "set_routing", "routing", "routing_measured_on",
+__all__ = ["enable", "disable", "enabled", "set_routing", "routing", "routing_measured_on", "explain_routing",
            "disable_kernels", "disabled_kernels", "kernel_paths",
            "LIBRARY", "PATCHSET_HASH", "CUDA_ARCHS"]
 
@@ -43,6 +45,35 @@ def routing() -> str:
 def routing_measured_on() -> str:
     """Where the routing table's measurements come from (device, torch, date)."""
     return str(torch.ops.dwconv.routing_measured_on())
+
+
+def explain_routing(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                    stride=1, padding=0, dilation=1, groups: int = 1) -> str:
+    """Who would compute each pass of this conv1d/conv2d (F.conv1d/conv2d's arguments) on a CUDA
+    device, forward, backward_input and backward_weight, and why: the routing mode, or the measured
+    layer that decided it, with its times. Only the tensors' sizes, strides and dtypes are read, so
+    they may be on any device, meta tensors included: a layer can be asked about without a GPU."""
+    dims = input.dim() - 2
+    kernel = list(weight.shape[2:])
+
+    def per_dim(value) -> list[int]:
+        return [int(value)] * dims if isinstance(value, int) else [int(v) for v in value]
+
+    if isinstance(padding, str):
+        padding = _explicit_padding(padding, kernel, per_dim(dilation))
+    return str(torch.ops.dwconv.explain_routing(input, weight, bias, per_dim(stride), per_dim(padding),
+                                                per_dim(dilation), False, [0] * dims, groups))
+
+
+def _explicit_padding(padding: str, kernel: list[int], dilation: list[int]) -> list[int]:
+    """padding="valid" or "same" as the numbers aten::convolution receives."""
+    if padding == "valid":
+        return [0] * len(kernel)
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    if padding != "same" or any(t % 2 for t in totals):
+        raise ValueError(f"explain_routing: padding {padding!r} is not one aten::convolution receives as numbers "
+                         "(\"same\" with an even kernel pads the input first): pass the padded input and the numbers")
+    return [t // 2 for t in totals]
 
 
 def kernel_paths() -> list[str]:

@@ -44,6 +44,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -84,6 +85,11 @@ Layout layout_of(const Tensor& t) {
   return t.suggest_memory_format() == MemoryFormat::ChannelsLast ? Layout::ChannelsLast : Layout::Contiguous;
 }
 
+bool strided_on_one_device(const Tensor& input, const Tensor& weight, const Tensor* bias) {
+  return weight.device() == input.device() && (bias == nullptr || !bias->defined() || bias->device() == input.device()) &&
+         input.layout() == kStrided && weight.layout() == kStrided;
+}
+
 ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias, IntArrayRef stride,
                   IntArrayRef padding, IntArrayRef dilation, bool transposed, IntArrayRef output_padding,
                   int64_t groups) {
@@ -110,9 +116,7 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   c.transposed = transposed;
   c.groups = groups;
   const bool with_bias = bias != nullptr && bias->defined();
-  c.tensors_on_one_cuda_device = input.is_cuda() && weight.device() == input.device() &&
-                                 (!with_bias || bias->device() == input.device()) &&
-                                 input.layout() == kStrided && weight.layout() == kStrided;
+  c.tensors_on_one_cuda_device = input.is_cuda() && strided_on_one_device(input, weight, bias);
   c.one_dtype = weight.scalar_type() == input.scalar_type() &&
                 (!with_bias || bias->scalar_type() == input.scalar_type());
   c.dtype = dtype_of(input.scalar_type());
@@ -234,6 +238,32 @@ std::string routing_measured_on_op() {
   return kMeasuredOn;
 }
 
+// torch.ops.dwconv.explain_routing: who would compute each pass of aten::convolution with these
+// arguments on a CUDA device, and why, in words. The tensors may live anywhere (meta tensors
+// will do): only their sizes, strides, dtypes and devices being one are read.
+std::string explain_routing_op(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                               IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
+                               IntArrayRef output_padding, int64_t groups) {
+  const Tensor* bias_ptr = bias.has_value() ? &*bias : nullptr;
+  ConvCall call = describe(input, weight, bias_ptr, stride, padding, dilation, transposed, output_padding, groups);
+  call.tensors_on_one_cuda_device = strided_on_one_device(input, weight, bias_ptr);
+  const Eligibility verdict = depthwise_problem(call);
+  if (!verdict.eligible) return std::string("not taken, upstream decides every pass: ") + verdict.reason;
+  const Problem& p = verdict.problem;
+  const Mode mode = current_mode().load();
+  std::ostringstream text;
+  text << "depthwise conv" << (p.conv1d ? "1d" : "2d") << ": batch " << p.batch << ", " << p.channels
+       << " channels, multiplier " << p.multiplier << ", " << p.height << "x" << p.width << ", kernel "
+       << p.kernel_h << "x" << p.kernel_w << ", stride " << p.stride_h << "x" << p.stride_w << ", "
+       << dtype_name(p.dtype) << " " << layout_name(p.layout)
+       << "; routing " << mode_name(mode) << ", table measured on " << kMeasuredOn;
+  for (const auto& [name, pass] : {std::pair{"forward", Pass::Forward}, std::pair{"backward_input", Pass::BackwardInput},
+                                   std::pair{"backward_weight", Pass::BackwardWeight}}) {
+    text << "\n" << name << ": " << explain_route(p, pass, mode, kMeasuredPoints);
+  }
+  return text.str();
+}
+
 } // namespace
 
 Tensor routed_convolution_cuda(
@@ -323,4 +353,7 @@ TORCH_LIBRARY_FRAGMENT(dwconv, m) {
   m.def("set_routing(str mode) -> ()", &at::native::set_routing_op);
   m.def("routing() -> str", &at::native::routing_op);
   m.def("routing_measured_on() -> str", &at::native::routing_measured_on_op);
+  m.def("explain_routing(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+        "bool transposed, int[] output_padding, int groups) -> str",
+        &at::native::explain_routing_op);
 }
