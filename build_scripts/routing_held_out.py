@@ -32,7 +32,11 @@ ROUTE_NAMES = {"ours": "Ours", "cudnn": "Cudnn", "upstream": "Upstream"}  # rout
 class HeldOut:
     point: Point
     route: str  # the route the other layers' points give it
-    ms: float | None  # what that route takes (None: not measured, e.g. cuDNN in a bench without it)
+
+    @property
+    def ms(self) -> float | None:
+        """What that route takes (None: not measured, e.g. cuDNN in a bench without it)."""
+        return self.point.patched_ms(self.route)
 
     @property
     def best_ms(self) -> float:
@@ -84,7 +88,7 @@ def held_out_routes(points: list[Point]) -> list[HeldOut]:
     answers = done.stdout.split()
     if done.returncode != 0 or len(answers) != len(points):
         raise HarnessError(f"the held-out routing driver failed (exit {done.returncode}): {done.stderr.strip()}")
-    return [HeldOut(p, ROUTE_NAMES[word], p.patched_ms(ROUTE_NAMES[word])) for p, word in zip(points, answers)]
+    return [HeldOut(p, ROUTE_NAMES[word]) for p, word in zip(points, answers)]
 
 
 def _slower_than_stock(ms: float | None, point: Point) -> bool:

@@ -12,7 +12,6 @@
 
 #include <iostream>
 #include <string>
-#include <utility>
 
 using namespace at::native::dwconv::routing;
 
@@ -57,16 +56,14 @@ bool read_call(std::istream& in, Mode* mode, ConvCall* c) {
 
 int main(int argc, char** argv) {
   const bool explain = argc > 1 && std::string(argv[1]) == "--explain";
-  const std::pair<const char*, Pass> passes[] = {
-      {"forward", Pass::Forward}, {"backward_input", Pass::BackwardInput}, {"backward_weight", Pass::BackwardWeight}};
   Mode mode;
   ConvCall call;
   while (read_call(std::cin, &mode, &call)) {
     const Eligibility e = depthwise_problem(call);
     const Problem& p = e.problem;
     std::cout << "eligible " << e.eligible;
-    for (const auto& [name, pass] : passes) {
-      std::cout << " " << name << " " << route_name(e.eligible ? route_of(p, pass, mode, kMeasuredPoints) : Route::Upstream);
+    for (const Pass pass : kPasses) {
+      std::cout << " " << pass_name(pass) << " " << route_name(e.eligible ? route_of(p, pass, mode, kMeasuredPoints) : Route::Upstream);
     }
     if (!e.eligible) {
       std::cout << " | " << e.reason << "\n";
@@ -76,8 +73,8 @@ int main(int argc, char** argv) {
               << p.out_height << " " << p.out_width << " " << p.kernel_h << " " << p.kernel_w << " " << p.stride_h << " "
               << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " " << p.dilation_w << " "
               << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
-    for (const auto& [name, pass] : passes) {
-      if (explain) std::cout << "explain " << name << " " << explain_route(p, pass, mode, kMeasuredPoints) << "\n";
+    for (const Pass pass : kPasses) {
+      if (explain) std::cout << "explain " << pass_name(pass) << " " << explain_route(p, pass, mode, kMeasuredPoints) << "\n";
     }
   }
   return 0;

@@ -257,9 +257,8 @@ std::string explain_routing_op(const Tensor& input, const Tensor& weight, const 
        << p.kernel_h << "x" << p.kernel_w << ", stride " << p.stride_h << "x" << p.stride_w << ", "
        << dtype_name(p.dtype) << " " << layout_name(p.layout)
        << "; routing " << mode_name(mode) << ", table measured on " << kMeasuredOn;
-  for (const auto& [name, pass] : {std::pair{"forward", Pass::Forward}, std::pair{"backward_input", Pass::BackwardInput},
-                                   std::pair{"backward_weight", Pass::BackwardWeight}}) {
-    text << "\n" << name << ": " << explain_route(p, pass, mode, kMeasuredPoints);
+  for (const Pass pass : kPasses) {
+    text << "\n" << pass_name(pass) << ": " << explain_route(p, pass, mode, kMeasuredPoints);
   }
   return text.str();
 }

@@ -26,6 +26,7 @@
 namespace at::native::dwconv::routing {
 
 enum class Pass : std::uint8_t { Forward, BackwardInput, BackwardWeight };
+constexpr Pass kPasses[] = {Pass::Forward, Pass::BackwardInput, Pass::BackwardWeight};
 enum class DType : std::uint8_t { Float64, Float32, Float16, BFloat16, Other };
 enum class Layout : std::uint8_t { Contiguous, ChannelsLast };
 // Auto: as measured; Ours: every eligible call to our kernels; Cudnn: every eligible call to cuDNN;
@@ -299,6 +300,19 @@ inline const char* route_name(Route route) {
       break;
   }
   return "upstream";
+}
+
+// As the bench names them.
+inline const char* pass_name(Pass pass) {
+  switch (pass) {
+    case Pass::Forward:
+      return "forward";
+    case Pass::BackwardInput:
+      return "backward_input";
+    case Pass::BackwardWeight:
+      break;
+  }
+  return "backward_weight";
 }
 
 // As torch names them.
