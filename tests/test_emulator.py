@@ -51,11 +51,12 @@ KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "register-tiled NHWC", "streamed NHWC",
-                   "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "direct NCHW",
-                   "direct NHWC")
+                   "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "pixel NCHW",
+                   "pixel NHWC", "direct NCHW", "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
-    "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2"] + [
+    "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward pixel NCHW stride 2",
+    "forward pixel NHWC stride 2"] + [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
@@ -431,6 +432,17 @@ MUTATIONS = [
       "values[2 * i + 1] = float_from_bits(words[i] << 16);"), "62:63"),  # a word's high value
     (("values[2 * i] = float_from_bits(words[i] << 16);", "values[2 * i] = float_from_bits(words[i]);"),
      "62:63"),  # its low value with the high one's bits beneath
+    # The pixel kernels (small grids: every case the launches of a very large GPU hold):
+    (("const int tap = kBackward ? kTaps - 1 - t : t;", "const int tap = t;"), "12:13"),  # channels_last, unflipped
+    (("w[t] = filter[kBackward ? kTaps - 1 - t : t];", "w[t] = filter[t];"), "0:1"),  # NCHW, unflipped
+    (("const int flat = k * kTaps + tap;", "const int flat = tap * V + k;"), "12:13"),  # the weights read as [tap][channel]
+    (("load_words_or_zero(within(sy, src_h) && within(sx, src_w), plane + (sy * src_w + sx) * channels);",
+      "load_words_or_zero(within(sy, src_h), plane + (sy * src_w + sx) * channels);"), "12:13"),  # a column's padding
+    (("const int top = at.y * kStride - g.pad_h;", "const int top = at.y - g.pad_h;"), "13:14"),  # stride 2's rows
+    (("at.c0 = group * channels_per_group;", "at.c0 = group;"), "12:13"),  # a group's first channel
+    (("if (item >= items) return;", "if (item > items) return;"), "11:12"),  # a thread past the last pixel
+    (("dim3(static_cast<unsigned>((items + threads - 1) / threads))", "dim3(static_cast<unsigned>(items / threads))"),
+     "11:12"),  # the last block, part-filled, left out
 ]
 
 

@@ -114,7 +114,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 20 and names <= defined, names - defined
+    assert len(names) == 21 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -122,27 +122,32 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
 
 def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     """The checks above would pass vacuously if the driver ignored its input: the same shape takes
-    the register-tiled kernel, the general tiled one or the direct one as its layout, alignment,
-    filter and switches say."""
+    the pixel kernel, the register-tiled kernel, the general tiled one or the direct one as its
+    layout, alignment, filter, switches and GPU say."""
     call = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl")
     moved = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl", input_offset=1)
+    nchw = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1)
     lines = [query_line("float", "forward", call, 132), query_line("float", "forward", moved, 132),
-             query_line("float", "forward", call, 132, ["channels_last_register_tiled"]),
-             query_line("float", "forward", kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1), 132),
+             query_line("float", "forward", call, 132, ["pixel"]),
+             query_line("float", "forward", call, 132, ["pixel", "channels_last_register_tiled"]),
+             query_line("float", "forward", nchw, 132), query_line("float", "forward", nchw, 1),
              query_line("float", "grad-weight", call, 132), query_line("float", "grad-weight", moved, 132)]
     assert choose(kernel_choice, lines) == [
-        kernel_cases.CHANNELS_LAST_REGISTER_TILED, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_TILED,
-        kernel_cases.REGISTER_TILED, kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+        kernel_cases.PIXEL, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_REGISTER_TILED,
+        kernel_cases.CHANNELS_LAST_TILED, kernel_cases.PIXEL, kernel_cases.REGISTER_TILED,
+        kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
 def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
-    """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes)
-    reach every kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
+    """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes;
+    SANITIZER_CASES with the pixel path off, PIXEL_SANITIZER_CASES with every path on) reach every
+    kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
+    runs = ((kernel_cases.SANITIZER_CASES, kernel_cases.PIXEL_OFF), (kernel_cases.PIXEL_SANITIZER_CASES, ()))
     for sm_count in SM_COUNTS:
         lines = [query_line(dtype, pass_, kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding, dilation,
-                                                             m, layout), sm_count)
-                 for dtype in ("float", "bfloat16")
-                 for n, c, m, h, w, kernel, stride, padding, dilation in kernel_cases.SANITIZER_CASES
+                                                             m, layout), sm_count, disabled)
+                 for dtype in ("float", "bfloat16") for cases, disabled in runs
+                 for n, c, m, h, w, kernel, stride, padding, dilation in cases
                  for layout in ("nchw", "cl") for pass_ in kernel_cases.PASSES]
         missed = kernel_names - set(choose(kernel_choice, lines))
         assert not missed, f"{sm_count} SMs: the sanitizer subset never runs {sorted(missed)}"
@@ -166,7 +171,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
     channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
-    passes) for the rest."""
+    passes) for the rest, or at batch 1 the pixel kernel for 3x3 and 5x5."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if layer.conv1d:
@@ -177,7 +182,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
         return (k.WINDOW_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT,)
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
-    return (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
+    tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
+    return (k.PIXEL, *tiles) if problem.batch == 1 and layer.kernel <= 5 else tiles
 
 
 def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
@@ -196,18 +202,23 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
 def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(bench_launches):
     """At batch 64 the channels_last forward and stride-1 backward-input of every 3x3/5x5/7x7 bench
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
-    GPU); batch 1's grids are too small to fill the GPU with bands, and keep the register-tiled
-    kernel's one-step blocks."""
-    either = (kernel_cases.CHANNELS_LAST_STREAM, kernel_cases.CHANNELS_LAST_REGISTER_TILED)
+    GPU). Batch 1's grids are too small to fill the GPU with bands: its 3x3 and 5x5 forwards take
+    the pixel kernel, which an H100 SXM (132 SMs) holds at once for every such layer (a smaller GPU
+    may leave the largest to the tiles), and its 7x7 ones the register-tiled kernel's one-step blocks."""
+    k = kernel_cases
     for sm, launches in bench_launches.items():
         for p, pass_, launch in launches:
-            if intended_kernels(p, pass_) != either:
-                continue
             layer = p.layer
-            if p.batch == 1:
-                assert launch.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED, (sm, layer.name, p.dtype, pass_)
+            if (p.layout != "channels_last" or layer.conv1d or layer.kernel > 7 or pass_ == "grad-weight"
+                    or (pass_ == "backward-input" and layer.stride == 2)):
+                continue
+            if p.batch == 1 and layer.kernel <= 5:
+                allowed = (k.PIXEL,) if sm == 132 else (k.PIXEL, k.CHANNELS_LAST_REGISTER_TILED)
+                assert launch.kernel in allowed, (sm, layer.name, p.dtype, pass_, launch)
+            elif p.batch == 1:
+                assert launch.kernel == k.CHANNELS_LAST_REGISTER_TILED, (sm, layer.name, p.dtype, pass_)
             elif layer.output_length() >= 28:
-                assert launch.kernel == kernel_cases.CHANNELS_LAST_STREAM, (sm, layer.name, p.dtype, pass_, launch)
+                assert launch.kernel == k.CHANNELS_LAST_STREAM, (sm, layer.name, p.dtype, pass_, launch)
 
 
 def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
@@ -248,10 +259,11 @@ def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):
             assert not grouped(p, launch), (sm, p, launch)
         else:
             assert launch.threads >= 224 and launch.blocks <= 3 * sm, (sm, p, launch)  # were 16 to 224 threads
-    assert sum(grouped(p, launch) for _, p, launch in register_tiled) >= 40
-    # 192@28 s2: a tile of 4 x 4 threads (14 x 14 outputs), staged by 16 groups.
-    assert launch_of("192@28 s2", 1, "float32", "forward").block == (1, 4, 64)
-    assert launch_of("192@28 s2", 64, "float32", "forward").block[2] <= 4
+    # (The batch-1 layers whose threads the GPU holds at once take the pixel kernel instead.)
+    assert sum(grouped(p, launch) for _, p, launch in register_tiled) >= 30
+    # 192@28: a tile of 8 x 7 threads (28 x 28 outputs), staged by 4 groups; at batch 64 one group.
+    assert launch_of("192@28", 1, "float32", "forward").block == (1, 8, 28)
+    assert launch_of("192@28", 64, "float32", "forward").block[2] <= 7
     # 512@14 k27 at batch 64: two 14x14 planes of 4 x 4 threads a block, ten blocks an SM by shared
     # memory; two groups (15 window rows each) make 20 warps an SM of the 10 at one (five would make 25:
     # not a quarter more than two's).

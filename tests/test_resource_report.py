@@ -143,6 +143,19 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     assert len(window) == 2 * 3 * 5  # archs x dtypes x (3 kernel sizes at stride 1, 2 at stride 2)
     for row in window:
         assert row["spills"] == "0/0" and row["loop_divisions"] == 0, row
+    # The pixel kernels: no spill at the register bounds their __launch_bounds__ set (a channels_last
+    # thread holds 2 x K^2 16-byte vectors), and in channels_last every value moved as a 16-byte
+    # vector: the window's and the weights' K^2 loads each, and one store.
+    pixel = [r for r in rows if r["kernel"].startswith("pixel_kernel<")]
+    assert len(pixel) == 2 * 4 * 2 * (4 + 2)  # archs x dtypes x layouts x (forward: 2 sizes x 2 strides; backward-input)
+    for row in pixel:
+        kernel_size = int(row["kernel"].split(",")[2])
+        loads, stores = map(int, row["wide_global"].split("/"))
+        assert row["spills"] == "0/0" and row["loop_divisions"] == 0, row
+        if row["kernel"].endswith("true>"):
+            assert loads == 2 * kernel_size ** 2 and stores == 1, row
+        else:
+            assert loads == stores == 0, row
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes
     large_filter_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_large_filter_kernel<")]

@@ -9,6 +9,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -372,6 +373,29 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
   }
 }
 
+// The pixel kernel, where the pass has one (32-bit indexing only, as on the GPU), in both layouts,
+// planned for a one-SM GPU where that holds the pass (blocks under kThreads threads) and for a
+// very large one (blocks of kThreads).
+template <typename T, typename index_t, bool kBackward>
+void check_pixel(const std::string& pass, const std::string& tag, const Problem& p, const PassGeometry& g,
+                 const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto weight = p.weight.store<T>(false);
+    for (const bool channels_last : {false, true}) {
+      const auto in = src.store<T>(channels_last);
+      for (const int64_t sm_count : {int64_t(1), int64_t(1) << 20}) {
+        const auto plan = plan_pixel<T>(g, channels_last, sm_count);
+        if (!plan) continue;
+        auto out = poisoned<T>(ref.v.size());
+        dwconv_emu::launch(plan->grid, plan->block, 0, pixel_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, channels_last),
+                           in.data(), weight.data(), bias, out.data(), g, plan->items);
+        expect_close(pass + " pixel " + (channels_last ? "NHWC" : "NCHW") + stride_tag(g),
+                     tag + " threads=" + std::to_string(plan->block.x), p.k, out, ref, channels_last, terms);
+      }
+    }
+  }
+}
+
 // The stride-2 backward-input kernels, where they take the pass (32-bit indexing only, as on the
 // GPU): NCHW, and channels_last where it has a plan, each planned for a one-SM GPU (threads
 // walking several blocks) and a large one.
@@ -432,6 +456,7 @@ void check_forward(const Problem& p, const char* dtype) {
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_channels_last_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  check_pixel<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
       const auto in = p.input.store<T>(true);
@@ -481,6 +506,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
                                                          nullptr, p.grad_input, terms);
     check_channels_last_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
                                                  p.grad_input, terms);
+    check_pixel<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
+                                  terms);
     for (const int64_t min_blocks : kMinBlocks) {
       if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
         const auto go = p.grad_output.store<T>(true);
@@ -805,23 +832,26 @@ void check_dispatched(const Problem& p, const char* dtype) {
     };
 
     // A forward (kBackward false) or backward-input pass from src into dst, chosen and launched for
-    // the GPU of kDispatchSMs SMs, then for one of a single SM where that takes another kernel (the
+    // the GPU of kDispatchSMs SMs, then with the pixel path off (it takes the sweep's small grids
+    // there), then for one of a single SM, each where it takes a kernel the others did not (the
     // streamed kernel wants problems that fill the GPU; the sweep's are small).
     auto dispatch_pass = [&](auto backward, const Tensor4& src, const Buffer<T>& src_data, const Tensor4& dst,
                              const T* pass_bias, double terms) {
       constexpr bool kBackward = decltype(backward)::value;
       const auto from = laid_out(src, cl), to = laid_out(dst, cl);
-      std::optional<PassKernel> first;
-      for (const int sm_count : {kDispatchSMs, 1}) {
+      const KernelPathMask pixel_off = KernelPathMask{1} << static_cast<int>(KernelPath::Pixel);
+      std::vector<PassKernel> taken;
+      for (const auto& [sm_count, disabled] : {std::pair{kDispatchSMs, KernelPathMask{0}}, std::pair{kDispatchSMs, pixel_off},
+                                               std::pair{1, KernelPathMask{0}}}) {
         auto dst_data = poisoned<T>(dst.v.size());
         const PassOperands operands{from.is_contiguous() && to.is_contiguous(),
                                     from.is_channels_last_contiguous() && to.is_channels_last_contiguous(),
                                     address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
                                     index64};
-        const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, 0, sm_count)
-                                            : choose_forward<T>(g, operands, 0, sm_count);
-        if (first == choice.kernel) break;
-        first = choice.kernel;
+        const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, disabled, sm_count)
+                                            : choose_forward<T>(g, operands, disabled, sm_count);
+        if (std::find(taken.begin(), taken.end(), choice.kernel) != taken.end()) continue;
+        taken.push_back(choice.kernel);
         launch_pass<T, kBackward>(choice, index64,
                                   PassPointers<T>{src_data.data(), weight.data(), pass_bias, dst_data.data(),
                                                   src.strides(cl), dst.strides(cl)},

@@ -30,6 +30,11 @@ COLUMN = "column_kernel"
 COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
 STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
 STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
+PIXEL = "pixel_kernel"
+
+# The tables of the tiled kernels switch the pixel path off: their calls are small, so most are grids
+# the GPU holds at once, which the pixel kernel takes (pixel_cases).
+PIXEL_OFF = ("pixel",)
 
 
 def pair(value):
@@ -81,7 +86,8 @@ def register_tiled_cases(element_size):
     """NCHW square 3, 5 and 7 at stride 1 (all three passes), 3 and 5 at stride 2 (forward and the
     weight gradient; backward-input goes to the stride-2 kernel), dilation 1, over planes that give
     one plane a block, several tiles a plane, and many planes a block with the last one part-filled;
-    most grids here are small enough for thread groups that only stage (register_tile_groups)."""
+    most grids here are small enough for thread groups that only stage (register_tile_groups), and
+    for the pixel kernel, which is off here (PIXEL_OFF)."""
     every, strided, none = set(PASSES), {"forward", "grad-weight"}, set()
     rows = [  # (label, batch, channels, size, kernel, stride, padding, dilation, multiplier, passes register-tiled)
         ("4 tiles a plane", 2, 3, (112, 112), 3, 1, 1, 1, 1, every),
@@ -105,7 +111,7 @@ def register_tiled_cases(element_size):
         Expectation(Call(label, n, c, size, kernel, stride, padding, dilation, m),
                     {"forward": {REGISTER_TILED: "forward" in passes},
                      "backward-input": {REGISTER_TILED: "backward-input" in passes},
-                     "grad-weight": {REGISTER_TILED_GRAD_WEIGHT: "grad-weight" in passes}})
+                     "grad-weight": {REGISTER_TILED_GRAD_WEIGHT: "grad-weight" in passes}}, PIXEL_OFF)
         for label, n, c, size, kernel, stride, padding, dilation, m, passes in rows
     ]
 
@@ -116,7 +122,7 @@ def channels_last_tiled_cases(element_size):
     backward-input at stride 1): for square 3, 5 and 7 at stride 1 and 3 and 5 at stride 2
     (dilation 1), the streamed kernel where its blocks fill the GPU with bands of two steps or
     more, else the register-tiled one where its tile uses two thirds of its lanes; the general one
-    for the rest."""
+    for the rest. The pixel kernel, which would take most of these small grids, is off (PIXEL_OFF)."""
     vector = _vector(element_size)
     tiled, register, stream = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
@@ -148,7 +154,7 @@ def channels_last_tiled_cases(element_size):
                 launches[name][chosen] = True
         offset = 0 if aligned else 1
         cases.append(Expectation(Call(label, 2, c, size, kernel, stride, padding, dilation, m, "cl", offset, offset),
-                                 launches))
+                                 launches, PIXEL_OFF))
     return cases
 
 
@@ -297,6 +303,35 @@ def stride2_grad_input_cases(element_size):
     ]
 
 
+def pixel_cases(element_size):
+    """The pixel kernel: square 3x3 and 5x5 at stride 1 or 2, dilation 1, multiplier 1 (channels_last:
+    whole 16-byte channel vectors and 16-byte aligned data), where a GPU of 108 SMs or more holds every
+    thread of the pass (a pixel and channel group each) at once at the kernel's register bound;
+    backward-input at stride 1, as the flipped correlation. MobileNetV2's and EfficientNet-B0's batch-1
+    layers, with their channels in 16-byte vectors so that every dtype has as many threads; elsewhere
+    the tiles or the general kernels."""
+    vector = _vector(element_size)
+    rows = [  # (label, layout, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it)
+        ("MobileNetV2 192@28 s2, batch 1", "cl", 1, 24 * vector, 28, 3, 2, 1, 1, True, True),
+        ("MobileNetV2 960@7, batch 1", "cl", 1, 120 * vector, 7, 3, 1, 1, 1, True, True),
+        ("EfficientNet-B0 672@14 k5, batch 1", "cl", 1, 24 * vector, 14, 5, 1, 2, 1, True, True),
+        ("EfficientNet-B0 144@56 k5 s2 at 28x28, batch 1", "nchw", 1, 144, 28, 5, 2, 2, 1, True, True),
+        ("MobileNetV2 576@14, batch 1", "nchw", 1, 96, 14, 3, 1, 1, 1, True, True),
+        ("odd sizes, uneven padding", "nchw", 3, 5, (13, 17), 3, 1, (1, 0), 1, True, True),
+        ("a part-filled last block", "cl", 1, 3 * vector, (9, 11), 5, 1, 2, 1, True, True),
+        ("too many threads for the GPU at once: the tiles", "nchw", 2, 64, 56, 3, 1, 1, 1, True, False),
+        ("multiplier 2", "nchw", 1, 8, 14, 3, 1, 1, 2, True, False),
+        ("7x7", "cl", 1, 8 * vector, 7, 7, 1, 3, 1, True, False),
+        ("channels not whole vectors", "cl", 1, 4 * vector + 1, 16, 3, 1, 1, 1, True, False),
+        ("data off a 16-byte boundary", "cl", 1, 4 * vector, 16, 3, 1, 1, 1, False, False),
+    ]
+    return [
+        Expectation(Call(label, n, c, size, kernel, stride, padding, 1, m, layout, 1 - aligned, 1 - aligned),
+                    {"forward": {PIXEL: takes}, "backward-input": {PIXEL: takes and stride == 1}})
+        for label, layout, n, c, size, kernel, stride, padding, m, aligned, takes in rows
+    ]
+
+
 # The GPU tests of which kernels take which calls, each with its table.
 # The biased layers whose training step test_routing.py runs through nn.Conv1d/2d (batch 4, padding
 # k // 2, conv1d's 3), each with the weight-gradient kernel it takes, which sums the bias on the way:
@@ -318,6 +353,7 @@ KERNEL_CHOICE_TABLES = {
     "test_row_kernel": row_cases,
     "test_column_kernel": column_cases,
     "test_stride2_grad_input_kernels": stride2_grad_input_cases,
+    "test_pixel_kernel": pixel_cases,
 }
 
 # One call each specialised path takes (dwconv_overlay.kernel_paths()): (path, layout, batch,
@@ -327,11 +363,11 @@ KERNEL_CHOICE_TABLES = {
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
-    ("channels_last_register_tiled", "cl", 2, 8, (20, 33), (3, 3), 1, (1, 1),
+    ("channels_last_register_tiled", "cl", 8, 8, (40, 33), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
     ("channels_last_stream", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
      {"forward": CHANNELS_LAST_STREAM, "backward-input": CHANNELS_LAST_STREAM}),
-    ("register_tiled", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1),
+    ("register_tiled", "nchw", 2, 24, (56, 56), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
@@ -346,9 +382,10 @@ KERNEL_PATH_ROWS = [
     ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
      {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
     ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),
-    ("register_tiled_stride2", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1),
+    ("register_tiled_stride2", "nchw", 4, 16, (120, 120), (3, 3), 2, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
+    ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
 ]
 
 
@@ -379,8 +416,10 @@ def kernel_path_expectations(element_size):
 
 
 # The calls sanitizer_subset.py runs under compute-sanitizer, through the ops (so in both layouts,
-# not rerouted by aten::convolution), in float32 and bfloat16, NCHW and channels_last:
-# tests/test_kernel_choice.py checks that together they reach every kernel.
+# not rerouted by aten::convolution), in float32 and bfloat16, NCHW and channels_last, with the
+# pixel path off (PIXEL_OFF: most are grids the GPU holds at once, and each is here for a tile),
+# then PIXEL_SANITIZER_CASES with every path on: tests/test_kernel_choice.py checks that together
+# they reach every kernel.
 SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 8, 1, 33, 70, (3, 3), (1, 1), (1, 1), (1, 1)),     # NCHW register-tiled: forward, backward-input, weight
     (5, 2, 1, 32, 32, (7, 7), (1, 1), (3, 3), (1, 1)),     # register-tiled weight gradient: 4 batch entries a block,
@@ -417,3 +456,8 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
                                                            # filled; backward sums two planes
 ]
 
+PIXEL_SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
+    (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # pixel kernels, both layouts (bf16: 18 vectors a pixel),
+                                                           # a part-filled last block
+    (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # pixel kernels, 5x5 at stride 2, no padding
+]

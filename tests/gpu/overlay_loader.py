@@ -22,3 +22,13 @@ def stock_kernels():
         yield
     finally:
         dwconv_overlay.enable()
+
+
+@contextlib.contextmanager
+def kernel_paths_off(paths):
+    """Run the enclosed code with the kernel paths `paths` switched off, then every path on again."""
+    dwconv_overlay.disable_kernels(list(paths))
+    try:
+        yield
+    finally:
+        dwconv_overlay.disable_kernels([])

@@ -28,7 +28,7 @@ from torch.testing._internal.common_methods_invocations import op_db  # noqa: E4
 from torch.testing._internal.common_utils import TestCase, run_tests, gradcheck, gradgradcheck  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+from overlay_loader import dwconv_overlay, kernel_paths_off, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 import kernel_cases  # noqa: E402
 
@@ -153,14 +153,15 @@ class TestDepthwise2d(TestCase):
 
     def check_kernel_choices(self, cases_of, device, dtype):
         """Each call of the table cases_of(element size) (tests/gpu/kernel_cases.py, whose
-        expectations tests/test_kernel_choice.py checks against the host code's choice on a CPU):
-        whether each pass launches each kernel as the table says, as the profiler sees it, and that
-        the forward pass, backward-input, the weight gradient and the bias gradient summed with it
-        match float64, the bias summed by the weight-gradient kernel (no reduction of its own)."""
+        expectations tests/test_kernel_choice.py checks against the host code's choice on a CPU),
+        with the kernel paths its expectation names switched off: whether each pass launches each
+        kernel as the table says, as the profiler sees it, and that the forward pass,
+        backward-input, the weight gradient and the bias gradient summed with it match float64, the
+        bias summed by the weight-gradient kernel (no reduction of its own)."""
         atol, rtol = TOLERANCES[dtype]
         for expectation in cases_of(torch.empty((), dtype=dtype).element_size()):
             call = expectation.call
-            with self.subTest(call.label, call=call):
+            with self.subTest(call.label, call=call), kernel_paths_off(expectation.disabled):
                 memory_format = torch.channels_last if call.layout == "cl" else torch.contiguous_format
                 x = placed(torch.randn(call.n, call.c, *call.size, device=device, dtype=dtype), memory_format,
                            call.input_offset)
@@ -250,6 +251,11 @@ class TestDepthwise2d(TestCase):
     @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
     def test_stride2_grad_input_kernels(self, device, dtype):
         self.check_kernel_choices(kernel_cases.stride2_grad_input_cases, device, dtype)
+
+    @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_pixel_kernel(self, device, dtype):
+        self.check_kernel_choices(kernel_cases.pixel_cases, device, dtype)
 
     @onlyCUDA
     def test_empty_batch(self, device):

@@ -16,8 +16,9 @@
 // Kernels, each in the header of its family (device code and launch planning, free of ATen
 // tensors, so that tests/emulator runs them on a CPU): DepthwiseConv2dGeneral.cuh (tiled, direct,
 // the general weight gradients), DepthwiseConv2dRegisterTiled.cuh (3x3/5x5/7x7),
-// DepthwiseConv2dLargeFilter.cuh, DepthwiseConv2dConv1d.cuh (row and column), DepthwiseConv2dStride2.cuh
-// and DepthwiseConv2dRingGradWeight.cuh; DepthwiseConv2dCommon.cuh holds what they share.
+// DepthwiseConv2dLargeFilter.cuh, DepthwiseConv2dConv1d.cuh (row and column), DepthwiseConv2dStride2.cuh,
+// DepthwiseConv2dRingGradWeight.cuh and DepthwiseConv2dPixel.cuh; DepthwiseConv2dCommon.cuh holds what
+// they share.
 // - tiled_nchw_kernel: a block computes a tile of one output plane from an input
 //   tile (with halo) staged in shared memory; each thread keeps a row of up to
 //   kMaxColsPerThread outputs in registers. Serves the forward pass and the
@@ -52,6 +53,11 @@
 //   square 3x3 and 5x5 filters at dilation 1, NCHW (any multiplier) or channels_last (16-byte
 //   vectors, multiplier 1): a thread computes one grad_input pixel of each stride phase (a 2 x 4
 //   or 2 x 2 block) from one window of grad_output, so no tap is tested at run time.
+// - pixel_kernel (DepthwiseConv2dPixel.cuh): for square 3x3 and 5x5 at stride 1 or 2 (multiplier
+//   1), where the GPU holds every thread of the pass at once (batch-1 inference, small layers):
+//   a thread computes one output pixel of one channel (NCHW) or one 16-byte channel vector
+//   (channels_last), its window's inputs and its weights all loaded before the first multiply-add,
+//   so the pass takes one chain of loads rather than a tile's staging, barrier and compute.
 // - direct_kernel: one output element per thread, any strides, threads ordered
 //   as the output is laid out (channels fastest for channels_last, so loads are
 //   coalesced across channels). Serves what the tiled kernels cannot: other

@@ -191,6 +191,21 @@ __device__ __forceinline__ void widen_vector(const Vector16<scalar_t> vector, ac
   }
 }
 
+// Value j of a 16-byte vector of scalar_t held as its four 32-bit words (load_words_or_zero), as
+// acc_t, for a kernel that uses each value once: a bfloat16 in widen_vector's one instruction
+// (converted through c10::BFloat16, two: PRMT, then the shift), the others by their conversion.
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ acc_t widen_value(const Vector16<uint32_t>& words, int j) {
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && std::is_same_v<acc_t, float>) {
+    const uint32_t word = words.v[j / 2];
+    return float_from_bits(j % 2 == 0 ? word << 16 : word & 0xffff0000u);
+  } else {
+    scalar_t value;
+    memcpy(&value, reinterpret_cast<const unsigned char*>(words.v) + j * sizeof(scalar_t), sizeof(value));
+    return static_cast<acc_t>(value);
+  }
+}
+
 // A 16-byte vector of scalar_t stored in shared memory as its values in acc_t (widen_vector), in
 // 16-byte pieces: `to` 16-byte aligned, kVector16<scalar_t> values long.
 template <typename scalar_t, typename acc_t>

@@ -12,6 +12,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
@@ -57,6 +58,7 @@ enum class PassKernel {
   kColumn,
   kStride2GradInputNchw,
   kStride2GradInputChannelsLast,
+  kPixel,
 };
 
 enum class GradWeightKernel {
@@ -84,6 +86,7 @@ inline const char* kernel_name(PassKernel kernel) {
     case PassKernel::kColumn: return "column_kernel";
     case PassKernel::kStride2GradInputNchw: return "stride2_grad_input_nchw_kernel";
     case PassKernel::kStride2GradInputChannelsLast: return "stride2_grad_input_channels_last_kernel";
+    case PassKernel::kPixel: return "pixel_kernel";
   }
   return "?";
 }
@@ -119,7 +122,7 @@ struct PassChoice {
   PassKernel kernel;
   PassGeometry geometry;
   std::variant<DirectLaunch, TiledLaunch, RegisterTiledLaunch, ChannelsLastLaunch, ChannelsLastStreamLaunch, RowLaunch,
-               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch>
+               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch, PixelLaunch>
       plan;
 };
 
@@ -157,6 +160,12 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
                                        int sm_count) {
   using acc_t = at::acc_type<scalar_t, true>;
   const bool index32 = !t.index64;  // the specialised kernels are compiled for 32-bit indexing only
+  const bool aligned = is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst);
+  // A grid the GPU holds at once: a thread a pixel, ahead of every tile.
+  if (index32 && paths.on(KernelPath::Pixel) &&
+      (t.nchw || (t.channels_last && aligned && is_16_byte_aligned(t.weight)))) {
+    if (auto plan = plan_pixel<scalar_t>(g, !t.nchw, sm_count)) return PassChoice{PassKernel::kPixel, g, *plan};
+  }
   // The large-filter kernel takes either layout and any alignment.
   if (index32 && (t.nchw || t.channels_last) && paths.on(KernelPath::LargeFilter)) {
     if (auto plan = plan_large_filter<acc_t>(g, sm_count)) {
@@ -165,7 +174,6 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
       return PassChoice{PassKernel::kLargeFilter, g, *plan};
     }
   }
-  const bool aligned = is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst);
   if (t.nchw) {
     if (index32 && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
       return PassChoice{PassKernel::kRow, g, plan_row(g, t.element_size, sm_count)};

@@ -10,6 +10,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dWindowGradWeight.cuh>
@@ -77,6 +78,8 @@ inline LaunchShape launch_shape(const PassChoice& choice, int sm_count) {
         } else if constexpr (std::is_same_v<Plan, RowLaunch> || std::is_same_v<Plan, ColumnLaunch> ||
                              std::is_same_v<Plan, Stride2NchwLaunch>) {
           return {plan.grid, dim3(kThreads), 0};
+        } else if constexpr (std::is_same_v<Plan, PixelLaunch>) {
+          return {plan.grid, plan.block, 0};
         } else {
           return {plan.grid, plan.block, plan.shared_bytes};
         }
@@ -191,6 +194,13 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g);
         }
       }
+      break;
+    }
+    case PassKernel::kPixel: {
+      const auto& plan = std::get<PixelLaunch>(choice.plan);
+      const auto kernel = pixel_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h, plan.channels_last);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                    plan.items);
       break;
     }
     case PassKernel::kDirect: {

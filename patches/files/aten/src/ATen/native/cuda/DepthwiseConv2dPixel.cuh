@@ -1,0 +1,204 @@
+#pragma once
+// The pixel kernels: one thread an output pixel and channel group, every load issued before the
+// first multiply-add, for the passes whose threads the GPU holds at once (batch-1 inference, small
+// layers). There a pass takes the time of one thread's chain of loads, and the tiled kernels'
+// staging (a round of loads, a barrier, the compute, the stores) is a longer chain for the few
+// blocks they make: on the H100 (2026-11-22) stock's one-thread-an-output kernel beat our tiles on
+// the fp32 NCHW batch-1 forwards of 14x14 and smaller planes and at stride 2, and cuDNN beat them on
+// every bf16 channels_last batch-1 forward of MobileNetV2 and EfficientNet-B0. Square 3x3 and 5x5
+// at stride 1 or 2, dilation 1, multiplier 1: the forward, and backward-input as the stride-1
+// correlation with the flipped filter. Device code and plain host arithmetic, no ATen tensors.
+
+#include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
+
+namespace at::native::dwconv {
+
+// A thread's channels: a 16-byte vector of them in channels_last, one in NCHW.
+template <typename scalar_t, bool kChannelsLast>
+constexpr int kPixelChannels = kChannelsLast ? kVector16<scalar_t> : 1;
+
+// Blocks of kThreads threads an SM that the kernel's __launch_bounds__ asks for, so that its
+// registers allow them. A channels_last thread holds its group's kernel^2 weight vectors and its
+// window's kernel^2 input vectors (16-byte units: 4 registers each in every dtype), about 90
+// registers at 3x3 and 220 at 5x5; an NCHW thread holds kernel^2 values of each (twice the
+// registers in double).
+template <typename scalar_t>
+constexpr int pixel_min_blocks(int kernel, bool channels_last) {
+  if (channels_last) return kernel == 3 ? 2 : 1;
+  return sizeof(scalar_t) > 4 ? 2 : 4;
+}
+
+// Output pixel `item`'s window (the first input row and column it reads) and where its channel
+// group starts, from the thread's item: channels_last items are numbered (n, y, x, group), the
+// group fastest, so that a warp's loads of a tap are consecutive 16-byte vectors of a pixel row;
+// NCHW items (n, c, y, x), x fastest, so that they are consecutive values of a plane row.
+struct PixelItem {
+  int n, c0, y, x;
+};
+
+template <bool kChannelsLast>
+__device__ __forceinline__ PixelItem pixel_item(int item, int groups, int dst_h, int dst_w, int channels_per_group) {
+  PixelItem at;
+  if constexpr (kChannelsLast) {
+    const int group = item % groups;
+    int rest = item / groups;
+    at.x = rest % dst_w;
+    rest /= dst_w;
+    at.y = rest % dst_h;
+    at.n = rest / dst_h;
+    at.c0 = group * channels_per_group;
+  } else {
+    at.x = item % dst_w;
+    int rest = item / dst_w;
+    at.y = rest % dst_h;
+    rest /= dst_h;
+    at.c0 = rest % groups;
+    at.n = rest / groups;
+  }
+  return at;
+}
+
+// dst[n, c0 + k, y, x] for the thread's channel group, k < kPixelChannels: the window's kernel^2
+// inputs (zero on the padding, nothing read there) and the group's weights are loaded first, all
+// independent, then multiplied in acc_t; backward-input reads the filter flipped in both
+// directions. channels_last: the group's weights are the contiguous [channel][tap] run of
+// kPixelChannels x kernel^2 values at weight + c0 * kernel^2, kernel^2 whole 16-byte vectors
+// (16-byte aligned where weight is, which the choice checks), each value converted where used.
+template <typename scalar_t, bool kBackward, int kKernel, int kStride, bool kChannelsLast>
+__global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, kChannelsLast)) pixel_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const int items) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kPixelChannels<scalar_t, kChannelsLast>;
+  constexpr int kTaps = kKernel * kKernel;
+  static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
+  const int item = static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+  if (item >= items) return;
+  const int channels = static_cast<int>(g.dst_channels);
+  const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
+  const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
+  const PixelItem at = pixel_item<kChannelsLast>(item, channels / V, dst_h, dst_w, V);
+  const int top = at.y * kStride - g.pad_h;
+  const int left = at.x * kStride - g.pad_w;
+
+  acc_t acc[V];
+  if constexpr (kChannelsLast) {
+    const scalar_t* const plane = src + at.n * src_h * src_w * channels + at.c0;
+    const uint32_t* const filters = reinterpret_cast<const uint32_t*>(weight + at.c0 * kTaps);
+    Vector16<uint32_t> in[kTaps];  // as loaded: 32-bit words, each value widened where it is used
+    Vector16<uint32_t> w[kTaps];
+#pragma unroll
+    for (int kh = 0; kh < kKernel; ++kh) {
+      const int sy = top + kh;
+#pragma unroll
+      for (int kw = 0; kw < kKernel; ++kw) {
+        const int sx = left + kw;
+        in[kh * kKernel + kw] =
+            load_words_or_zero(within(sy, src_h) && within(sx, src_w), plane + (sy * src_w + sx) * channels);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kTaps; ++i) w[i] = load_vector(filters + i * kVector16<uint32_t>);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      acc[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.c0 + k]) : acc_t(0);
+    }
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) {
+      const int tap = kBackward ? kTaps - 1 - t : t;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const int flat = k * kTaps + tap;  // channel k's tap in the group's [channel][tap] run
+        acc[k] += widen_value<scalar_t, acc_t>(in[t], k) * widen_value<scalar_t, acc_t>(w[flat / V], flat % V);
+      }
+    }
+    Vector16<scalar_t> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[k]);
+    store_vector(dst + ((at.n * dst_h + at.y) * dst_w + at.x) * channels + at.c0, out);
+  } else {
+    const scalar_t* const plane = src + (at.n * channels + at.c0) * src_h * src_w;
+    const scalar_t* const filter = weight + at.c0 * kTaps;
+    scalar_t in[kTaps];
+    scalar_t w[kTaps];
+#pragma unroll
+    for (int kh = 0; kh < kKernel; ++kh) {
+      const int sy = top + kh;
+#pragma unroll
+      for (int kw = 0; kw < kKernel; ++kw) {
+        const int sx = left + kw;
+        in[kh * kKernel + kw] = within(sy, src_h) && within(sx, src_w) ? plane[sy * src_w + sx] : scalar_t(0);
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) w[t] = filter[kBackward ? kTaps - 1 - t : t];
+    acc[0] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.c0]) : acc_t(0);
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) acc[0] += static_cast<acc_t>(in[t]) * static_cast<acc_t>(w[t]);
+    dst[((at.n * channels + at.c0) * dst_h + at.y) * dst_w + at.x] = static_cast<scalar_t>(acc[0]);
+  }
+}
+
+// The filters the pixel kernels are compiled for: square 3x3 and 5x5 at stride 1 or 2, dilation
+// 1 (7x7 would hold 49 weight and 49 input vectors a thread), multiplier 1.
+inline bool has_pixel_kernel(const PassGeometry& g) {
+  return has_register_tiled_filter(g) && g.kernel_h <= 5 && g.multiplier == 1 && g.src_channels == g.dst_channels;
+}
+
+template <typename scalar_t, bool kBackward>
+using PixelKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry, int);
+
+// The pixel kernel's instance for a filter size, stride and layout (has_pixel_kernel's; backward-input
+// at stride 1 only), or null.
+template <typename scalar_t, bool kBackward, bool kChannelsLast>
+PixelKernel<scalar_t, kBackward> pixel_instance(int kernel, int stride) {
+  if (stride == 1) {
+    if (kernel == 3) return &pixel_kernel<scalar_t, kBackward, 3, 1, kChannelsLast>;
+    if (kernel == 5) return &pixel_kernel<scalar_t, kBackward, 5, 1, kChannelsLast>;
+  }
+  if constexpr (!kBackward) {
+    if (stride == 2) {
+      if (kernel == 3) return &pixel_kernel<scalar_t, kBackward, 3, 2, kChannelsLast>;
+      if (kernel == 5) return &pixel_kernel<scalar_t, kBackward, 5, 2, kChannelsLast>;
+    }
+  }
+  return nullptr;
+}
+
+template <typename scalar_t, bool kBackward>
+PixelKernel<scalar_t, kBackward> pixel_kernel_for(int kernel, int stride, bool channels_last) {
+  return channels_last ? pixel_instance<scalar_t, kBackward, true>(kernel, stride)
+                       : pixel_instance<scalar_t, kBackward, false>(kernel, stride);
+}
+
+struct PixelLaunch {
+  dim3 grid, block;
+  int items;
+  bool channels_last;
+};
+
+// A pixel launch, where the kernel serves the pass (has_pixel_kernel, and in channels_last whole
+// 16-byte channel vectors) and the GPU holds all its threads at once at the kernel's register
+// bound (pixel_min_blocks blocks of kThreads an SM): beyond that the tiled kernels, which read each
+// input once from global memory, take it. Blocks are as small as puts a block on every SM (whole
+// warps, kThreads at most), so that a small grid still spreads over all of them. The caller checks
+// 32-bit indexing and, in channels_last, that src, dst and the weights are 16-byte aligned.
+template <typename scalar_t>
+std::optional<PixelLaunch> plan_pixel(const PassGeometry& g, bool channels_last, int64_t sm_count) {
+  const int V = channels_last ? kVector16<scalar_t> : 1;
+  if (!has_pixel_kernel(g) || g.dst_channels % V != 0) return std::nullopt;
+  const int64_t items = g.batch * g.dst_h * g.dst_w * (g.dst_channels / V);
+  const int64_t held = sm_count * kThreads * pixel_min_blocks<scalar_t>(g.kernel_h, channels_last);
+  if (items > held) return std::nullopt;
+  const int64_t per_sm = (items + sm_count - 1) / sm_count;
+  const int threads = static_cast<int>(std::clamp<int64_t>((per_sm + kWarpLanes - 1) / kWarpLanes * kWarpLanes,
+                                                           kWarpLanes, kThreads));
+  return PixelLaunch{dim3(static_cast<unsigned>((items + threads - 1) / threads)), dim3(threads),
+                     static_cast<int>(items), channels_last};
+}
+
+}  // namespace at::native::dwconv
