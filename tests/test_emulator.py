@@ -436,8 +436,8 @@ MUTATIONS = [
     (("const int tap = kBackward ? kTaps - 1 - t : t;", "const int tap = t;"), "12:13"),  # channels_last, unflipped
     (("w[t] = filter[kBackward ? kTaps - 1 - t : t];", "w[t] = filter[t];"), "0:1"),  # NCHW, unflipped
     (("const int flat = k * kTaps + tap;", "const int flat = tap * V + k;"), "12:13"),  # the weights read as [tap][channel]
-    (("load_words_or_zero(within(sy, src_h) && within(sx, src_w), plane + (sy * src_w + sx) * channels);",
-      "load_words_or_zero(within(sy, src_h), plane + (sy * src_w + sx) * channels);"), "12:13"),  # a column's padding
+    (("load(kh * kKernel + kw, within(sy, src_h) && within(sx, src_w), sy * src_w + sx);",
+      "load(kh * kKernel + kw, within(sy, src_h), sy * src_w + sx);"), "12:13"),  # a column's padding read
     (("const int top = at.y * kStride - g.pad_h;", "const int top = at.y - g.pad_h;"), "13:14"),  # stride 2's rows
     (("at.c0 = group * channels_per_group;", "at.c0 = group;"), "12:13"),  # a group's first channel
     (("if (item >= items) return;", "if (item > items) return;"), "11:12"),  # a thread past the last pixel

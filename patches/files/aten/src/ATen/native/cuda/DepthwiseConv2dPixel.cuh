@@ -58,6 +58,22 @@ __device__ __forceinline__ PixelItem pixel_item(int item, int groups, int dst_h,
   return at;
 }
 
+// The window of kKernel x kKernel taps whose first row and column are (top, left): load(t, inside,
+// pixel) for each tap t, row by row, with whether it lies in the src_h x src_w plane and its pixel's
+// offset from the plane's first (outside: a place no load may read).
+template <int kKernel, typename Load>
+__device__ __forceinline__ void load_window(int top, int left, int src_h, int src_w, Load&& load) {
+#pragma unroll
+  for (int kh = 0; kh < kKernel; ++kh) {
+    const int sy = top + kh;
+#pragma unroll
+    for (int kw = 0; kw < kKernel; ++kw) {
+      const int sx = left + kw;
+      load(kh * kKernel + kw, within(sy, src_h) && within(sx, src_w), sy * src_w + sx);
+    }
+  }
+}
+
 // dst[n, c0 + k, y, x] for the thread's channel group, k < kPixelChannels: the window's kernel^2
 // inputs (zero on the padding, nothing read there) and the group's weights are loaded first, all
 // independent, then multiplied in acc_t; backward-input reads the filter flipped in both
@@ -91,16 +107,9 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
     const uint32_t* const filters = reinterpret_cast<const uint32_t*>(weight + at.c0 * kTaps);
     Vector16<uint32_t> in[kTaps];  // as loaded: 32-bit words, each value widened where it is used
     Vector16<uint32_t> w[kTaps];
-#pragma unroll
-    for (int kh = 0; kh < kKernel; ++kh) {
-      const int sy = top + kh;
-#pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
-        const int sx = left + kw;
-        in[kh * kKernel + kw] =
-            load_words_or_zero(within(sy, src_h) && within(sx, src_w), plane + (sy * src_w + sx) * channels);
-      }
-    }
+    load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
+      in[t] = load_words_or_zero(inside, plane + pixel * channels);
+    });
 #pragma unroll
     for (int i = 0; i < kTaps; ++i) w[i] = load_vector(filters + i * kVector16<uint32_t>);
 #pragma unroll
@@ -125,15 +134,9 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
     const scalar_t* const filter = weight + at.c0 * kTaps;
     scalar_t in[kTaps];
     scalar_t w[kTaps];
-#pragma unroll
-    for (int kh = 0; kh < kKernel; ++kh) {
-      const int sy = top + kh;
-#pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
-        const int sx = left + kw;
-        in[kh * kKernel + kw] = within(sy, src_h) && within(sx, src_w) ? plane[sy * src_w + sx] : scalar_t(0);
-      }
-    }
+    load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
+      in[t] = inside ? plane[pixel] : scalar_t(0);
+    });
 #pragma unroll
     for (int t = 0; t < kTaps; ++t) w[t] = filter[kBackward ? kTaps - 1 - t : t];
     acc[0] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.c0]) : acc_t(0);
