@@ -19,8 +19,8 @@ constexpr int kPixelChannels = kChannelsLast ? kVector16<scalar_t> : 1;
 
 // Blocks of kThreads threads an SM that the kernel's __launch_bounds__ asks for, so that its
 // registers allow them. A channels_last thread holds its group's kernel^2 weight vectors and its
-// window's kernel^2 input vectors (16-byte units: 4 registers each in every dtype), about 90
-// registers at 3x3 and 220 at 5x5; an NCHW thread holds kernel^2 values of each (twice the
+// window's kernel^2 input vectors (16-byte units: 4 registers each in every dtype), 90 to 120
+// registers at 3x3 and 190 to 250 at 5x5; an NCHW thread holds kernel^2 values of each (twice the
 // registers in double).
 template <typename scalar_t>
 constexpr int pixel_min_blocks(int kernel, bool channels_last) {
@@ -28,10 +28,10 @@ constexpr int pixel_min_blocks(int kernel, bool channels_last) {
   return sizeof(scalar_t) > 4 ? 2 : 4;
 }
 
-// Output pixel `item`'s window (the first input row and column it reads) and where its channel
-// group starts, from the thread's item: channels_last items are numbered (n, y, x, group), the
-// group fastest, so that a warp's loads of a tap are consecutive 16-byte vectors of a pixel row;
-// NCHW items (n, c, y, x), x fastest, so that they are consecutive values of a plane row.
+// A thread's output pixel (n, y, x) and the first channel of its group, from its item: channels_last
+// items are numbered (n, y, x, group), the group fastest, so that a warp's loads of a tap are
+// consecutive 16-byte vectors of a pixel row; NCHW items (n, c, y, x), x fastest, so that they are
+// consecutive values of a plane row.
 struct PixelItem {
   int n, c0, y, x;
 };
