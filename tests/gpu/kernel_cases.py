@@ -367,7 +367,7 @@ KERNEL_PATH_ROWS = [
      {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
     ("channels_last_stream", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
      {"forward": CHANNELS_LAST_STREAM, "backward-input": CHANNELS_LAST_STREAM}),
-    ("register_tiled", "nchw", 2, 24, (56, 56), (3, 3), 1, (1, 1),  # more threads than pixel takes
+    ("register_tiled", "nchw", 2, 48, (56, 56), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
@@ -382,7 +382,7 @@ KERNEL_PATH_ROWS = [
     ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
      {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
     ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),
-    ("register_tiled_stride2", "nchw", 4, 16, (120, 120), (3, 3), 2, (1, 1),  # more threads than pixel takes
+    ("register_tiled_stride2", "nchw", 4, 32, (120, 120), (3, 3), 2, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),

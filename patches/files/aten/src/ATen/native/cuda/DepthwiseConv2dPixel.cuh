@@ -20,12 +20,13 @@ constexpr int kPixelChannels = kChannelsLast ? kVector16<scalar_t> : 1;
 // Blocks of kThreads threads an SM that the kernel's __launch_bounds__ asks for, so that its
 // registers allow them. A channels_last thread holds its group's kernel^2 weight vectors and its
 // window's kernel^2 input vectors (16-byte units: 4 registers each in every dtype), 90 to 120
-// registers at 3x3 and 190 to 250 at 5x5; an NCHW thread holds kernel^2 values of each (twice the
-// registers in double).
+// registers at 3x3 and 190 to 250 at 5x5; an NCHW thread holds kernel^2 values of each, 32
+// registers at 3x3 (a full SM of threads) and 64 at 5x5, twice that in double.
 template <typename scalar_t>
 constexpr int pixel_min_blocks(int kernel, bool channels_last) {
   if (channels_last) return kernel == 3 ? 2 : 1;
-  return sizeof(scalar_t) > 4 ? 2 : 4;
+  const int blocks = kernel == 3 ? 8 : 4;
+  return sizeof(scalar_t) > 4 ? blocks / 2 : blocks;
 }
 
 // A thread's output pixel (n, y, x) and the first channel of its group, from its item: channels_last
