@@ -331,12 +331,13 @@ class TestDepthwise2d(TestCase):
         x = torch.randn(2, 4, 20, 20, device=device)
         x[0, 1, 5, 5] = float("nan")
         x[1, 2, 10, 3] = float("inf")
-        w = torch.randn(8, 1, 3, 3, device=device)
-        ours = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
-        with stock_kernels():
-            stock = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
-        self.assertTrue(torch.equal(ours.isnan(), stock.isnan()))
-        self.assertTrue(torch.equal(ours.isinf(), stock.isinf()))
+        for out_channels in (4, 8):  # multiplier 1 (this small grid: the pixel kernel) and 2 (the tiles)
+            w = torch.randn(out_channels, 1, 3, 3, device=device)
+            ours = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+            with stock_kernels():
+                stock = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+            self.assertTrue(torch.equal(ours.isnan(), stock.isnan()), f"{out_channels} output channels")
+            self.assertTrue(torch.equal(ours.isinf(), stock.isinf()), f"{out_channels} output channels")
 
     @onlyCUDA
     @dtypes(torch.float32, torch.bfloat16)
