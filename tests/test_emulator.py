@@ -438,8 +438,9 @@ MUTATIONS = [
     (("const int flat = k * kTaps + tap;", "const int flat = tap * V + k;"), "12:13"),  # the weights read as [tap][channel]
     (("load(kh * kKernel + kw, within(sy, src_h) && within(sx, src_w), sy * src_w + sx);",
       "load(kh * kKernel + kw, within(sy, src_h), sy * src_w + sx);"), "12:13"),  # a column's padding read
-    (("const int top = at.y * kStride - g.pad_h;", "const int top = at.y - g.pad_h;"), "13:14"),  # stride 2's rows
-    (("at.c0 = group * channels_per_group;", "at.c0 = group;"), "12:13"),  # a group's first channel
+    (("const int top = y * kStride - g.pad_h;", "const int top = y - g.pad_h;"), "13:14"),  # stride 2's rows
+    (("const int c0 = (kChannelsLast ? walk.at[3] : walk.at[1]) * V;",
+      "const int c0 = kChannelsLast ? walk.at[3] : walk.at[1];"), "12:13"),  # a group's first channel
     (("if (item >= items) return;", "if (item > items) return;"), "11:12"),  # a thread past the last pixel
     (("dim3(static_cast<unsigned>((items + threads - 1) / threads))", "dim3(static_cast<unsigned>(items / threads))"),
      "11:12"),  # the last block, part-filled, left out

@@ -29,36 +29,6 @@ constexpr int pixel_min_blocks(int kernel, bool channels_last) {
   return sizeof(scalar_t) > 4 ? blocks / 2 : blocks;
 }
 
-// A thread's output pixel (n, y, x) and the first channel of its group, from its item: channels_last
-// items are numbered (n, y, x, group), the group fastest, so that a warp's loads of a tap are
-// consecutive 16-byte vectors of a pixel row; NCHW items (n, c, y, x), x fastest, so that they are
-// consecutive values of a plane row.
-struct PixelItem {
-  int n, c0, y, x;
-};
-
-template <bool kChannelsLast>
-__device__ __forceinline__ PixelItem pixel_item(int item, int groups, int dst_h, int dst_w, int channels_per_group) {
-  PixelItem at;
-  if constexpr (kChannelsLast) {
-    const int group = item % groups;
-    int rest = item / groups;
-    at.x = rest % dst_w;
-    rest /= dst_w;
-    at.y = rest % dst_h;
-    at.n = rest / dst_h;
-    at.c0 = group * channels_per_group;
-  } else {
-    at.x = item % dst_w;
-    int rest = item / dst_w;
-    at.y = rest % dst_h;
-    rest /= dst_h;
-    at.c0 = rest % groups;
-    at.n = rest / groups;
-  }
-  return at;
-}
-
 // The window of kKernel x kKernel taps whose first row and column are (top, left): load(t, inside,
 // pixel) for each tap t, row by row, with whether it lies in the src_h x src_w plane and its pixel's
 // offset from the plane's first (outside: a place no load may read).
@@ -98,14 +68,23 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
   const int channels = static_cast<int>(g.dst_channels);
   const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
   const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
-  const PixelItem at = pixel_item<kChannelsLast>(item, channels / V, dst_h, dst_w, V);
-  const int top = at.y * kStride - g.pad_h;
-  const int left = at.x * kStride - g.pad_w;
+  // The thread's output pixel (n, y, x) and its group's first channel c0. channels_last items are
+  // numbered (n, y, x, group), the group fastest, so that a warp's loads of a tap are consecutive
+  // 16-byte vectors of a pixel row; NCHW items (n, c, y, x), x fastest: consecutive values of a row.
+  const int extents[4] = {0, kChannelsLast ? dst_h : channels, kChannelsLast ? dst_w : dst_h,
+                          kChannelsLast ? channels / V : dst_w};
+  const GridWalk<int, 4> walk(item, 0, extents);
+  const int n = walk.at[0];
+  const int c0 = (kChannelsLast ? walk.at[3] : walk.at[1]) * V;
+  const int y = kChannelsLast ? walk.at[1] : walk.at[2];
+  const int x = kChannelsLast ? walk.at[2] : walk.at[3];
+  const int top = y * kStride - g.pad_h;
+  const int left = x * kStride - g.pad_w;
 
   acc_t acc[V];
   if constexpr (kChannelsLast) {
-    const scalar_t* const plane = src + at.n * src_h * src_w * channels + at.c0;
-    const uint32_t* const filters = reinterpret_cast<const uint32_t*>(weight + at.c0 * kTaps);
+    const scalar_t* const plane = src + n * src_h * src_w * channels + c0;
+    const uint32_t* const filters = reinterpret_cast<const uint32_t*>(weight + c0 * kTaps);
     Vector16<uint32_t> in[kTaps];  // as loaded: 32-bit words, each value widened where it is used
     Vector16<uint32_t> w[kTaps];
     load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
@@ -115,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
     for (int i = 0; i < kTaps; ++i) w[i] = load_vector(filters + i * kVector16<uint32_t>);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      acc[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.c0 + k]) : acc_t(0);
+      acc[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + k]) : acc_t(0);
     }
 #pragma unroll
     for (int t = 0; t < kTaps; ++t) {
@@ -129,10 +108,10 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
     Vector16<scalar_t> out;
 #pragma unroll
     for (int k = 0; k < V; ++k) out.v[k] = static_cast<scalar_t>(acc[k]);
-    store_vector(dst + ((at.n * dst_h + at.y) * dst_w + at.x) * channels + at.c0, out);
+    store_vector(dst + ((n * dst_h + y) * dst_w + x) * channels + c0, out);
   } else {
-    const scalar_t* const plane = src + (at.n * channels + at.c0) * src_h * src_w;
-    const scalar_t* const filter = weight + at.c0 * kTaps;
+    const scalar_t* const plane = src + (n * channels + c0) * src_h * src_w;
+    const scalar_t* const filter = weight + c0 * kTaps;
     scalar_t in[kTaps];
     scalar_t w[kTaps];
     load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
@@ -140,10 +119,10 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
     });
 #pragma unroll
     for (int t = 0; t < kTaps; ++t) w[t] = filter[kBackward ? kTaps - 1 - t : t];
-    acc[0] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.c0]) : acc_t(0);
+    acc[0] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0]) : acc_t(0);
 #pragma unroll
     for (int t = 0; t < kTaps; ++t) acc[0] += static_cast<acc_t>(in[t]) * static_cast<acc_t>(w[t]);
-    dst[((at.n * channels + at.c0) * dst_h + at.y) * dst_w + at.x] = static_cast<scalar_t>(acc[0]);
+    dst[((n * channels + c0) * dst_h + y) * dst_w + x] = static_cast<scalar_t>(acc[0]);
   }
 }
 
