@@ -119,7 +119,7 @@ routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a b
 resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory and 16-byte accesses per kernel (ARCH=sm_90)
 	$(HARNESS) resource-report
 
-plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, SETS=, REGISTERS=1)
+plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, ARCH=sm_90, SETS=, REGISTERS=1)
 	$(HARNESS) plan-report
 
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)

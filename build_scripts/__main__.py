@@ -58,11 +58,12 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_plan_report(args) -> None:
-    from .plan_report import bench_launches, build_driver, markdown
+    from .plan_report import Gpu, bench_launches, build_driver, markdown
+    gpu = Gpu(args.sms, args.arch)  # checked before anything is built
     binary = build_driver(REPO_ROOT / "build" / "plan-report")
     sets = [name for name in args.sets.split(",") if name] or None
     try:
-        launches = bench_launches(binary, args.sms, sets)
+        launches = bench_launches(binary, gpu, sets)
     except ValueError as err:  # an unknown layer set
         raise HarnessError(str(err)) from err
     resources = None
@@ -72,7 +73,7 @@ def cmd_plan_report(args) -> None:
         from .resource_report import kernel_resources
         report = run_l0(load_pin())
         resources = [row for directory in report.compiler_reports.values() for row in kernel_resources(directory)]
-    print(markdown(launches, args.sms, resources))
+    print(markdown(launches, gpu, resources))
 
 
 def cmd_overlay(args) -> None:
@@ -298,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                                    "e.g. 'L=2048 b8 bfloat16 contiguous'")
         if name == "plan-report":
             verb.add_argument("--sms", type=int, default=int(os.environ.get("SMS") or 132),
-                              help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe)")
+                              help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe; 108: A100)")
+            verb.add_argument("--arch", default=os.environ.get("ARCH") or "sm_90",
+                              help="the SM's kind, which says what one holds: sm_80 (A100), sm_86 (RTX 30), "
+                                   "sm_89 (RTX 40, L4) or sm_90 (H100, H200; the default)")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="comma-separated layer sets (default: all)")
             verb.add_argument("--registers", action="store_true", default=os.environ.get("REGISTERS") == "1",

@@ -40,17 +40,59 @@ def kernel_path_names() -> list[str]:
 
 @dataclass(frozen=True)
 class SmLimits:
-    """What one SM holds (sm_90, H100 and H200): threads, blocks, shared memory and the part
-    of it the runtime reserves per block."""
-    threads: int = 2048
-    blocks: int = 32
-    shared_bytes: int = 228 * 1024
+    """What one SM holds: threads, blocks, shared memory and the part of it the runtime reserves
+    a block, and registers (the CUDA programming guide's table of compute capabilities)."""
+    threads: int
+    blocks: int
+    shared_bytes: int
     reserved_per_block: int = 1024
     registers: int = 64 * 1024
     register_unit: int = 256  # registers are allocated to a warp in units of this many
 
 
-H100 = SmLimits()
+SM_LIMITS = {
+    "sm_80": SmLimits(threads=2048, blocks=32, shared_bytes=164 * 1024),  # A100
+    "sm_86": SmLimits(threads=1536, blocks=16, shared_bytes=100 * 1024),  # RTX 30, A10, A40
+    "sm_89": SmLimits(threads=1536, blocks=24, shared_bytes=100 * 1024),  # RTX 40, L4, L40
+    "sm_90": SmLimits(threads=2048, blocks=32, shared_bytes=228 * 1024),  # H100, H200
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU as the host code plans for it (DepthwiseConv2dCommon.cuh's GpuLimits): its SMs, and
+    what one holds."""
+    sm_count: int
+    arch: str = "sm_90"  # a key of SM_LIMITS
+
+    def __post_init__(self):
+        if self.sm_count < 1:
+            raise HarnessError(f"a GPU has at least one SM, not {self.sm_count} "
+                               f"(132 for an H100 SXM, 114 for a PCIe one, 108 for an A100)")
+        if self.arch not in SM_LIMITS:
+            raise HarnessError(f"no SM limits for {self.arch!r}: one of {', '.join(SM_LIMITS)}")
+
+    @property
+    def sm(self) -> SmLimits:
+        return SM_LIMITS[self.arch]
+
+    @property
+    def code_arch(self) -> str:
+        """The arch of the machine code it runs: the pin builds sm_80 and sm_90, and an sm_8x GPU
+        runs sm_80's."""
+        return "sm_80" if self.arch.startswith("sm_8") else self.arch
+
+    def driver_field(self) -> str:
+        """The driver's gpu field: SMs, then an SM's threads, blocks, registers, shared bytes and the
+        shared bytes reserved a block."""
+        sm = self.sm
+        return f"{self.sm_count}:{sm.threads}:{sm.blocks}:{sm.registers}:{sm.shared_bytes}:{sm.reserved_per_block}"
+
+    def __str__(self) -> str:
+        return f"{self.sm_count} SMs of {self.arch}"
+
+
+H100 = Gpu(132, "sm_90")  # SXM; the bench's GPU
 
 
 def build_driver(directory: Path) -> Path:
@@ -74,17 +116,17 @@ def build_driver(directory: Path) -> Path:
 
 
 def call_line(dtype: str, pass_: str, layout: str, n: int, c: int, size, kernel, stride, padding, dilation,
-              multiplier: int = 1, input_offset: int = 0, grad_output_offset: int = 0, sm_count: int = 132,
+              multiplier: int = 1, input_offset: int = 0, grad_output_offset: int = 0, gpu: Gpu = H100,
               disabled=()) -> str:
     """One call as the driver reads it (kernel_choice.cpp's header): dtype is the driver's name
     (double, float, half, bfloat16), layout nchw or cl, the 2D parameters as (h, w) pairs."""
     (h, w), (kh, kw), (sh, sw), (ph, pw), (dh, dw) = size, kernel, stride, padding, dilation
     fields = [dtype, pass_, layout, n, c, h, w, multiplier, kh, kw, sh, sw, ph, pw, dh, dw, input_offset,
-              grad_output_offset, sm_count, ",".join(disabled) or "-"]
+              grad_output_offset, gpu.driver_field(), ",".join(disabled) or "-"]
     return " ".join(str(f) for f in fields)
 
 
-def bench_call_line(problem, pass_: str, sm_count: int) -> str:
+def bench_call_line(problem, pass_: str, gpu: Gpu) -> str:
     """The driver's line for one pass of a bench problem (build_scripts/bench/layers.py); conv1d
     is the 2D problem on (N, C, 1, L)."""
     layer = problem.layer
@@ -94,7 +136,7 @@ def bench_call_line(problem, pass_: str, sm_count: int) -> str:
     else:
         geometry = ((layer.length,) * 2, (layer.kernel,) * 2, (layer.stride,) * 2, (layer.pad,) * 2)
     return call_line(DRIVER_DTYPES[problem.dtype], pass_, layout, problem.batch, layer.channels, *geometry, (1, 1),
-                     sm_count=sm_count)
+                     gpu=gpu)
 
 
 def problem_passes(problem) -> tuple[str, ...]:
@@ -134,7 +176,7 @@ class Launch:
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
 
-    def blocks_per_sm(self, limits: SmLimits = H100, registers: int | None = None) -> int:
+    def blocks_per_sm(self, limits: SmLimits = H100.sm, registers: int | None = None) -> int:
         """How many of its blocks an SM holds by threads (whole warps) and shared memory, and by
         `registers` a thread where they are known."""
         warps = -(-self.threads // 32)
@@ -145,8 +187,8 @@ class Launch:
             held = min(held, limits.registers // (warps * warp_registers))
         return held
 
-    def waves(self, sm_count: int, limits: SmLimits = H100, registers: int | None = None) -> float:
-        return self.blocks / (sm_count * max(1, self.blocks_per_sm(limits, registers)))
+    def waves(self, gpu: Gpu = H100, registers: int | None = None) -> float:
+        return self.blocks / (gpu.sm_count * max(1, self.blocks_per_sm(gpu.sm, registers)))
 
 
 RESOURCE_DTYPES = {"float64": "double", "float32": "float", "float16": "Half", "bfloat16": "BFloat16"}
@@ -181,38 +223,40 @@ def instance_registers(resources, arch: str, problem, pass_: str, kernel: str) -
     return max(chosen) if chosen else None
 
 
-def bench_launches(binary: Path, sm_count: int, set_names: list[str] | None = None):
-    """(problem, pass, Launch) for every pass of every bench problem."""
+def bench_launches(binary: Path, gpu: Gpu, set_names: list[str] | None = None):
+    """(problem, pass, Launch) for every pass of every bench problem, planned for `gpu`."""
     from .bench.layers import problems
 
-    if sm_count < 1:
-        raise HarnessError(f"a GPU has at least one SM, not {sm_count} (SMS=132 for an H100 SXM, 114 for a PCIe one)")
-
     keys = [(problem, pass_) for problem in problems(set_names) for pass_ in problem_passes(problem)]
-    answers = run_driver(binary, [bench_call_line(p, pass_, sm_count) for p, pass_ in keys], "--plans")
+    answers = run_driver(binary, [bench_call_line(p, pass_, gpu) for p, pass_ in keys], "--plans")
     return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
 
 
-def markdown(launches, sm_count: int, resources=None, arch: str = "sm_90") -> str:
-    """The report; with `resources` (the compiler's report rows) blocks an SM count registers too."""
+def markdown(launches, gpu: Gpu, resources=None) -> str:
+    """The report of launches planned for `gpu`; with `resources` (the compiler's report rows)
+    blocks an SM count registers too, the kernel instance's for the arch of the code it runs."""
+    sm = gpu.sm
+    limits = (f"an {gpu.arch} SM: {sm.threads} threads, {sm.blocks} blocks, {sm.shared_bytes // 1024} KB, "
+              f"{sm.reserved_per_block // 1024} KB reserved a block")
     if resources is None:
-        held = ("Blocks per SM: by threads and shared memory only (an sm_90 SM: 2048 threads, 32 blocks, 228 KB, "
-                "1 KB reserved a block); registers may allow fewer (`make plan-report REGISTERS=1`).")
+        held = (f"Blocks per SM: by threads and shared memory only ({limits}); registers may allow fewer "
+                f"(`make plan-report REGISTERS=1`).")
     else:
-        held = (f"Blocks per SM: by threads, shared memory and registers (an sm_90 SM: 2048 threads, 32 blocks, "
-                f"228 KB, 1 KB reserved a block, 64K registers; the kernel instance's registers for {arch} from "
-                f"the compiler's report, `-` where none matched).")
-    lines = [f"# Launch plans of the bench problems ({sm_count} SMs)", "",
+        held = (f"Blocks per SM: by threads, shared memory and registers ({limits}, {sm.registers // 1024}K "
+                f"registers; the kernel instance's registers for {gpu.code_arch} from the compiler's report, `-` "
+                f"where none matched).")
+    lines = [f"# Launch plans of the bench problems ({gpu})", "",
              held + " Waves: blocks / (SMs x blocks per SM).", "",
              "| set | layer | batch | dtype, layout | pass | kernel | grid | block | shared KB | registers | blocks/SM "
              "| waves |",
              "| --- | --- | ---: | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
     for problem, pass_, launch in launches:
         layer = problem.layer
-        registers = None if resources is None else instance_registers(resources, arch, problem, pass_, launch.kernel)
+        registers = (None if resources is None
+                     else instance_registers(resources, gpu.code_arch, problem, pass_, launch.kernel))
         lines.append(
             f"| {layer.set} | {layer.name} | {problem.batch} | {problem.dtype} {problem.layout} | {pass_} | "
             f"{launch.kernel} | {'x'.join(map(str, launch.grid))} | {'x'.join(map(str, launch.block))} | "
             f"{launch.shared_bytes / 1024:.1f} | {'-' if registers is None else registers} | "
-            f"{launch.blocks_per_sm(registers=registers)} | {launch.waves(sm_count, registers=registers):.2f} |")
+            f"{launch.blocks_per_sm(sm, registers)} | {launch.waves(gpu, registers):.2f} |")
     return "\n".join(lines) + "\n"

@@ -117,7 +117,7 @@ def synthetic_report(speed_ours=2.5, routed_slower=False) -> dict:
     return {"schema": SCHEMA, "command": "python -m build_scripts bench run", "date": "2026-01-01",
             "device": "Synthetic GPU", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91002,
             "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "copy_bandwidth_GBps": 3000.0, "fp32_fma_TFLOPS": 50.0,
-            "l2_bytes": 50 << 20,
+            "l2_bytes": 50 << 20, "sm_count": 132, "arch": "sm_90",
             "settings": {"repeats": 30, "warmup": 3, "check_batch": 2, "tolerance": {}, "cudnn_allow_tf32": True,
                          "cudnn_benchmark": False, "variants": ["stock", "cudnn", "native", "ours", "routed"],
                          "sets": "all"},
@@ -168,6 +168,9 @@ def test_the_markdown_report_names_the_run_and_every_row(tmp_path):
     assert len(table_rows) == len(report["rows"])
     assert "## ConvNeXt-T, bf16 channels_last, batch 64" in text
     assert "| 96@56 | training step |" in text
+    assert "- 132 SMs of sm_90: `make plan-report SMS=132 ARCH=sm_90`" in text
+    del report["sm_count"], report["arch"]  # a report from before the bench recorded its GPU's SMs
+    assert "make plan-report" not in markdown(report)
 
 
 def test_a_failed_check_is_reported():

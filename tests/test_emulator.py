@@ -346,7 +346,7 @@ MUTATIONS = [
      "0:1"),  # the slices summed counted wrong
     (("plan.cols_per_thread, plan.tile_in_h, plan.tile_in_w);", "plan.cols_per_thread, plan.tile_in_w, plan.tile_in_h);"),
      "4:5"),  # the general tile's height and width exchanged
-    (("plan_grad_weight(g, t.nchw, sm_count)", "plan_grad_weight(g, true, sm_count)"),
+    (("plan_grad_weight(g, t.nchw, gpu)", "plan_grad_weight(g, true, gpu)"),
      "6:7"),  # channels_last data summed as NCHW
     # The bias gradient every weight-gradient kernel sums on the way, and the slices' sum of it:
     (("        acc[kTaps] += go[k];\n", "\n"), "36:37"),  # the row kernel's whole chunks

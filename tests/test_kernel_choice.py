@@ -1,8 +1,8 @@
 """Which kernel the host code chooses for each pass (DepthwiseConv2dKernelChoice.cuh, run on the
 CPU through tests/emulator/kernel_choice.cpp), against what the GPU tests expect the profiler to
 see (tests/gpu/kernel_cases.py): an expectation the choice no longer meets fails here, without a
-GPU. Each is checked in every dtype and for GPUs of 108, 114 and 132 SMs (A100, H100 PCIe, H100
-SXM and H200), so that no GPU test depends on the GPU it runs on."""
+GPU. Each is checked in every dtype and for the GPUs of GPUS (A100, H100 PCIe, H100 SXM and H200,
+RTX 3090, RTX 4090), so that no GPU test depends on the GPU it runs on."""
 
 import re
 import subprocess
@@ -19,7 +19,10 @@ pytestmark = pytest.mark.l0  # the pinned torch's c10 headers and library
 OURS = REPO_ROOT / "patches" / "files" / "aten" / "src"
 KERNEL_SOURCES = sorted((OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh"))  # the kernel family headers
 DTYPES = {"double": 8, "float": 4, "half": 2, "bfloat16": 2}
-SM_COUNTS = (108, 114, 132)
+Gpu = plan_report.Gpu
+H100 = plan_report.H100  # SXM, 132 SMs
+# Each SM kind the planners size grids by (threads, blocks and shared memory an SM), with its SMs.
+GPUS = (Gpu(108, "sm_80"), Gpu(114, "sm_90"), H100, Gpu(82, "sm_86"), Gpu(128, "sm_89"))
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +30,10 @@ def kernel_choice(tmp_path_factory) -> Path:
     return plan_report.build_driver(tmp_path_factory.mktemp("kernel_choice"))
 
 
-def query_line(dtype: str, pass_: str, call: kernel_cases.Call, sm_count: int, disabled=()) -> str:
+def query_line(dtype: str, pass_: str, call: kernel_cases.Call, gpu: plan_report.Gpu, disabled=()) -> str:
     return plan_report.call_line(dtype, pass_, call.layout, call.n, call.c, call.size, call.kernel, call.stride,
                                  call.padding, call.dilation, call.multiplier, call.input_offset,
-                                 call.grad_output_offset, sm_count, disabled)
+                                 call.grad_output_offset, gpu, disabled)
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +43,9 @@ def kernel_names(kernel_choice) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def bench_launches(kernel_choice) -> dict[int, list]:
-    """SM count -> (problem, pass, Launch) for every bench pass."""
-    return {sm_count: plan_report.bench_launches(kernel_choice, sm_count) for sm_count in SM_COUNTS}
+def bench_launches(kernel_choice) -> dict[plan_report.Gpu, list]:
+    """GPU -> (problem, pass, Launch) for every bench pass."""
+    return {gpu: plan_report.bench_launches(kernel_choice, gpu) for gpu in GPUS}
 
 
 def choose(binary: Path, lines: list[str]) -> list[str]:
@@ -50,20 +53,20 @@ def choose(binary: Path, lines: list[str]) -> list[str]:
 
 
 def unmet(binary: Path, expectations_of) -> list[str]:
-    """Every (dtype, SM count, expectation, pass, kernel) whose expectation the choice does not meet."""
+    """Every (dtype, GPU, expectation, pass, kernel) whose expectation the choice does not meet."""
     checks, lines = [], []
     for dtype, element_size in DTYPES.items():
         for expectation in expectations_of(element_size):
             for pass_, kernels in expectation.launches.items():
-                for sm_count in SM_COUNTS:
-                    lines.append(query_line(dtype, pass_, expectation.call, sm_count, expectation.disabled))
-                    checks.append((dtype, sm_count, expectation, pass_, kernels))
+                for gpu in GPUS:
+                    lines.append(query_line(dtype, pass_, expectation.call, gpu, expectation.disabled))
+                    checks.append((dtype, gpu, expectation, pass_, kernels))
     failures = []
-    for (dtype, sm_count, expectation, pass_, kernels), chosen in zip(checks, choose(binary, lines)):
+    for (dtype, gpu, expectation, pass_, kernels), chosen in zip(checks, choose(binary, lines)):
         for kernel, expected in kernels.items():
             if (chosen == kernel) != expected:
                 off = f" with {', '.join(expectation.disabled)} off" if expectation.disabled else ""
-                failures.append(f"{dtype}, {sm_count} SMs, {expectation.call.label!r}{off}: {pass_} runs {chosen}, "
+                failures.append(f"{dtype}, {gpu}, {expectation.call.label!r}{off}: {pass_} runs {chosen}, "
                                 f"the GPU test expects {kernel} {'to' if expected else 'not to'} run")
     return failures
 
@@ -77,8 +80,8 @@ def test_the_gpu_tests_expect_the_kernels_the_host_code_chooses(kernel_choice, t
 def test_the_routing_tests_biased_layers_take_the_weight_gradient_kernels_they_expect(kernel_choice):
     lines, expected = [], []
     for dtype, _, call, kernel in kernel_cases.BIASED_LAYER_CASES:
-        for sm_count in SM_COUNTS:
-            lines.append(query_line(dtype, "grad-weight+bias", call, sm_count))
+        for gpu in GPUS:
+            lines.append(query_line(dtype, "grad-weight+bias", call, gpu))
             expected.append((call.label, kernel))
     chosen = choose(kernel_choice, lines)
     assert [(label, name) for (label, _), name in zip(expected, chosen)] == expected
@@ -91,7 +94,7 @@ def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choi
     for kernel, lanes in ((3, 2), (5, 1), (7, 1)):
         call = kernel_cases.Call("ring", 16, 96, 56, kernel, padding=kernel // 2, layout="cl")
         without, with_bias = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
-            kernel_choice, [query_line("bfloat16", pass_, call, 132, ["channels_last_window_grad_weight"])
+            kernel_choice, [query_line("bfloat16", pass_, call, H100, ["channels_last_window_grad_weight"])
                             for pass_ in ("grad-weight", "grad-weight+bias")],
             "--plans"))
         assert without.kernel == with_bias.kernel == kernel_cases.RING_GRAD_WEIGHT
@@ -127,15 +130,46 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     call = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl")
     moved = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl", input_offset=1)
     nchw = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1)
-    lines = [query_line("float", "forward", call, 132), query_line("float", "forward", moved, 132),
-             query_line("float", "forward", call, 132, ["pixel"]),
-             query_line("float", "forward", call, 132, ["pixel", "channels_last_register_tiled"]),
-             query_line("float", "forward", nchw, 132), query_line("float", "forward", nchw, 1),
-             query_line("float", "grad-weight", call, 132), query_line("float", "grad-weight", moved, 132)]
+    lines = [query_line("float", "forward", call, H100), query_line("float", "forward", moved, H100),
+             query_line("float", "forward", call, H100, ["pixel"]),
+             query_line("float", "forward", call, H100, ["pixel", "channels_last_register_tiled"]),
+             query_line("float", "forward", nchw, H100), query_line("float", "forward", nchw, Gpu(1)),
+             query_line("float", "grad-weight", call, H100), query_line("float", "grad-weight", moved, H100)]
     assert choose(kernel_choice, lines) == [
         kernel_cases.PIXEL, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_REGISTER_TILED,
         kernel_cases.CHANNELS_LAST_TILED, kernel_cases.PIXEL, kernel_cases.REGISTER_TILED,
         kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+
+
+def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
+    """DepthwiseConv2d.cu plans for the device's own SM (GpuLimits from cudaDeviceProp), not an
+    H100's: on GPUs of as many SMs of another kind the same call gets the plan that kind holds."""
+    def plan(call, pass_, gpu, dtype="float"):
+        return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [query_line(dtype, pass_, call, gpu)],
+                                                               "--plans")[0])
+
+    # 200,704 threads of the pixel kernel (NCHW 3x3, 8 blocks of 256 an SM by its register bound):
+    # 128 SMs of sm_90 hold 262,144 at once, 128 of sm_89 (1536 threads an SM) 196,608.
+    pixel_sized = kernel_cases.Call("probe", 1, 64, 56, 3, padding=1)
+    assert plan(pixel_sized, "forward", Gpu(128, "sm_90")).kernel == kernel_cases.PIXEL
+    assert plan(pixel_sized, "forward", Gpu(128, "sm_89")).kernel == kernel_cases.REGISTER_TILED
+    # The window weight gradient's 7x7 blocks of 46 KB: four an sm_90 SM holds (228 KB), three an
+    # sm_80 one (164 KB), so that on an A100 fewer slices fill the SMs.
+    window = kernel_cases.Call("probe", 64, 96, 56, 7, padding=3, layout="cl")
+    h100, a100 = (plan(window, "grad-weight", Gpu(108, arch), "bfloat16") for arch in ("sm_90", "sm_80"))
+    assert h100.kernel == a100.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
+    assert (h100.blocks_per_sm(plan_report.SM_LIMITS["sm_90"]), a100.blocks_per_sm(plan_report.SM_LIMITS["sm_80"])) \
+        == (4, 3)
+    assert a100.grid[1] < h100.grid[1]
+
+
+def test_a_gpu_is_one_the_plans_know():
+    assert Gpu(58, "sm_89").driver_field() == "58:1536:24:65536:102400:1024"
+    assert Gpu(82, "sm_86").code_arch == "sm_80" and H100.code_arch == "sm_90"
+    with pytest.raises(plan_report.HarnessError, match="no SM limits for 'sm_75'"):
+        Gpu(40, "sm_75")
+    with pytest.raises(plan_report.HarnessError, match="at least one SM, not 0"):
+        Gpu(0)
 
 
 def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
@@ -143,23 +177,26 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
     SANITIZER_CASES with the pixel path off, PIXEL_SANITIZER_CASES with every path on) reach every
     kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
     runs = ((kernel_cases.SANITIZER_CASES, kernel_cases.PIXEL_OFF), (kernel_cases.PIXEL_SANITIZER_CASES, ()))
-    for sm_count in SM_COUNTS:
+    for gpu in GPUS:
         lines = [query_line(dtype, pass_, kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding, dilation,
-                                                             m, layout), sm_count, disabled)
+                                                             m, layout), gpu, disabled)
                  for dtype in ("float", "bfloat16") for cases, disabled in runs
                  for n, c, m, h, w, kernel, stride, padding, dilation in cases
                  for layout in ("nchw", "cl") for pass_ in kernel_cases.PASSES]
         missed = kernel_names - set(choose(kernel_choice, lines))
-        assert not missed, f"{sm_count} SMs: the sanitizer subset never runs {sorted(missed)}"
+        assert not missed, f"{gpu}: the sanitizer subset never runs {sorted(missed)}"
 
 
 @pytest.mark.parametrize("line, message", [
     ("float forward cl 2 64 20 33", "malformed call line"),
-    ("float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "pass must be forward, backward-input, grad-weight or grad-weight+bias"),
-    ("float forward nhwc 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "layout must be nchw or cl"),
-    ("int forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "dtype must be double, float, half or bfloat16"),
-    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 rows", "no kernel path is named rows"),
-    ("float forward cl 2 64 2 2 1 3 3 1 1 0 0 1 1 0 0 132 -", "the output would be empty"),
+    (f"float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} -", "pass must be forward, backward-input, grad-weight or grad-weight+bias"),
+    (f"float forward nhwc 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} -", "layout must be nchw or cl"),
+    (f"int forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} -", "dtype must be double, float, half or bfloat16"),
+    (f"float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} rows", "no kernel path is named rows"),
+    (f"float forward cl 2 64 2 2 1 3 3 1 1 0 0 1 1 0 0 {H100.driver_field()} -", "the output would be empty"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "gpu must be SMs:threads:blocks:registers:shared:reserved"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132:2048:32:65536:233472 -", "gpu must be SMs:threads"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 0:2048:32:65536:233472:1024 -", "gpu limits must be positive"),
 ])
 def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
     proc = subprocess.run([str(kernel_choice)], input=line + "\n", capture_output=True, text=True, timeout=60)
@@ -191,9 +228,9 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
     written for its layer, never a general one: a planner change that sends a bench layer back to
     the general kernels (a tile outgrowing shared memory, a use threshold) fails here, before GPU
     time is spent timing it."""
-    failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {sm} SMs: {pass_} runs "
+    failures = [f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {gpu}: {pass_} runs "
                 f"{launch.kernel}, not one of {intended_kernels(p, pass_)}"
-                for sm, launches in bench_launches.items() for p, pass_, launch in launches
+                for gpu, launches in bench_launches.items() for p, pass_, launch in launches
                 if launch.kernel not in intended_kernels(p, pass_)]
     assert sum(map(len, bench_launches.values())) > 1000
     assert not failures, "\n".join(failures)
@@ -206,33 +243,33 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
     the pixel kernel, which an H100 SXM (132 SMs) holds at once for every such layer (a smaller GPU
     may leave the largest to the tiles), and its 7x7 ones the register-tiled kernel's one-step blocks."""
     k = kernel_cases
-    for sm, launches in bench_launches.items():
+    for gpu, launches in bench_launches.items():
         for p, pass_, launch in launches:
             layer = p.layer
             if (p.layout != "channels_last" or layer.conv1d or layer.kernel > 7 or pass_ == "grad-weight"
                     or (pass_ == "backward-input" and layer.stride == 2)):
                 continue
             if p.batch == 1 and layer.kernel <= 5:
-                allowed = (k.PIXEL,) if sm == 132 else (k.PIXEL, k.CHANNELS_LAST_REGISTER_TILED)
-                assert launch.kernel in allowed, (sm, layer.name, p.dtype, pass_, launch)
+                allowed = (k.PIXEL,) if gpu == H100 else (k.PIXEL, k.CHANNELS_LAST_REGISTER_TILED)
+                assert launch.kernel in allowed, (gpu, layer.name, p.dtype, pass_, launch)
             elif p.batch == 1:
-                assert launch.kernel == k.CHANNELS_LAST_REGISTER_TILED, (sm, layer.name, p.dtype, pass_)
+                assert launch.kernel == k.CHANNELS_LAST_REGISTER_TILED, (gpu, layer.name, p.dtype, pass_)
             elif layer.output_length() >= 28:
-                assert launch.kernel == k.CHANNELS_LAST_STREAM, (sm, layer.name, p.dtype, pass_, launch)
+                assert launch.kernel == k.CHANNELS_LAST_STREAM, (gpu, layer.name, p.dtype, pass_, launch)
 
 
 def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
     """The launch shapes the plan report shows (DepthwiseConv2dLaunch.cuh's, as the .cu launches
     them) for every bench pass on each GPU size: within the kernels' launch bound of 256 threads,
     48 KB of dynamic shared memory and the grid's limits, and at least one block an SM can hold."""
-    for sm_count, launches in bench_launches.items():
+    for gpu, launches in bench_launches.items():
         assert len(launches) == 372
         refused = [(p.layer.name, p.batch, p.dtype, pass_, launch) for p, pass_, launch in launches
-                   if not (launch.threads <= 256 and launch.shared_bytes <= 48 * 1024 and launch.blocks_per_sm() >= 1
+                   if not (launch.threads <= 256 and launch.shared_bytes <= 48 * 1024 and launch.blocks_per_sm(gpu.sm) >= 1
                            and 1 <= launch.grid[0] < 2**31 and 1 <= launch.grid[1] <= 65535
                            and 1 <= launch.grid[2] <= 65535)]
         assert not refused, refused
-        report = plan_report.markdown(launches, sm_count)
+        report = plan_report.markdown(launches, gpu)
         assert report.count("\n| ") == 372 + 2  # a row a pass, after the header and its rule
 
 
@@ -240,8 +277,8 @@ def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):
     """Blocks get thread groups along z (RegisterTile::groups) only where that adds no wave: the
     register tiles' helpers that stage (batch 1), the large filter's groups that share out the
     window's rows (small planes, where one group was a warp a block)."""
-    def launch_of(layer_name, batch, dtype, pass_, sm_count=132):
-        return next(launch for p, pass__, launch in bench_launches[sm_count]
+    def launch_of(layer_name, batch, dtype, pass_):
+        return next(launch for p, pass__, launch in bench_launches[H100]
                     if (p.layer.name, p.batch, p.dtype, pass__) == (layer_name, batch, dtype, pass_))
 
     def grouped(p, launch):
@@ -251,14 +288,14 @@ def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):
         plane_rows = -(-p.layer.output_length() // 4)
         return launch.block[2] * launch.grid[1] >= plane_rows + launch.grid[1]
 
-    register_tiled = [(sm, p, launch) for sm, launches in bench_launches.items() for p, pass_, launch in launches
+    register_tiled = [(gpu, p, launch) for gpu, launches in bench_launches.items() for p, pass_, launch in launches
                       if launch.kernel == "register_tiled_nchw_kernel"]
     assert len(register_tiled) > 100
-    for sm, p, launch in register_tiled:
+    for gpu, p, launch in register_tiled:
         if p.batch == 64:  # grids of several waves
-            assert not grouped(p, launch), (sm, p, launch)
+            assert not grouped(p, launch), (gpu, p, launch)
         else:
-            assert launch.threads >= 224 and launch.blocks <= 3 * sm, (sm, p, launch)  # were 16 to 224 threads
+            assert launch.threads >= 224 and launch.blocks <= 3 * gpu.sm_count, (gpu, p, launch)  # were 16 to 224 threads
     # (The batch-1 layers whose threads the GPU holds at once take the pixel kernel instead.)
     assert sum(grouped(p, launch) for _, p, launch in register_tiled) >= 25
     # EfficientNet-B0's 240@28 k5: a tile of 8 x 7 threads (28 x 28 outputs), staged by 4 groups;
@@ -302,7 +339,7 @@ def test_the_plan_report_counts_blocks_and_waves():
     launch = plan_report.Launch.parse("register_tiled_nchw_kernel grid=288,4,1 block=1,32,7 shared=15872")
     assert (launch.blocks, launch.threads) == (1152, 224)
     # 7 warps a block: 9 blocks in 64 warps; 228 KB / (15.5 + 1) KB: 13 by shared memory.
-    assert launch.blocks_per_sm() == 9 and launch.waves(128) == 1.0
+    assert launch.blocks_per_sm() == 9 and launch.waves(Gpu(128)) == 1.0
     assert plan_report.Launch.parse("k grid=1,1,1 block=256,1,1 shared=0").blocks_per_sm() == 8
     assert plan_report.Launch.parse("k grid=1,1,1 block=28,1,1 shared=0").blocks_per_sm() == 32
     assert plan_report.Launch.parse("k grid=1,1,1 block=112,1,1 shared=47744").blocks_per_sm() == 4
@@ -311,7 +348,7 @@ def test_the_plan_report_counts_blocks_and_waves():
     v6 = plan_report.Launch.parse("k grid=3,351,1 block=16,16,1 shared=49152")
     assert (v6.blocks_per_sm(), v6.blocks_per_sm(registers=151)) == (4, 1)
     ring = plan_report.Launch.parse("k grid=3,128,1 block=32,7,1 shared=36864")
-    assert ring.blocks_per_sm(registers=80) == 3 and ring.waves(128, registers=80) == 1.0
+    assert ring.blocks_per_sm(registers=80) == 3 and ring.waves(Gpu(128), registers=80) == 1.0
 
 
 def test_the_plan_report_takes_the_registers_of_the_passes_instance():
@@ -348,6 +385,7 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
 @pytest.mark.parametrize("args, message", [
     (["--sms", "0"], "a GPU has at least one SM, not 0"),
     (["--sets", "Nope"], "unknown layer set(s) ['Nope']"),
+    (["--arch", "sm_75"], "no SM limits for 'sm_75': one of sm_80, sm_86, sm_89, sm_90"),
 ])
 def test_plan_report_refuses_a_bad_argument_by_name(args, message):
     proc = subprocess.run([sys.executable, "-m", "build_scripts", "plan-report", *args], cwd=REPO_ROOT,

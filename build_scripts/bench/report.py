@@ -182,6 +182,8 @@ def markdown(report: dict) -> str:
         *([f"- FP32 FMA rate {report['fp32_fma_TFLOPS']:.1f} TFLOPS (cuBLAS SGEMM, TF32 off); the roofline is the "
            "larger of the floor and the pass's multiply-adds over that rate (it differs from the floor only where a "
            "pass computes more than it moves: the large filters)"] if report.get("fp32_fma_TFLOPS") else []),
+        *([f"- {report['sm_count']} SMs of {report['arch']}: `make plan-report SMS={report['sm_count']} "
+           f"ARCH={report['arch']}` gives each pass's kernel, launch and waves on it"] if "arch" in report else []),
         f"- Times: ms per run, median of {report['settings']['repeats']} CUDA-graph replays over rotating buffer sets "
         f"(together ≥ 3× the {report['l2_bytes'] >> 20} MB L2), CUDA events; random data",
         f"- Checked first against float64 at batch {report['settings']['check_batch']} "

@@ -108,6 +108,8 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "copy_bandwidth_GBps": bandwidth / 1e6,
         "fp32_fma_TFLOPS": 2 * macs_per_ms / 1e9,
         "l2_bytes": props.L2_cache_size,
+        "sm_count": props.multi_processor_count,  # with arch, `make plan-report SMS= ARCH=` for this GPU
+        "arch": f"sm_{props.major}{props.minor}",
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "tolerance": TOLERANCE,
                      "cudnn_allow_tf32": allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "variants": list(variants), "sets": set_names or "all"},

@@ -92,6 +92,17 @@ struct DeviceAlignedAllocator {
 template <typename T>
 using Buffer = std::vector<T, DeviceAlignedAllocator<T>>;
 
+// The GPUs the plans are made for, with as many SMs as a check wants: an sm_90 SM (H100, H200:
+// 2048 threads, 32 blocks, 228 KB of shared memory) and an sm_86 one (RTX 30, A10: 1536 threads,
+// 16 blocks, 100 KB), each with 64K registers and 1 KB of shared memory reserved a block.
+GpuLimits sm90_gpu(int64_t sms) {
+  return {sms, 2048, 32, 64 * 1024, 228 * 1024, 1024};
+}
+
+GpuLimits sm86_gpu(int64_t sms) {
+  return {sms, 1536, 16, 64 * 1024, 100 * 1024, 1024};
+}
+
 // A logical NCHW tensor of doubles; `store` lays it out as the kernels' buffer (aligned as a device's).
 struct Tensor4 {
   int n, c, h, w;
@@ -243,7 +254,7 @@ void check_register_tiled(const std::string& kernel, const std::string& tag, con
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     for (const int64_t min_blocks : kMinBlocks) {
-      auto plan = plan_register_tiled<acc_t>(g, min_blocks);
+      auto plan = plan_register_tiled<acc_t>(g, sm90_gpu(min_blocks));
       if (!plan) continue;
       const auto weight = p.weight.store<T>(false);
       for (const bool vector_loads : staging_modes(g, src.data(), sizeof(T))) {
@@ -272,7 +283,7 @@ void check_large_filter(const std::string& pass, const std::string& tag, const P
     for (const bool channels_last : {false, true}) {
       const auto src_values = src.store<T>(channels_last);
       for (const int64_t min_blocks : kMinBlocks) {
-        auto plan = plan_large_filter<acc_t>(g, min_blocks);
+        auto plan = plan_large_filter<acc_t>(g, sm90_gpu(min_blocks));
         if (!plan) continue;
         auto out = poisoned<T>(ref.v.size());
         plan->tile.row_access = !channels_last && register_tile_row_access(g, out.data(), sizeof(T));
@@ -297,8 +308,8 @@ void check_row(const std::string& kernel, const std::string& tag, const Problem&
     if (!has_row_kernel(g)) return;
     const auto weight = p.weight.store<T>(false);
     const auto aligned_src = src.store<T>(false);
-    for (const int sm_count : {1, 512}) {
-      const auto plan = plan_row(g, sizeof(T), sm_count);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      const auto plan = plan_row(g, sizeof(T), gpu);
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan.grid, dim3(kThreads), 0, row_kernel_for<T, index_t, kBackward>(g.kernel_w),
                          aligned_src.data(), weight.data(), bias, out.data(), g, plan.chunks_per_row);
@@ -358,7 +369,7 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto weight = p.weight.store<T>(false);
     const auto in = src.store<T>(true);
-    const auto planned = plan_channels_last_stream<T>(g, 1);
+    const auto planned = plan_channels_last_stream<T>(g, sm90_gpu(1));
     if (!planned) return;
     for (const auto& plan : {planned, with_stream_steps(*planned, g, g.dst_h), with_stream_steps(*planned, g, 3)}) {
       if (!plan) continue;
@@ -383,8 +394,8 @@ void check_pixel(const std::string& pass, const std::string& tag, const Problem&
     const auto weight = p.weight.store<T>(false);
     for (const bool channels_last : {false, true}) {
       const auto in = src.store<T>(channels_last);
-      for (const int64_t sm_count : {int64_t(1), int64_t(1) << 20}) {
-        const auto plan = plan_pixel<T>(g, channels_last, sm_count);
+      for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(int64_t(1) << 20)}) {
+        const auto plan = plan_pixel<T>(g, channels_last, gpu);
         if (!plan) continue;
         auto out = poisoned<T>(ref.v.size());
         dwconv_emu::launch(plan->grid, plan->block, 0, pixel_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, channels_last),
@@ -406,12 +417,12 @@ void check_stride2_grad_input(const std::string& tag, const Problem& p, const Pa
     const auto weight = p.weight.store<T>(false);
     for (const bool channels_last : {false, true}) {
       const auto go = p.grad_output.store<T>(channels_last);
-      for (const int sm_count : {1, 512}) {
+      for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
         auto gi = poisoned<T>(p.grad_input.v.size());
         std::string kernel = "backward-input stride-2 ";
         dim3 grid;
         if (channels_last) {
-          const auto plan = plan_stride2_grad_input_channels_last<T>(g, sm_count);
+          const auto plan = plan_stride2_grad_input_channels_last<T>(g, gpu);
           if (!plan) continue;
           grid = plan->grid;
           dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
@@ -420,7 +431,7 @@ void check_stride2_grad_input(const std::string& tag, const Problem& p, const Pa
           kernel += "NHWC";
         } else {
           const bool row_access = register_tile_row_access(g, gi.data(), sizeof(T));
-          grid = plan_stride2_grad_input_nchw(g, sm_count);
+          grid = plan_stride2_grad_input_nchw(g, gpu);
           dwconv_emu::launch(grid, dim3(kThreads), 0, stride2_grad_input_nchw_kernel_for<T, index_t>(g), go.data(),
                              weight.data(), gi.data(), g, row_access);
           kernel += row_access ? "NCHW row stores" : "NCHW";
@@ -569,8 +580,8 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
-    for (const int sm_count : {1, 512}) {
-      auto plan = plan_register_grad_weight<acc_t>(g, sm_count);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      auto plan = plan_register_grad_weight<acc_t>(g, gpu);
       if (!plan) continue;
       const auto go = p.grad_output.store<T>(false);
       const auto in = p.input.store<T>(false);
@@ -602,8 +613,8 @@ void check_channels_last_register_grad_weight(const Problem& p, const std::strin
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
     if (!has_channels_last_register_grad_weight(g, go.data(), in.data(), sizeof(T))) return;
-    for (const int sm_count : {1, 512}) {
-      const auto plan = plan_channels_last_register_grad_weight<T>(g, sm_count);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      const auto plan = plan_channels_last_register_grad_weight<T>(g, gpu);
       GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
                          grad_weight_register_channels_last_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
@@ -626,9 +637,9 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
     if (!has_ring_grad_weight(g, sizeof(T))) return;
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
-    for (const int sm_count : {1, 512}) {
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
       for (const bool with_bias : {false, true}) {
-        const auto plan = plan_ring_grad_weight<T>(g, sm_count, with_bias);
+        const auto plan = plan_ring_grad_weight<T>(g, gpu, with_bias);
         if (!plan) continue;
         GradWeightSums<T> sums(p, plan->grid.y);
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
@@ -669,15 +680,15 @@ void check_window_grad_weight(const Problem& p, const std::string& tag) {
                                         (with_bias ? " bias" : "") + what,
                                     p, sums, plan.grid.y, with_bias);
     };
-    for (const int sm_count : {1, 512}) {
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
       for (const bool with_bias : {false, true}) {
-        const auto plan = plan_window_grad_weight<T>(g, sm_count);
+        const auto plan = plan_window_grad_weight<T>(g, gpu);
         if (plan) run(*plan, with_bias, "");
       }
     }
     // One lane over items two chunks wide: a lane takes a second chunk, and the last item may
     // hold fewer columns than its chunks.
-    if (auto plan = plan_window_grad_weight<T>(g, 512); plan && g.dst_w > kWindowChunk) {
+    if (auto plan = plan_window_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_w > kWindowChunk) {
       RingGradWeightWork& w = plan->work;
       w.tile_w = w.staged_w = 2 * kWindowChunk;
       w.in_w = (w.staged_w - 1) * g.stride_h + g.kernel_h;
@@ -702,8 +713,8 @@ void check_large_filter_grad_weight(const Problem& p, const std::string& tag) {
     for (const bool channels_last : {false, true}) {
       const auto go = p.grad_output.store<T>(channels_last);
       const auto in = p.input.store<T>(channels_last);
-      for (const int sm_count : {1, 512}) {
-        const auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count);
+      for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+        const auto plan = plan_large_filter_grad_weight<acc_t>(g, gpu);
         if (!plan) continue;
         GradWeightSums<T> sums(p, plan->grid.y);
         dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, grad_weight_large_filter_kernel<T, index_t>,
@@ -728,8 +739,8 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
     if (!has_row_kernel(g)) return;
     const auto go = p.grad_output.store<T>(false);
     const auto in = p.input.store<T>(false);
-    for (const int sm_count : {1, 512}) {
-      const auto plan = plan_row_grad_weight(g, sizeof(T), sm_count);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      const auto plan = plan_row_grad_weight(g, sizeof(T), gpu);
       GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, dim3(kThreads), 0, grad_weight_row_kernel_for<T, index_t>(g.kernel_w), go.data(),
                          in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.chunks_per_row,
@@ -749,8 +760,8 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
     if (!has_column_kernel(g, kVector16<T>)) return;
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
-    for (const int sm_count : {1, 512}) {
-      const auto plan = plan_column_grad_weight(g, kVector16<T>, sm_count);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      const auto plan = plan_column_grad_weight(g, kVector16<T>, gpu);
       GradWeightSums<T> sums(p, plan.grid.y);
       dwconv_emu::launch(plan.grid, plan.block, 0, grad_weight_column_kernel_for<T, index_t>(g.kernel_w), go.data(),
                          in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan.items_per_slice);
@@ -774,7 +785,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   check_window_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
-    const auto plan = plan_grad_weight(g, !channels_last, kEmulatedSMs);
+    const auto plan = plan_grad_weight(g, !channels_last, sm90_gpu(kEmulatedSMs));
     const auto go = p.grad_output.store<T>(channels_last);
     const auto in = p.input.store<T>(channels_last);
     GradWeightSums<T> sums(p, plan.slices);
@@ -796,7 +807,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
 // Each pass as DepthwiseConv2d.cu runs it: the choice of kernel and plan for an H100's SMs, on
 // buffers of each layout, then the launch code that hands the kernel its arguments; with index_t
 // int64_t, as if a tensor had 2^31 elements (the general kernels' 64-bit instances).
-constexpr int kDispatchSMs = 132;
+const GpuLimits kDispatchGpu = sm90_gpu(132);
 
 std::map<std::string, int> dispatches_per_kernel;
 
@@ -832,30 +843,32 @@ void check_dispatched(const Problem& p, const char* dtype) {
     };
 
     // A forward (kBackward false) or backward-input pass from src into dst, chosen and launched for
-    // the GPU of kDispatchSMs SMs, then with the pixel path off (it takes the sweep's small grids
-    // there), then for one of a single SM, each where it takes a kernel the others did not (the
-    // streamed kernel wants problems that fill the GPU; the sweep's are small).
+    // kDispatchGpu, then with the pixel path off (it takes the sweep's small grids there), then for
+    // a GPU of a single SM and for an RTX 3090's (1536 threads an SM), each where it takes a kernel
+    // the others did not (the streamed kernel wants problems that fill the GPU; the sweep's are
+    // small).
     auto dispatch_pass = [&](auto backward, const Tensor4& src, const Buffer<T>& src_data, const Tensor4& dst,
                              const T* pass_bias, double terms) {
       constexpr bool kBackward = decltype(backward)::value;
       const auto from = laid_out(src, cl), to = laid_out(dst, cl);
       const KernelPathMask pixel_off = KernelPathMask{1} << static_cast<int>(KernelPath::Pixel);
       std::vector<PassKernel> taken;
-      for (const auto& [sm_count, disabled] : {std::pair{kDispatchSMs, KernelPathMask{0}}, std::pair{kDispatchSMs, pixel_off},
-                                               std::pair{1, KernelPathMask{0}}}) {
+      for (const auto& [gpu, disabled] : {std::pair{kDispatchGpu, KernelPathMask{0}}, std::pair{kDispatchGpu, pixel_off},
+                                          std::pair{sm90_gpu(1), KernelPathMask{0}},
+                                          std::pair{sm86_gpu(82), KernelPathMask{0}}}) {
         auto dst_data = poisoned<T>(dst.v.size());
         const PassOperands operands{from.is_contiguous() && to.is_contiguous(),
                                     from.is_channels_last_contiguous() && to.is_channels_last_contiguous(),
                                     address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
                                     index64};
-        const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, disabled, sm_count)
-                                            : choose_forward<T>(g, operands, disabled, sm_count);
+        const PassChoice choice = kBackward ? choose_backward_input<T>(g, operands, disabled, gpu)
+                                            : choose_forward<T>(g, operands, disabled, gpu);
         if (std::find(taken.begin(), taken.end(), choice.kernel) != taken.end()) continue;
         taken.push_back(choice.kernel);
         launch_pass<T, kBackward>(choice, index64,
                                   PassPointers<T>{src_data.data(), weight.data(), pass_bias, dst_data.data(),
                                                   src.strides(cl), dst.strides(cl)},
-                                  sm_count, 0);
+                                  gpu, 0);
         expect(kBackward ? "backward-input" : "forward", kernel_name(choice.kernel), dst_data, dst, cl, terms);
       }
     };
@@ -865,7 +878,7 @@ void check_dispatched(const Problem& p, const char* dtype) {
     const GradWeightOperands grad_weight{output.is_contiguous() && input.is_contiguous(),
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64, p.k.bias};
-    const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchSMs);
+    const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchGpu);
     // With the bias gradient where the case has a bias, as DepthwiseConv2d.cu asks for it; without,
     // the buffers stay null.
     const int64_t slices = grad_weight_slices(grad_weight_choice);
@@ -879,7 +892,7 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                                 p.grad_output.strides(cl), p.input.strides(cl),
                                                 with_bias ? partial_bias.data() : nullptr,
                                                 with_bias ? gb.data() : nullptr},
-                          kDispatchSMs, 0);
+                          kDispatchGpu, 0);
     const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
     expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false, terms);
     if (with_bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
@@ -1018,39 +1031,43 @@ PassGeometry bench_layer_geometry(const BenchLayer& l, int batch) {
                       pad, pad, 1, 1, 1};
 }
 
-void expect_planned(bool planned, const char* dtype, const BenchLayer& l, int batch, const char* what) {
+void expect_planned(bool planned, const char* dtype, const BenchLayer& l, int batch, const GpuLimits& gpu,
+                    const char* what) {
   if (planned) {
     ++passed;
   } else {
     ++failed;
-    std::printf("FAIL %s %d@%d k%d s%d batch %d: no %s plan\n", dtype, l.channels, l.size, l.kernel, l.stride, batch,
-                what);
+    std::printf("FAIL %s %d@%d k%d s%d batch %d, %lld SMs of %d threads: no %s plan\n", dtype, l.channels, l.size,
+                l.kernel, l.stride, batch, static_cast<long long>(gpu.sm_count), gpu.threads_per_sm, what);
   }
 }
 
-// Every benchmark layer must get the register-tiled plans at batch 64 and 1, so that no tile may
-// outgrow shared memory (or idle too many lanes) and send a layer back to the general kernels
-// unnoticed: NCHW (forward and weight gradient, stride 2 included) in acc_t, and channels_last
-// (forward, and backward-input at stride 1) in scalar_t.
+// Every benchmark layer must get the register-tiled plans at batch 64 and 1, on an H100 and on an
+// RTX 3090 (a third of its shared memory an SM), so that no tile may outgrow shared memory (or idle
+// too many lanes) and send a layer back to the general kernels unnoticed: NCHW (forward and weight
+// gradient, stride 2 included) in acc_t, and channels_last (forward, and backward-input at stride
+// 1) in scalar_t.
 template <typename scalar_t>
 void check_bench_layers_planned(const char* dtype) {
   using acc_t = at::acc_type<scalar_t, true>;
   for (const BenchLayer& l : kGeomeanLayers) {
     for (const int batch : {64, 1}) {
-      const PassGeometry g = bench_layer_geometry(l, batch);
-      expect_planned(plan_register_tiled<acc_t>(g, 132).has_value() &&
-                         plan_register_grad_weight<acc_t>(g, 132).has_value(),
-                     dtype, l, batch, "register-tiled NCHW");
-      const auto correlation = backward_input_as_correlation(g);
-      expect_planned(plan_channels_last_register_tiled<scalar_t>(g, 132).has_value() &&
-                         (!correlation || plan_channels_last_register_tiled<scalar_t>(*correlation, 132).has_value()),
-                     dtype, l, batch, "register-tiled channels_last");
-      if (sizeof(acc_t) == 4) {
-        expect_planned(plan_ring_grad_weight<scalar_t>(g, 132, false).has_value() &&
-                           plan_ring_grad_weight<scalar_t>(g, 132, true).has_value(),
-                       dtype, l, batch, "ring weight-gradient");
-        expect_planned(plan_window_grad_weight<scalar_t>(g, 132).has_value(), dtype, l, batch,
-                       "window weight-gradient");
+      for (const GpuLimits& gpu : {sm90_gpu(132), sm86_gpu(82)}) {
+        const PassGeometry g = bench_layer_geometry(l, batch);
+        expect_planned(plan_register_tiled<acc_t>(g, gpu).has_value() &&
+                           plan_register_grad_weight<acc_t>(g, gpu).has_value(),
+                       dtype, l, batch, gpu, "register-tiled NCHW");
+        const auto correlation = backward_input_as_correlation(g);
+        expect_planned(plan_channels_last_register_tiled<scalar_t>(g, gpu.sm_count).has_value() &&
+                           (!correlation || plan_channels_last_register_tiled<scalar_t>(*correlation, gpu.sm_count).has_value()),
+                       dtype, l, batch, gpu, "register-tiled channels_last");
+        if (sizeof(acc_t) == 4) {
+          expect_planned(plan_ring_grad_weight<scalar_t>(g, gpu, false).has_value() &&
+                             plan_ring_grad_weight<scalar_t>(g, gpu, true).has_value(),
+                         dtype, l, batch, gpu, "ring weight-gradient");
+          expect_planned(plan_window_grad_weight<scalar_t>(g, gpu).has_value(), dtype, l, batch, gpu,
+                         "window weight-gradient");
+        }
       }
     }
   }

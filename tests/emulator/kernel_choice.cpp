@@ -4,13 +4,15 @@
 //
 // Reads one call per line from stdin:
 //   <dtype> <pass> <layout> N C H W multiplier kh kw sh sw ph pw dh dw input_offset grad_output_offset
-//   sm_count disabled
+//   gpu disabled
 // dtype: double | float | half | bfloat16; pass: forward | backward-input | grad-weight |
 // grad-weight+bias (the weight gradient with the bias gradient asked for too);
 // layout: nchw | cl, the input's memory format, which grad_output shares and the output and
 // grad_input take; the offsets: how many elements past a 512-byte boundary (where the caching
 // allocator's blocks start) the input's and grad_output's data start, every other tensor being
-// freshly allocated; disabled: the kernel paths switched off, comma-separated, or "-".
+// freshly allocated; gpu: the GPU's GpuLimits, colon-separated (SMs, then an SM's threads, blocks,
+// registers, shared bytes and the shared bytes reserved a block: 132:2048:32:65536:233472:1024
+// for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
 // With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
 // launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES". With --names, prints every name the
@@ -51,7 +53,7 @@ struct Call {
   int64_t n, c, h, w;
   int multiplier, kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t input_offset, grad_output_offset;
-  int sm_count;
+  GpuLimits gpu;
   std::string disabled;
 };
 
@@ -66,12 +68,30 @@ struct DenseTensor : dwconv_emu::DenseLayout {
   bool needs_64bit_indexing() const { return numel() > std::numeric_limits<int32_t>::max(); }
 };
 
+GpuLimits gpu_limits(const std::string& text) {
+  GpuLimits gpu;
+  char c1, c2, c3, c4, c5;
+  std::istringstream in(text);
+  in >> gpu.sm_count >> c1 >> gpu.threads_per_sm >> c2 >> gpu.blocks_per_sm >> c3 >> gpu.registers_per_sm >> c4 >>
+      gpu.shared_bytes_per_sm >> c5 >> gpu.reserved_shared_bytes;
+  if (!in || !(in >> std::ws).eof() || std::string{c1, c2, c3, c4, c5} != ":::::") {
+    fail("gpu must be SMs:threads:blocks:registers:shared:reserved, not " + text);
+  }
+  if (gpu.sm_count < 1 || gpu.threads_per_sm < 32 || gpu.blocks_per_sm < 1 || gpu.registers_per_sm < 1 ||
+      gpu.shared_bytes_per_sm < 0 || gpu.reserved_shared_bytes < 0) {
+    fail("gpu limits must be positive: " + text);
+  }
+  return gpu;
+}
+
 Call read_call(const std::string& line) {
   std::istringstream in(line);
   Call k;
+  std::string gpu;
   in >> k.dtype >> k.pass >> k.layout >> k.n >> k.c >> k.h >> k.w >> k.multiplier >> k.kh >> k.kw >> k.sh >> k.sw >>
-      k.ph >> k.pw >> k.dh >> k.dw >> k.input_offset >> k.grad_output_offset >> k.sm_count >> k.disabled;
+      k.ph >> k.pw >> k.dh >> k.dw >> k.input_offset >> k.grad_output_offset >> gpu >> k.disabled;
   if (!in) fail("malformed call line: " + line);
+  k.gpu = gpu_limits(gpu);
   if (k.layout != "nchw" && k.layout != "cl") fail("layout must be nchw or cl, not " + k.layout);
   return k;
 }
@@ -130,13 +150,13 @@ std::string choose(const Call& k) {
                         src.needs_64bit_indexing() || dst.needs_64bit_indexing()};
   };
   if (k.pass == "forward") {
-    const auto choice = choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.sm_count);
-    return described(choice, launch_shape(choice, k.sm_count));
+    const auto choice = choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.gpu);
+    return described(choice, launch_shape(choice, k.gpu));
   }
   if (k.pass == "backward-input") {
     const auto choice = choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled,
-                                                        k.sm_count);
-    return described(choice, launch_shape(choice, k.sm_count));
+                                                        k.gpu);
+    return described(choice, launch_shape(choice, k.gpu));
   }
   if (k.pass == "grad-weight" || k.pass == "grad-weight+bias") {
     const GradWeightOperands operands{
@@ -147,7 +167,7 @@ std::string choose(const Call& k) {
         static_cast<int>(sizeof(scalar_t)),
         grad_output.needs_64bit_indexing() || input.needs_64bit_indexing(),
         k.pass == "grad-weight+bias"};
-    const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.sm_count);
+    const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.gpu);
     return described(choice, launch_shape(choice));
   }
   fail("pass must be forward, backward-input, grad-weight or grad-weight+bias, not " + k.pass);

@@ -125,8 +125,10 @@ Strides4 strides_of(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
 
-int sm_count() {
-  return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+GpuLimits gpu_limits() {
+  const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
+  return {p->multiProcessorCount, p->maxThreadsPerMultiProcessor, p->maxBlocksPerMultiProcessor,
+          p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock)};
 }
 
 // ---------------------------------------------------------------------------
@@ -167,13 +169,13 @@ PassOperands pass_operands(const Tensor& src, const Tensor& weight, const Tensor
 template <typename scalar_t, bool kBackward>
 void run_pass(const PassGeometry& fwd, const Tensor& src, const Tensor& weight, const Tensor& bias, const Tensor& dst) {
   const auto operands = pass_operands(src, weight, dst);
-  const int sms = sm_count();
-  const PassChoice choice = kBackward ? choose_backward_input<scalar_t>(fwd, operands, disabled_paths(), sms)
-                                      : choose_forward<scalar_t>(fwd, operands, disabled_paths(), sms);
+  const GpuLimits gpu = gpu_limits();
+  const PassChoice choice = kBackward ? choose_backward_input<scalar_t>(fwd, operands, disabled_paths(), gpu)
+                                      : choose_forward<scalar_t>(fwd, operands, disabled_paths(), gpu);
   const PassPointers<scalar_t> pointers{src.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
                                         bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr,
                                         dst.mutable_data_ptr<scalar_t>(), strides_of(src), strides_of(dst)};
-  launch_pass<scalar_t, kBackward>(choice, operands.index64, pointers, sms, at::cuda::getCurrentCUDAStream());
+  launch_pass<scalar_t, kBackward>(choice, operands.index64, pointers, gpu, at::cuda::getCurrentCUDAStream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -225,10 +227,10 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       static_cast<int>(grad_output.element_size()),
       needs_64bit_indexing({&grad_output, &input}),
       grad_bias.defined()};
-  const int sms = sm_count();
+  const GpuLimits gpu = gpu_limits();
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
-    const GradWeightChoice choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), sms);
+    const GradWeightChoice choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), gpu);
     // The kernel's sums per slice, [slices][channels][taps], added in slice order into grad_weight.
     const auto partial_options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
     const int64_t slices = grad_weight_slices(choice);
@@ -241,7 +243,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
         grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input),
         with_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
         with_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
-    launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, sms, at::cuda::getCurrentCUDAStream());
+    launch_grad_weight<scalar_t>(choice, operands.index64, g, pointers, gpu, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }

@@ -189,8 +189,7 @@ inline std::optional<ChannelsLastStreamLaunch> with_stream_steps(ChannelsLastStr
 // A streamed launch, or nothing where the kernel does not serve the pass (the filter, the
 // multiplier, channels not a whole number of 16-byte vectors), where a strip has fewer than
 // kStreamMinRowSteps steps down the plane (little to overlap; channels_last_register_tiled_kernel
-// serves it),
-// where its blocks would not fill a GPU of `sm_count` SMs at least once (batch 1: the register-
+// serves it), where its blocks would not fill the GPU's SMs at least once (batch 1: the register-
 // tiled kernel's one-step blocks spread the work wider), or where no strip fits. The caller checks
 // 32-bit indexing and 16-byte alignment.
 // Strips: for each block of vectors (as many as channel_vectors_per_block allows, then fewer),
@@ -201,7 +200,7 @@ inline std::optional<ChannelsLastStreamLaunch> with_stream_steps(ChannelsLastStr
 // reads), the fewest input vectors copied an output. The band's steps: the most that leave
 // kStreamWaves waves of blocks, at least 2.
 template <typename scalar_t>
-std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeometry& g, int sm_count) {
+std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeometry& g, const GpuLimits& gpu) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
   if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
@@ -257,7 +256,7 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
     }
   }
   if (!best) return std::nullopt;
-  const int64_t resident = int64_t(sm_count) * sm90_blocks_per_sm(best->threads, best->launch.shared_bytes,
+  const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, best->threads, best->launch.shared_bytes,
                                                                   registers_within_bounds(kStreamMinBlocks));
   const int64_t strips = int64_t(best->launch.grid.y) * best->launch.grid.z * best->launch.stream.strips_w;
   const auto bands = [&](int64_t steps) { return (best->row_steps + steps - 1) / steps; };

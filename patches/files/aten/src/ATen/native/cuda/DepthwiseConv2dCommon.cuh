@@ -95,15 +95,29 @@ constexpr int kMaxColsPerThread = 4;
 constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 
-// Blocks of `threads` threads, `shared_bytes` and `registers` a thread that an SM holds at once
-// (at least 1), for the planners that trade threads a block against blocks an SM: an sm_90 SM
-// (2048 threads, 32 blocks, 64K registers allocated 256 a warp at a time, 228 KB of shared memory
-// with 1 KB of it reserved a block).
-inline int64_t sm90_blocks_per_sm(int threads, size_t shared_bytes, int registers) {
+// What the GPU holds at once, which the planners size their grids by: its SMs, and what one SM
+// holds (threads, blocks, registers, shared memory, and the shared memory the runtime reserves a
+// block). DepthwiseConv2d.cu reads them from the device: an H100's SM holds 2048 threads and 228 KB,
+// an A100's 2048 and 164 KB, an sm_86 or sm_89 SM (RTX 30 and 40, L4, A10) 1536 and 100 KB.
+struct GpuLimits {
+  int64_t sm_count;
+  int threads_per_sm;
+  int blocks_per_sm;
+  int registers_per_sm;
+  int64_t shared_bytes_per_sm;
+  int64_t reserved_shared_bytes;  // a block
+};
+
+// Blocks of `threads` threads, `shared_bytes` and `registers` a thread that one SM holds at once
+// (at least 1), for the planners that trade threads a block against blocks an SM. Registers are
+// allocated to a warp 256 at a time.
+inline int64_t resident_blocks_per_sm(const GpuLimits& gpu, int threads, size_t shared_bytes, int registers) {
   const int64_t warps = (threads + 31) / 32;
   const int64_t warp_registers = (int64_t(registers) * 32 + 255) / 256 * 256;
-  return std::max<int64_t>(1, std::min({int64_t(32), int64_t(2048 / threads), 65536 / (warps * warp_registers),
-                                        int64_t(228 * 1024 / (shared_bytes + 1024))}));
+  return std::max<int64_t>(
+      1, std::min({int64_t(gpu.blocks_per_sm), gpu.threads_per_sm / (warps * 32),
+                   gpu.registers_per_sm / (warps * warp_registers),
+                   gpu.shared_bytes_per_sm / (int64_t(shared_bytes) + gpu.reserved_shared_bytes)}));
 }
 
 // The registers a thread may take in a kernel of kThreads-thread blocks bounded to `min_blocks`
@@ -432,10 +446,10 @@ inline int input_extent(int outputs, int stride, int kernel, int dilation) {
 
 // Blocks of `threads` for a grid-stride walk over `items`: about `per_thread` items a thread, but
 // never fewer blocks than 4 an SM (or one an item's thread) for a small walk.
-inline int64_t walk_blocks(int64_t items, int threads, int per_thread, int sm_count) {
+inline int64_t walk_blocks(int64_t items, int threads, int per_thread, const GpuLimits& gpu) {
   const int64_t one_a_thread = (items + threads - 1) / threads;
   const int64_t blocks =
-      std::max<int64_t>((one_a_thread + per_thread - 1) / per_thread, std::min<int64_t>(one_a_thread, 4 * int64_t(sm_count)));
+      std::max<int64_t>((one_a_thread + per_thread - 1) / per_thread, std::min<int64_t>(one_a_thread, 4 * gpu.sm_count));
   return std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max());
 }
 

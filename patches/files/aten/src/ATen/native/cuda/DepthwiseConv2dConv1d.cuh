@@ -548,10 +548,10 @@ struct RowLaunch {
   int chunks_per_row;  // of row_chunk_outputs(element size) outputs: the kernel's kRowChunk
 };
 
-inline RowLaunch plan_row(const PassGeometry& g, int element_size, int sm_count) {
+inline RowLaunch plan_row(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
-  return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, sm_count))), chunks_per_row};
+  return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, gpu))), chunks_per_row};
 }
 
 struct RowGradWeightLaunch {
@@ -562,10 +562,10 @@ struct RowGradWeightLaunch {
 
 // Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each thread
 // of a slice walking 2 chunks or more.
-inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, int sm_count) {
+inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * chunks_per_row;
-  const int64_t wanted = (32 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+  const int64_t wanted = (32 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
   const int64_t useful = chunks / (2 * kThreads);
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
   const int64_t chunks_per_slice = (chunks + most - 1) / most;
@@ -588,11 +588,11 @@ struct ColumnGradWeightLaunch {
 
 // Slices of the (n, segment) items: enough blocks for a few waves of the GPU, each position lane
 // of a slice walking 2 segments or more.
-inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, int sm_count) {
+inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, const GpuLimits& gpu) {
   const int64_t vectors = g.dst_channels / vector_width;
   const int64_t vector_groups = (vectors + kChannelLanes - 1) / kChannelLanes;
   const int64_t items = g.batch * column_segments(g.dst_w);
-  const int64_t wanted = (32 * int64_t(sm_count) + vector_groups - 1) / vector_groups;
+  const int64_t wanted = (32 * gpu.sm_count + vector_groups - 1) / vector_groups;
   const int64_t useful = items / (2 * kPositionLanes);
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
   const int64_t items_per_slice = (items + most - 1) / most;

@@ -581,13 +581,13 @@ struct GradWeightPlan {
 
 // Enough batch slices to fill the GPU about four times over, each of at least a few
 // thousand output positions; the NCHW kernel needs both tensors NCHW-contiguous.
-inline GradWeightPlan plan_grad_weight(const PassGeometry& g, bool both_nchw_contiguous, int sm_count) {
+inline GradWeightPlan plan_grad_weight(const PassGeometry& g, bool both_nchw_contiguous, const GpuLimits& gpu) {
   const bool channels_last = !both_nchw_contiguous;
   const int64_t rows = g.batch * g.dst_h;
   const int64_t channel_blocks =
       channels_last ? (g.dst_channels + kChannelLanes - 1) / kChannelLanes : g.dst_channels;
   const int64_t min_positions_per_slice = 4 * kThreads;
-  const int64_t wanted = std::max<int64_t>(1, (4 * int64_t(sm_count) + channel_blocks - 1) / channel_blocks);
+  const int64_t wanted = std::max<int64_t>(1, (4 * gpu.sm_count + channel_blocks - 1) / channel_blocks);
   const int64_t useful = std::max<int64_t>(1, rows * g.dst_w / min_positions_per_slice);
   const int64_t slices = std::min<int64_t>({wanted, useful, std::max<int64_t>(rows, 1), 65535});
   return {channels_last, channel_blocks, slices, (rows + slices - 1) / slices};

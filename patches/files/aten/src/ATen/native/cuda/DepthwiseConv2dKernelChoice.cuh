@@ -157,18 +157,18 @@ namespace choice_detail {
 // order they are preferred; nothing where none takes it.
 template <typename scalar_t>
 std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands& t, const EnabledPaths& paths,
-                                       int sm_count) {
+                                       const GpuLimits& gpu) {
   using acc_t = at::acc_type<scalar_t, true>;
   const bool index32 = !t.index64;  // the specialised kernels are compiled for 32-bit indexing only
   const bool aligned = is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst);
   // A grid the GPU holds at once: a thread a pixel, ahead of every tile.
   if (index32 && paths.on(KernelPath::Pixel) &&
       (t.nchw || (t.channels_last && aligned && is_16_byte_aligned(t.weight)))) {
-    if (auto plan = plan_pixel<scalar_t>(g, !t.nchw, sm_count)) return PassChoice{PassKernel::kPixel, g, *plan};
+    if (auto plan = plan_pixel<scalar_t>(g, !t.nchw, gpu)) return PassChoice{PassKernel::kPixel, g, *plan};
   }
   // The large-filter kernel takes either layout and any alignment.
   if (index32 && (t.nchw || t.channels_last) && paths.on(KernelPath::LargeFilter)) {
-    if (auto plan = plan_large_filter<acc_t>(g, sm_count)) {
+    if (auto plan = plan_large_filter<acc_t>(g, gpu)) {
       plan->tile.row_access = t.nchw && register_tile_row_access(g, reinterpret_cast<const void*>(t.dst),
                                                                  t.element_size);
       return PassChoice{PassKernel::kLargeFilter, g, *plan};
@@ -176,10 +176,10 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
   }
   if (t.nchw) {
     if (index32 && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
-      return PassChoice{PassKernel::kRow, g, plan_row(g, t.element_size, sm_count)};
+      return PassChoice{PassKernel::kRow, g, plan_row(g, t.element_size, gpu)};
     }
     if (index32 && paths.register_tiles(KernelPath::RegisterTiled, g)) {
-      if (auto plan = plan_register_tiled<acc_t>(g, sm_count)) {
+      if (auto plan = plan_register_tiled<acc_t>(g, gpu)) {
         plan->tile.row_access = register_tile_row_access(g, reinterpret_cast<const void*>(t.dst), t.element_size);
         plan->tile.vector_loads = paths.on(KernelPath::TileVectorLoads) &&
                                   register_tile_vector_loads(g, reinterpret_cast<const void*>(t.src), t.element_size);
@@ -198,17 +198,17 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
   }
   if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
-    if (auto plan = plan_channels_last_stream<scalar_t>(g, sm_count)) {
+    if (auto plan = plan_channels_last_stream<scalar_t>(g, gpu)) {
       return PassChoice{PassKernel::kChannelsLastStream, g, *plan};
     }
   }
   if (index32 && paths.on(KernelPath::ChannelsLastRegisterTiled)) {
-    if (auto plan = plan_channels_last_register_tiled<scalar_t>(g, sm_count)) {
+    if (auto plan = plan_channels_last_register_tiled<scalar_t>(g, gpu.sm_count)) {
       return PassChoice{PassKernel::kChannelsLastRegisterTiled, g, *plan};
     }
   }
   if (paths.on(KernelPath::ChannelsLastTiled)) {
-    if (auto plan = plan_tiled_channels_last<scalar_t>(g, sm_count)) {
+    if (auto plan = plan_tiled_channels_last<scalar_t>(g, gpu.sm_count)) {
       return PassChoice{PassKernel::kTiledChannelsLast, g, *plan};
     }
   }
@@ -218,16 +218,16 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
 // Backward-input at stride 2 (g: backward_input_direct's geometry) through a stride-2 kernel.
 template <typename scalar_t>
 std::optional<PassChoice> choose_stride2_grad_input(const PassGeometry& g, const PassOperands& t,
-                                                    const EnabledPaths& paths, int sm_count) {
+                                                    const EnabledPaths& paths, const GpuLimits& gpu) {
   if (t.index64 || !paths.on(KernelPath::Stride2GradInput) || !has_stride2_grad_input(g)) return std::nullopt;
   if (t.nchw) {
     return PassChoice{PassKernel::kStride2GradInputNchw, g,
-                      Stride2NchwLaunch{plan_stride2_grad_input_nchw(g, sm_count),
+                      Stride2NchwLaunch{plan_stride2_grad_input_nchw(g, gpu),
                                         register_tile_row_access(g, reinterpret_cast<const void*>(t.dst),
                                                                  t.element_size)}};
   }
   if (t.channels_last && is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst)) {
-    if (auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, sm_count)) {
+    if (auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, gpu)) {
       return PassChoice{PassKernel::kStride2GradInputChannelsLast, g, *plan};
     }
   }
@@ -238,9 +238,9 @@ std::optional<PassChoice> choose_stride2_grad_input(const PassGeometry& g, const
 
 // The forward pass of `fwd` (src = input, dst = output).
 template <typename scalar_t>
-PassChoice choose_forward(const PassGeometry& fwd, const PassOperands& t, KernelPathMask disabled, int sm_count) {
+PassChoice choose_forward(const PassGeometry& fwd, const PassOperands& t, KernelPathMask disabled, const GpuLimits& gpu) {
   const EnabledPaths paths(disabled);
-  if (auto tiled = choice_detail::choose_tiled<scalar_t>(fwd, t, paths, sm_count)) return *tiled;
+  if (auto tiled = choice_detail::choose_tiled<scalar_t>(fwd, t, paths, gpu)) return *tiled;
   return PassChoice{PassKernel::kDirect, fwd, DirectLaunch{}};
 }
 
@@ -249,12 +249,12 @@ PassChoice choose_forward(const PassGeometry& fwd, const PassOperands& t, Kernel
 // the direct kernel.
 template <typename scalar_t>
 PassChoice choose_backward_input(const PassGeometry& fwd, const PassOperands& t, KernelPathMask disabled,
-                                 int sm_count) {
+                                 const GpuLimits& gpu) {
   const EnabledPaths paths(disabled);
   const PassGeometry direct = backward_input_direct(fwd);
   if (const auto correlation = backward_input_as_correlation(fwd)) {
-    if (auto tiled = choice_detail::choose_tiled<scalar_t>(*correlation, t, paths, sm_count)) return *tiled;
-  } else if (auto stride2 = choice_detail::choose_stride2_grad_input<scalar_t>(direct, t, paths, sm_count)) {
+    if (auto tiled = choice_detail::choose_tiled<scalar_t>(*correlation, t, paths, gpu)) return *tiled;
+  } else if (auto stride2 = choice_detail::choose_stride2_grad_input<scalar_t>(direct, t, paths, gpu)) {
     return *stride2;
   }
   return PassChoice{PassKernel::kDirect, direct, DirectLaunch{}};
@@ -263,7 +263,7 @@ PassChoice choose_backward_input(const PassGeometry& fwd, const PassOperands& t,
 // The weight gradient of the forward pass g.
 template <typename scalar_t>
 GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOperands& t, KernelPathMask disabled,
-                                    int sm_count) {
+                                    const GpuLimits& gpu) {
   using acc_t = at::acc_type<scalar_t, true>;
   const EnabledPaths paths(disabled);
   const bool index32 = !t.index64;  // the specialised kernels are compiled for 32-bit indexing only
@@ -271,10 +271,10 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   const auto* grad_output = reinterpret_cast<const void*>(t.grad_output);
   const auto* input = reinterpret_cast<const void*>(t.input);
   if (index32 && t.nchw && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
-    return {GradWeightKernel::kRow, plan_row_grad_weight(g, t.element_size, sm_count)};
+    return {GradWeightKernel::kRow, plan_row_grad_weight(g, t.element_size, gpu)};
   }
   if (index32 && t.nchw && paths.register_tiles(KernelPath::RegisterTiledGradWeight, g)) {
-    if (auto plan = plan_register_grad_weight<acc_t>(g, sm_count)) {
+    if (auto plan = plan_register_grad_weight<acc_t>(g, gpu)) {
       plan->tile.row_access = register_tile_row_access(g, grad_output, t.element_size);
       plan->tile.vector_loads = paths.on(KernelPath::TileVectorLoads) &&
                                 register_tile_vector_loads(g, input, t.element_size);
@@ -283,26 +283,26 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   }
   if (index32 && t.channels_last && paths.on(KernelPath::Column) && has_column_kernel(g, kVector16<scalar_t>) &&
       aligned) {
-    return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, sm_count)};
+    return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, gpu)};
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastWindowGradWeight) &&
       has_window_grad_weight(g, t.element_size)) {
-    if (auto plan = plan_window_grad_weight<scalar_t>(g, sm_count)) return {GradWeightKernel::kChannelsLastWindow, *plan};
+    if (auto plan = plan_window_grad_weight<scalar_t>(g, gpu)) return {GradWeightKernel::kChannelsLastWindow, *plan};
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastRingGradWeight) &&
       has_ring_grad_weight(g, t.element_size)) {
-    if (auto plan = plan_ring_grad_weight<scalar_t>(g, sm_count, t.with_bias)) {
+    if (auto plan = plan_ring_grad_weight<scalar_t>(g, gpu, t.with_bias)) {
       return {GradWeightKernel::kChannelsLastRing, *plan};
     }
   }
   if (index32 && t.channels_last && paths.on(KernelPath::ChannelsLastRegisterGradWeight) &&
       has_channels_last_register_grad_weight(g, grad_output, input, t.element_size)) {
-    return {GradWeightKernel::kChannelsLastRegister, plan_channels_last_register_grad_weight<scalar_t>(g, sm_count)};
+    return {GradWeightKernel::kChannelsLastRegister, plan_channels_last_register_grad_weight<scalar_t>(g, gpu)};
   }
   if (index32 && (t.nchw || t.channels_last) && paths.on(KernelPath::LargeFilterGradWeight)) {
-    if (auto plan = plan_large_filter_grad_weight<acc_t>(g, sm_count)) return {GradWeightKernel::kLargeFilter, *plan};
+    if (auto plan = plan_large_filter_grad_weight<acc_t>(g, gpu)) return {GradWeightKernel::kLargeFilter, *plan};
   }
-  const GradWeightPlan plan = plan_grad_weight(g, t.nchw, sm_count);
+  const GradWeightPlan plan = plan_grad_weight(g, t.nchw, gpu);
   return {plan.channels_last ? GradWeightKernel::kChannelsLast : GradWeightKernel::kNchw, plan};
 }
 

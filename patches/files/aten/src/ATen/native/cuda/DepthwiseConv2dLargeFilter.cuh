@@ -425,7 +425,7 @@ inline bool has_large_filter(const PassGeometry& g) {
 // On 7x7 and 14x14 planes one group was a warp a block, ten blocks an SM by shared memory: ten
 // warps to hide the latency of its shared loads.
 template <typename acc_t>
-int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int window_rows, int64_t sm_count) {
+int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int window_rows, const GpuLimits& gpu) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
   const int registers = registers_within_bounds(tile_min_blocks<acc_t>());
   const int most = std::min(most_thread_groups(block), window_rows / 2);
@@ -434,8 +434,8 @@ int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int windo
   for (int groups = 1; groups == 1 || groups <= most; ++groups) {
     const size_t bytes = large_filter_shared_bytes<acc_t>(tile_bytes, groups, threads);
     if (bytes > kMaxSharedBytes) break;
-    const int64_t per_sm = sm90_blocks_per_sm(threads * groups, bytes, registers);
-    const int64_t warps = std::min(blocks, sm_count * per_sm) * ((threads * groups + 31) / 32);
+    const int64_t per_sm = resident_blocks_per_sm(gpu, threads * groups, bytes, registers);
+    const int64_t warps = std::min(blocks, gpu.sm_count * per_sm) * ((threads * groups + 31) / 32);
     if (4 * warps > 5 * best_warps) {
       best = groups;
       best_warps = warps;
@@ -448,11 +448,11 @@ int large_filter_groups(int64_t blocks, dim3 block, size_t tile_bytes, int windo
 // even one row of threads' tile does not fit in shared memory. A tile is as wide as the plane
 // (up to 32 threads, 128 columns, in the fewest tiles), as tall as the threads and shared memory
 // allow; planes share a block where that fills whole warps. While the grid has fewer blocks
-// than the GPU's `sm_count` SMs (batch 1), blocks hold fewer planes, then fewer rows. Last,
+// than the GPU has SMs (batch 1), blocks hold fewer planes, then fewer rows. Last,
 // large_filter_groups. The caller sets tile.row_access (NCHW destinations only;
 // register_tile_row_access).
 template <typename acc_t>
-std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int64_t sm_count) {
+std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, const GpuLimits& gpu) {
   constexpr int V = kVector16<acc_t>;
   constexpr size_t kUnit = sizeof(Vector16<acc_t>);
   if (!has_large_filter(g)) return std::nullopt;
@@ -479,8 +479,8 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   }
   int planes = planes_filling_warps(bx * by, kThreads, [&](int p) { return fits(p, by); });
   auto blocks = [&] { return (plane_count + planes - 1) / planes * tiles_h * tiles_w; };
-  while (blocks() < sm_count && planes > 1) --planes;
-  while (blocks() < sm_count && by > 1) {
+  while (blocks() < gpu.sm_count && planes > 1) --planes;
+  while (blocks() < gpu.sm_count && by > 1) {
     tiles_h = (block_rows + by - 2) / (by - 1);
     by = static_cast<int>((block_rows + tiles_h - 1) / tiles_h);
   }
@@ -495,7 +495,7 @@ std::optional<RegisterTiledLaunch> plan_large_filter(const PassGeometry& g, int6
   const size_t tile_bytes = layout.bytes(planes, kUnit);
   // The window rows a thread meets (WindowSpan): no more than the plane's.
   const int window_rows = static_cast<int>(std::min<int64_t>(kBlockRows + g.kernel_h - 1, g.src_h));
-  tile.groups = large_filter_groups<acc_t>(plane_groups * tiles_h * tiles_w, block, tile_bytes, window_rows, sm_count);
+  tile.groups = large_filter_groups<acc_t>(plane_groups * tiles_h * tiles_w, block, tile_bytes, window_rows, gpu);
   return RegisterTiledLaunch{
       dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(tiles_h), static_cast<unsigned>(tiles_w)),
       dim3(block.x, block.y, block.z * tile.groups), tile,
@@ -516,7 +516,7 @@ struct LargeFilterGradWeightLaunch {
 // channels as fill the largest share of their warps' lanes; then small batches get fewer slots
 // and narrower bands; slices give about 16 blocks an SM.
 template <typename acc_t>
-std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const PassGeometry& g, int sm_count) {
+std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   constexpr int V = kVector16<acc_t>;
   constexpr size_t kUnit = sizeof(Vector16<acc_t>);
   if (!has_large_filter(g) || g.kernel_h < kBlockRows / 2) return std::nullopt;
@@ -547,14 +547,14 @@ std::optional<LargeFilterGradWeightLaunch> plan_large_filter_grad_weight(const P
 
   int planes = planes_filling_warps(bx * by, g.dst_channels, [&](int p) { return fits(p, band_rows); });
   // Small batches: fewer slots a block, then bands of down to 4 rows, until every SM has 4 blocks.
-  const int64_t min_blocks = 4 * int64_t(sm_count);
+  const int64_t min_blocks = 4 * gpu.sm_count;
   auto blocks = [&] { return (g.dst_channels + planes - 1) / planes * g.batch * bands; };
   while (blocks() < min_blocks && planes > 1) --planes;
   while (blocks() < min_blocks && band_rows > 4) split(bands * 2);
 
   const int64_t channel_groups = (g.dst_channels + planes - 1) / planes;
   const int64_t items = g.batch * bands;
-  const int64_t wanted = (16 * int64_t(sm_count) + channel_groups - 1) / channel_groups;
+  const int64_t wanted = (16 * gpu.sm_count + channel_groups - 1) / channel_groups;
   const int64_t slices = std::max<int64_t>(1, std::min<int64_t>({items, wanted, 65535}));
   const int64_t items_per_slice = (items + slices - 1) / slices;
   const int64_t used_slices = (items + items_per_slice - 1) / items_per_slice;

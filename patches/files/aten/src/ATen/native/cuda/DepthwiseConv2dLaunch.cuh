@@ -57,8 +57,8 @@ struct GradWeightPointers {
 };
 
 // A thread an element, at most 32 blocks an SM (the kernels walk the rest).
-inline dim3 elementwise_grid(int64_t total, int sm_count) {
-  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, int64_t(sm_count) * 32);
+inline dim3 elementwise_grid(int64_t total, const GpuLimits& gpu) {
+  const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, gpu.sm_count * 32);
   return dim3(static_cast<unsigned>(std::max<int64_t>(blocks, 1)));
 }
 
@@ -68,13 +68,13 @@ struct LaunchShape {
   size_t shared_bytes;
 };
 
-inline LaunchShape launch_shape(const PassChoice& choice, int sm_count) {
+inline LaunchShape launch_shape(const PassChoice& choice, const GpuLimits& gpu) {
   return std::visit(
       [&](const auto& plan) -> LaunchShape {
         using Plan = std::decay_t<decltype(plan)>;
         if constexpr (std::is_same_v<Plan, DirectLaunch>) {
           const PassGeometry& g = choice.geometry;
-          return {elementwise_grid(g.batch * g.dst_channels * g.dst_h * g.dst_w, sm_count), dim3(kThreads), 0};
+          return {elementwise_grid(g.batch * g.dst_channels * g.dst_h * g.dst_w, gpu), dim3(kThreads), 0};
         } else if constexpr (std::is_same_v<Plan, RowLaunch> || std::is_same_v<Plan, ColumnLaunch> ||
                              std::is_same_v<Plan, Stride2NchwLaunch>) {
           return {plan.grid, dim3(kThreads), 0};
@@ -118,10 +118,10 @@ void with_index_type(bool index64, F&& f) {
 // Launches the pass `choice` names (forward, or backward-input when kBackward). The specialised
 // kernels are compiled for 32-bit indexing only, which the choice respects.
 template <typename scalar_t, bool kBackward, typename Stream>
-void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scalar_t>& p, int sm_count,
+void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scalar_t>& p, const GpuLimits& gpu,
                  Stream stream) {
   const PassGeometry& g = choice.geometry;
-  const LaunchShape shape = launch_shape(choice, sm_count);
+  const LaunchShape shape = launch_shape(choice, gpu);
   switch (choice.kernel) {
     case PassKernel::kLargeFilter: {
       const auto& plan = std::get<RegisterTiledLaunch>(choice.plan);
@@ -226,7 +226,7 @@ inline int64_t grad_weight_slices(const GradWeightChoice& choice) {
 // its slices into grad_weight.
 template <typename scalar_t, typename Stream>
 void launch_grad_weight(const GradWeightChoice& choice, bool index64, const PassGeometry& g,
-                        const GradWeightPointers<scalar_t>& p, int sm_count, Stream stream) {
+                        const GradWeightPointers<scalar_t>& p, const GpuLimits& gpu, Stream stream) {
   const int taps = g.kernel_h * g.kernel_w;
   const LaunchShape shape = launch_shape(choice);
   switch (choice.kernel) {
@@ -296,7 +296,7 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
   const int64_t values = g.dst_channels * taps;
   const int64_t bias_values = p.grad_bias != nullptr ? g.dst_channels : 0;
   const auto finish = grad_weight_finish_kernel<scalar_t>;
-  DWCONV_LAUNCH(finish, elementwise_grid(values + bias_values, sm_count), kThreads, 0, stream, p.partial,
+  DWCONV_LAUNCH(finish, elementwise_grid(values + bias_values, gpu), kThreads, 0, stream, p.partial,
                 p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, p.grad_bias, g.dst_channels);
 }
 

@@ -166,18 +166,21 @@ struct PixelLaunch {
 
 // A pixel launch, where the kernel serves the pass (has_pixel_kernel, and in channels_last whole
 // 16-byte channel vectors) and the GPU holds all its threads at once at the kernel's register
-// bound (pixel_min_blocks blocks of kThreads an SM): beyond that the tiled kernels, which read each
-// input once from global memory, take it. Blocks are as small as puts a block on every SM (whole
-// warps, kThreads at most), so that a small grid still spreads over all of them. The caller checks
-// 32-bit indexing and, in channels_last, that src, dst and the weights are 16-byte aligned.
+// bound (pixel_min_blocks blocks of kThreads an SM, fewer on an SM of 1536 threads): beyond that
+// the tiled kernels, which read each input once from global memory, take it. Blocks are as small
+// as puts a block on every SM (whole warps, kThreads at most), so that a small grid still spreads
+// over all of them. The caller checks 32-bit indexing and, in channels_last, that src, dst and the
+// weights are 16-byte aligned.
 template <typename scalar_t>
-std::optional<PixelLaunch> plan_pixel(const PassGeometry& g, bool channels_last, int64_t sm_count) {
+std::optional<PixelLaunch> plan_pixel(const PassGeometry& g, bool channels_last, const GpuLimits& gpu) {
   const int V = channels_last ? kVector16<scalar_t> : 1;
   if (!has_pixel_kernel(g) || g.dst_channels % V != 0) return std::nullopt;
   const int64_t items = g.batch * g.dst_h * g.dst_w * (g.dst_channels / V);
-  const int64_t held = sm_count * kThreads * pixel_min_blocks<scalar_t>(g.kernel_h, channels_last);
+  const int bound = pixel_min_blocks<scalar_t>(g.kernel_h, channels_last);
+  const int64_t held =
+      gpu.sm_count * kThreads * resident_blocks_per_sm(gpu, kThreads, 0, registers_within_bounds(bound));
   if (items > held) return std::nullopt;
-  const int64_t per_sm = (items + sm_count - 1) / sm_count;
+  const int64_t per_sm = (items + gpu.sm_count - 1) / gpu.sm_count;
   const int threads = static_cast<int>(std::clamp<int64_t>((per_sm + kWarpLanes - 1) / kWarpLanes * kWarpLanes,
                                                            kWarpLanes, kThreads));
   return PixelLaunch{dim3(static_cast<unsigned>((items + threads - 1) / threads)), dim3(threads),

@@ -923,22 +923,22 @@ inline int most_thread_groups(dim3 block) {
 // tile in a chain of loads that nothing hides), as many as fill kThreads threads; one where the
 // grid is larger, so that no wave is added.
 template <typename acc_t>
-int register_tile_groups(int64_t blocks, dim3 block, size_t shared_bytes, int64_t sm_count) {
+int register_tile_groups(int64_t blocks, dim3 block, size_t shared_bytes, const GpuLimits& gpu) {
   const int threads = static_cast<int>(block.x * block.y * block.z);
   const int groups = most_thread_groups(block);
   if (groups <= 1) return 1;
   const int registers = registers_within_bounds(tile_min_blocks<acc_t>());
-  return blocks <= sm_count * sm90_blocks_per_sm(threads * groups, shared_bytes, registers) ? groups : 1;
+  return blocks <= gpu.sm_count * resident_blocks_per_sm(gpu, threads * groups, shared_bytes, registers) ? groups : 1;
 }
 
 // A register-tiled launch for this pass, or nothing when its filter is not one of the
 // compiled sizes or no tile fits. As many planes share a block as fill 256 threads. Then, while
-// the grid has fewer blocks than the GPU's `sm_count` SMs (batch 1), blocks hold fewer planes,
+// the grid has fewer blocks than the GPU has SMs (batch 1), blocks hold fewer planes,
 // then fewer rows; and while the tile does not fit in shared memory (stride 2 reads four times
 // the input), fewer planes, then fewer rows. Last, register_tile_groups. The caller sets
 // tile.row_access (register_tile_row_access: it depends on dst's address).
 template <typename acc_t>
-std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, int64_t sm_count) {
+std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, const GpuLimits& gpu) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g)) return std::nullopt;
   const int kernel = g.kernel_h;
@@ -946,7 +946,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
   RegisterTileShape shape = register_tile_shape(g);
   int planes = 1;
   while (2 * planes * shape.bx * shape.by <= kThreads) planes *= 2;
-  while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < sm_count &&
+  while ((plane_count + planes - 1) / planes * shape.tiles_h * shape.tiles_w < gpu.sm_count &&
          shrink_register_block(planes, shape)) {
   }
 
@@ -964,7 +964,7 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, in
       }
       RegisterTile tile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, register_tile_in_w(g, shape.bx),
                         false};
-      tile.groups = register_tile_groups<acc_t>(plane_groups * shape.tiles_h * shape.tiles_w, block, bytes, sm_count);
+      tile.groups = register_tile_groups<acc_t>(plane_groups * shape.tiles_h * shape.tiles_w, block, bytes, gpu);
       return RegisterTiledLaunch{dim3(static_cast<unsigned>(plane_groups), static_cast<unsigned>(shape.tiles_h),
                                       static_cast<unsigned>(shape.tiles_w)),
                                  dim3(block.x, block.y, block.z * tile.groups), tile, bytes};
@@ -1104,7 +1104,7 @@ struct RegisterGradWeightLaunch {
 // memory holds the tiles, then as many taps of the block's sums as fit.
 // The caller sets tile.row_access (register_tile_row_access of grad_output).
 template <typename acc_t>
-std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, int sm_count) {
+std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g) || g.batch < 1) return std::nullopt;
   if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
@@ -1124,7 +1124,7 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
       const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
       const size_t bytes = std::max(tile_bytes, size_t(reduce_taps) * threads * sizeof(acc_t));
       const int64_t items = (g.batch + planes - 1) / planes * shape.tiles_h * shape.tiles_w;
-      const int64_t wanted = (8 * int64_t(sm_count) + g.dst_channels - 1) / g.dst_channels;
+      const int64_t wanted = (8 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
       const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
       const int64_t items_per_slice = (items + most_slices - 1) / most_slices;
       const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
@@ -1187,7 +1187,7 @@ inline bool has_channels_last_register_grad_weight(const PassGeometry& g, const 
 // strips are cut into enough slices for about eight blocks per SM, each slice at least a few
 // strips per position lane; shared memory holds as many taps of the block's sums as 48 KB allows.
 template <typename scalar_t>
-ChannelsLastGradWeightLaunch plan_channels_last_register_grad_weight(const PassGeometry& g, int sm_count) {
+ChannelsLastGradWeightLaunch plan_channels_last_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int kChannels = kGradWeightChannels<scalar_t>;
   const int64_t groups = (g.dst_channels + kChannels - 1) / kChannels;
@@ -1197,7 +1197,7 @@ ChannelsLastGradWeightLaunch plan_channels_last_register_grad_weight(const PassG
   const int64_t channel_blocks = (groups + lanes - 1) / lanes;
   const int64_t strips_w = (g.dst_w + kBlockCols - 1) / kBlockCols;
   const int64_t strips = g.batch * g.dst_h * strips_w;
-  const int64_t wanted = (8 * int64_t(sm_count) + channel_blocks - 1) / channel_blocks;
+  const int64_t wanted = (8 * gpu.sm_count + channel_blocks - 1) / channel_blocks;
   const int64_t useful = strips / (4 * position_lanes);
   const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, useful, 65535}));
   const int64_t strips_per_slice = (strips + most_slices - 1) / most_slices;

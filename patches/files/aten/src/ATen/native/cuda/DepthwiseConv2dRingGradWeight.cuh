@@ -352,10 +352,10 @@ inline std::optional<RingItemCut> cut_ring_items(const PassGeometry& g, int64_t 
 
 // The widest chunk of columns whose ring fits kRingSharedBytes and whose step the kernel rows'
 // threads load in kRingPrefetch vectors a thread, the row cut into equal chunks; then the bands
-// and slices that fill the SMs in the fewest steps (sm90_blocks_per_sm blocks an SM, at
+// and slices that fill the SMs in the fewest steps (resident_blocks_per_sm blocks an SM, at
 // kRingRegisters, the bias row counted where `with_bias`).
 template <typename scalar_t>
-std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g, int sm_count, bool with_bias) {
+std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g, const GpuLimits& gpu, bool with_bias) {
   using acc_t = at::acc_type<scalar_t, true>;
   const int kernel = g.kernel_h, stride = g.stride_h;
   const int vectors = kRingChannels / kVector16<scalar_t>;
@@ -379,7 +379,8 @@ std::optional<RingGradWeightLaunch> plan_ring_grad_weight(const PassGeometry& g,
 
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const size_t shared_bytes = ring_shared_bytes<acc_t>(kernel, stride, in_w, staged_w);
-  const int64_t resident = sm90_blocks_per_sm(block_threads, shared_bytes, kRingRegisters) * std::max(sm_count, 1);
+  const int64_t resident =
+      resident_blocks_per_sm(gpu, block_threads, shared_bytes, kRingRegisters) * std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
   return RingGradWeightLaunch{

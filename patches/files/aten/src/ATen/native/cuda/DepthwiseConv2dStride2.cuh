@@ -254,9 +254,9 @@ auto stride2_grad_input_channels_last_kernel_for(const PassGeometry& g) {
 // for several.
 constexpr int kStride2ItemsPerThread = 4;
 
-inline dim3 plan_stride2_grad_input_nchw(const PassGeometry& g, int sm_count) {
+inline dim3 plan_stride2_grad_input_nchw(const PassGeometry& g, const GpuLimits& gpu) {
   const int64_t items = g.batch * g.dst_channels * ((g.dst_h + 1) / 2) * ((g.dst_w + kBlockCols - 1) / kBlockCols);
-  return dim3(static_cast<unsigned>(walk_blocks(items, kThreads, kStride2ItemsPerThread, sm_count)));
+  return dim3(static_cast<unsigned>(walk_blocks(items, kThreads, kStride2ItemsPerThread, gpu)));
 }
 
 struct Stride2ChannelsLastLaunch {
@@ -266,7 +266,7 @@ struct Stride2ChannelsLastLaunch {
 
 template <typename scalar_t>
 std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(const PassGeometry& g,
-                                                                               int sm_count) {
+                                                                               const GpuLimits& gpu) {
   constexpr int V = kVector16<scalar_t>;
   if (g.multiplier != 1 || g.dst_channels % V != 0) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
@@ -277,7 +277,7 @@ std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(c
   const int64_t items = g.batch * ((g.dst_h + 1) / 2) * ((g.dst_w + 1) / 2);
   // The walks' blocks for the whole grid, shared among the channel groups.
   const int64_t walks = std::max<int64_t>(
-      1, walk_blocks(items * channel_blocks, lanes, kStride2ItemsPerThread, sm_count) / channel_blocks);
+      1, walk_blocks(items * channel_blocks, lanes, kStride2ItemsPerThread, gpu) / channel_blocks);
   const int64_t blocks = std::max<int64_t>(1, std::min((items + lanes - 1) / lanes, walks));
   return Stride2ChannelsLastLaunch{
       dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)), dim3(vectors, lanes),

@@ -276,7 +276,7 @@ inline bool has_window_grad_weight(const PassGeometry& g, size_t element_size) {
 // (so that only the plane's last item has idle lanes); then the bands and slices of
 // cut_ring_items. The bias costs nothing here, so the plan does not depend on it.
 template <typename scalar_t>
-std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& g, int sm_count) {
+std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   const int kernel = g.kernel_h, stride = g.stride_h;
   const auto in_width = [&](int staged_w) { return (staged_w - 1) * stride + kernel; };
   const auto bytes = [&](int staged_w) {
@@ -293,9 +293,9 @@ std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& 
   const int in_w = in_width(tile_w);
   const size_t shared_bytes = bytes(tile_w);
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
-  const int64_t resident = sm90_blocks_per_sm(lanes * kRingChannels, shared_bytes,
-                                              registers_within_bounds(kWindowMinBlocks)) *
-                           std::max(sm_count, 1);
+  const int64_t resident =
+      resident_blocks_per_sm(gpu, lanes * kRingChannels, shared_bytes, registers_within_bounds(kWindowMinBlocks)) *
+      std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
   return RingGradWeightLaunch{
