@@ -100,6 +100,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAMacros.h>
 
 #ifndef AT_PER_OPERATOR_HEADERS
 #include <ATen/Functions.h>
@@ -111,8 +112,11 @@
 #endif
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -129,6 +133,50 @@ GpuLimits gpu_limits() {
   const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
   return {p->multiProcessorCount, p->maxThreadsPerMultiProcessor, p->maxBlocksPerMultiProcessor,
           p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock)};
+}
+
+// A kernel with no work: whether the runtime finds code of it for a device says whether this
+// file's kernels, compiled beside it for the same archs, run there.
+__global__ void arch_probe_kernel() {}
+
+// The archs this file holds code for, "sm_80, sm_90" (nvcc's __CUDA_ARCH_LIST__, "800,900").
+std::string compiled_archs() {
+#ifdef __CUDA_ARCH_LIST__
+#define DWCONV_STRINGIFY_(...) #__VA_ARGS__
+#define DWCONV_STRINGIFY(...) DWCONV_STRINGIFY_(__VA_ARGS__)
+  std::istringstream list(DWCONV_STRINGIFY(__CUDA_ARCH_LIST__));
+  std::string arch, archs;
+  while (std::getline(list, arch, ',')) {
+    archs += (archs.empty() ? "sm_" : ", sm_") + std::to_string(std::stoi(arch) / 10);
+  }
+  return archs;
+#else
+  return "the archs of TORCH_CUDA_ARCH_LIST";
+#endif
+}
+
+// On a GPU that TORCH_CUDA_ARCH_LIST left out (a T4's sm_75, a Blackwell's sm_100 or sm_120
+// under the overlay's default sm_80 and sm_90), the first launch would fail with "no kernel
+// image is available for execution on the device", which names neither whose kernels nor the
+// fix: refuse before it, by name. Checked once a device.
+void check_kernels_run_on(c10::DeviceIndex device) {
+  static std::array<std::atomic<bool>, C10_COMPILE_TIME_MAX_GPUS> runs{};
+  if (runs[device].load(std::memory_order_relaxed)) return;
+  cudaFuncAttributes attributes;
+  const cudaError_t found = cudaFuncGetAttributes(&attributes, arch_probe_kernel);
+  if (found == cudaSuccess) {
+    runs[device].store(true, std::memory_order_relaxed);
+    return;
+  }
+  (void)cudaGetLastError();  // not a sticky error: cleared, so that no later launch check reports it
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(device);
+  TORCH_CHECK(found != cudaErrorNoKernelImageForDevice && found != cudaErrorInvalidDeviceFunction,
+              "conv_depthwise2d: the depthwise kernels of this build hold code for ", compiled_archs(),
+              ", none of which runs on cuda:", static_cast<int>(device), " (", p->name, ", compute capability ",
+              p->major, ".", p->minor, "). Build them for it with TORCH_CUDA_ARCH_LIST holding ", p->major, ".",
+              p->minor, " (`make overlay` for the overlay, `make build` for the patched torch); under the "
+              "overlay, dwconv_overlay.disable() runs upstream's kernels meanwhile");
+  C10_CUDA_CHECK(found);
 }
 
 // ---------------------------------------------------------------------------
@@ -263,6 +311,7 @@ Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const std::opti
                     const Conv2dArgs& args, IntArrayRef out_sizes, Tensor& out) {
   depthwise_checks::check_bias("conv_depthwise2d", input_, weight_, bias_opt);
   const c10::cuda::CUDAGuard device_guard(input_.device());
+  check_kernels_run_on(input_.device().index());
   const Tensor bias = (bias_opt.has_value() && bias_opt->defined()) ? bias_opt->contiguous() : Tensor();
   const auto layout = depthwise_checks::layout_2d(input_);
   const Tensor input = input_.contiguous(layout);
@@ -324,6 +373,7 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
   depthwise_checks::check_grad_output("conv_depthwise2d", grad_output_, self_, out_sizes);
   const auto args = conv2d_args(kernel_size, stride, padding, dilation);
   const c10::cuda::CUDAGuard device_guard(self_.device());
+  check_kernels_run_on(self_.device().index());
 
   const auto layout = depthwise_checks::layout_2d(self_);
   const Tensor grad_output = grad_output_.contiguous(layout);
