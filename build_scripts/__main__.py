@@ -228,9 +228,10 @@ def cmd_routing_table(args) -> None:
     if not args.report:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
-    points, measured_on, source = read_points([Path(p) for p in args.report.split()], load_pin().stock_version)
+    points, measured_on, source, arch = read_points([Path(p) for p in args.report.split()],
+                                                    load_pin().stock_version)
     held_out = routing_held_out.summary(points)  # before writing: a failure leaves the table as it was
-    TABLE.write_text(render(points, measured_on, source))
+    TABLE.write_text(render(points, measured_on, source, arch))
     print(summary(points))
     print(held_out)
     print(f"wrote {os.path.relpath(TABLE, REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")

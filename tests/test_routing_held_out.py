@@ -107,7 +107,7 @@ def test_the_committed_table_held_out():
     routes 22 passes otherwise than measured, 3.3 % over the fastest route in geomean, and 23
     passes come out slower than stock, where 13 do with every layer in the table."""
     source = next(line.split(": ", 1)[1] for line in TABLE.read_text().splitlines() if line.startswith("// From: "))
-    points, _, _ = read_points([REPO_ROOT / s for s in source.split(" + ")], PINNED)
+    points, *_ = read_points([REPO_ROOT / s for s in source.split(" + ")], PINNED)
     held = held_out_routes(points)
     geomean = math.exp(sum(math.log(h.cost) for h in held) / len(held))
     assert (len(points), round(geomean, 3)) == (348, 1.033)

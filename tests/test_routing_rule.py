@@ -39,8 +39,9 @@ def row(layer, dtype, layout, passname, ours, stock, *, batch=64, channels=144, 
             "backends": {"stock_forward": stock_backend, "cudnn_gradients": "CudnnTranspose"}}
 
 
-def report(rows, torch=PINNED):
-    return {"schema": "dwconv-bench/1", "device": "Synthetic GPU", "torch": torch, "date": "2026-01-01", "rows": rows}
+def report(rows, torch=PINNED, arch="sm_90"):
+    return {"schema": "dwconv-bench/1", "device": "Synthetic GPU", "arch": arch, "torch": torch, "date": "2026-01-01",
+            "rows": rows}
 
 
 class Router:
@@ -74,7 +75,7 @@ class Router:
     @staticmethod
     def _line(c: dict) -> str:
         ints = lambda xs, n: [*xs, *[0] * (n - len(xs))]  # noqa: E731
-        fields = [c.get("mode", "auto"), len(c["input"]), *ints(c["input"], 5), len(c["weight"]), *ints(c["weight"], 5),
+        fields = [c.get("mode", "auto"), c.get("gpu_arch", 90), len(c["input"]), *ints(c["input"], 5), len(c["weight"]), *ints(c["weight"], 5),
                   len(c["stride"]), *ints(c["stride"], 3), *ints(c["padding"], 3), *ints(c["dilation"], 3),
                   *ints(c.get("output_padding", [0] * len(c["stride"])), 3),
                   int(c.get("transposed", False)), c["groups"], int(c.get("one_device", True)),
@@ -204,6 +205,21 @@ def test_modes_override_the_measurements(tmp_path):
     assert set(ours["routes"].values()) == {"ours"}
     assert set(cudnn["routes"].values()) == {"cudnn"}
     assert set(upstream["routes"].values()) == {"upstream"}
+
+
+def test_on_a_gpu_of_another_kind_auto_keeps_upstreams_choice(tmp_path):
+    """Measured on sm_90: on an A100 (sm_80) the points say nothing, so auto routes as stock does;
+    a mode the user sets still holds there."""
+    router = Router(tmp_path, [row("a", "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
+                               for p in ("forward", "backward_input", "backward_weight")])
+    call = conv2d(dtype="bfloat16", layout="channels_last")
+    h100, a100, a100_ours = router.ask(call, {**call, "gpu_arch": 80}, {**call, "gpu_arch": 80, "mode": "ours"})
+    assert set(h100["routes"].values()) == {"ours"}
+    assert set(a100["routes"].values()) == {"upstream"}
+    assert set(a100_ours["routes"].values()) == {"ours"}
+    assert set(router.explain({**call, "gpu_arch": 80}).values()) == {
+        "upstream: the table was measured on sm_90 GPUs, this one is sm_80 (stock's choice)"}
+    assert set(router.explain({**call, "gpu_arch": 80, "mode": "ours"}).values()) == {"ours: routing mode ours"}
 
 
 def test_every_measured_layer_gets_its_measured_winner(tmp_path):
@@ -343,7 +359,7 @@ def test_the_committed_table_is_what_the_generator_makes_of_its_sources(tmp_path
     source = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// From: "))
     measured_on = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("// Measured on: "))
     if source == "no report":
-        assert text == render([], measured_on, source)
+        assert text == render([], measured_on, source, 0)
     else:
         write_table([REPO_ROOT / s for s in source.split(" + ")], PINNED, tmp_path / TABLE.name)
         assert text == (tmp_path / TABLE.name).read_text()
@@ -355,6 +371,8 @@ def test_the_committed_table_is_what_the_generator_makes_of_its_sources(tmp_path
     (lambda r: r["rows"][0]["ms"].update(ours=None), "lacks the time of ours or of stock"),
     (lambda r: r["rows"][0].update(dtype="int8"), "unknown dtype"),
     (lambda r: r.update(rows=[]), "no forward or backward rows"),
+    (lambda r: r.update(arch="ampere"), "arch 'ampere' is not sm_<compute capability>"),
+    (lambda r: r.pop("arch"), "names no arch (a bench from before 2026-11-25), and 'Synthetic GPU' is not a GPU"),
 ])
 def test_the_generator_refuses_reports_it_cannot_route_by(tmp_path, broken, message):
     bad = report([row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0)])
@@ -380,6 +398,7 @@ def test_a_cut_bench_and_the_run_that_finished_it_make_one_table(tmp_path):
     assert {(p.label.split()[1], p.route) for p in points} == {("a", "Ours"), ("b", "Upstream"), ("c", "Ours")}
     text = (tmp_path / "table.h").read_text()
     assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01, 2026-01-02" in text and "cut.json + " in text
+    assert "inline constexpr int kMeasuredArch = 90;" in text
     rest["device"] = "Another GPU"
     paths[1].write_text(json.dumps(rest))
     with pytest.raises(HarnessError, match="not one run"):

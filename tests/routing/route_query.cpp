@@ -1,8 +1,8 @@
 // Test driver: the routing rule of DepthwiseConvRouting.h, compiled with g++ (no ATen, no GPU)
 // against whichever DepthwiseConvRoutingTable.h comes first on the include path.
 //
-// Reads one call per line from stdin: a mode, then the ConvCall fields in declaration order
-// (arrays element by element, enums as numbers, bools as 0/1). Prints one line per call, each
+// Reads one call per line from stdin: a mode, the GPU's compute capability (90 for sm_90), then the
+// ConvCall fields in declaration order (arrays element by element, enums as numbers, bools as 0/1). Prints one line per call, each
 // route as route_name gives it (upstream, ours, cudnn; upstream where the call is not eligible):
 //   eligible <0|1> forward <route> backward_input <route> backward_weight <route>
 //   batch .. dilation_w layout conv1d | <reason>
@@ -24,14 +24,14 @@ E read_enum(std::istream& in) {
   return static_cast<E>(v);
 }
 
-bool read_call(std::istream& in, Mode* mode, ConvCall* c) {
+bool read_call(std::istream& in, Mode* mode, int* gpu_arch, ConvCall* c) {
   std::string mode_text;
   if (!(in >> mode_text)) return false;
   if (!parse_mode(mode_text.c_str(), mode)) {
     std::cerr << "bad mode " << mode_text << "\n";
     std::exit(2);
   }
-  in >> c->input_dim;
+  in >> *gpu_arch >> c->input_dim;
   for (auto& v : c->input_sizes) in >> v;
   in >> c->weight_dim;
   for (auto& v : c->weight_sizes) in >> v;
@@ -57,13 +57,15 @@ bool read_call(std::istream& in, Mode* mode, ConvCall* c) {
 int main(int argc, char** argv) {
   const bool explain = argc > 1 && std::string(argv[1]) == "--explain";
   Mode mode;
+  int gpu_arch;
   ConvCall call;
-  while (read_call(std::cin, &mode, &call)) {
+  while (read_call(std::cin, &mode, &gpu_arch, &call)) {
+    const Mode routed = mode_on_gpu(mode, gpu_arch, kMeasuredArch);
     const Eligibility e = depthwise_problem(call);
     const Problem& p = e.problem;
     std::cout << "eligible " << e.eligible;
     for (const Pass pass : kPasses) {
-      std::cout << " " << pass_name(pass) << " " << route_name(e.eligible ? route_of(p, pass, mode, kMeasuredPoints) : Route::Upstream);
+      std::cout << " " << pass_name(pass) << " " << route_name(e.eligible ? route_of(p, pass, routed, kMeasuredPoints) : Route::Upstream);
     }
     if (!e.eligible) {
       std::cout << " | " << e.reason << "\n";
@@ -74,7 +76,7 @@ int main(int argc, char** argv) {
               << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " " << p.dilation_w << " "
               << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
     for (const Pass pass : kPasses) {
-      if (explain) std::cout << "explain " << pass_name(pass) << " " << explain_route(p, pass, mode, kMeasuredPoints) << "\n";
+      if (explain) std::cout << "explain " << pass_name(pass) << " " << explain_route(p, pass, mode, gpu_arch, kMeasuredArch, kMeasuredPoints) << "\n";
     }
   }
   return 0;

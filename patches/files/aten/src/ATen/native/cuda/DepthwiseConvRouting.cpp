@@ -16,6 +16,8 @@
 // - DWCONV_ROUTING=ours|cudnn|upstream (read once), or torch.ops.dwconv.set_routing(
 //   "ours"|"cudnn"|"upstream"|"auto") (registered here, so a patched build and the overlay both
 //   have it), overrides the measurements.
+// - The measurements hold on GPUs of the kind they were taken on (kMeasuredArch): on another,
+//   "auto" keeps upstream's choice (mode_on_gpu).
 // - The backward our kernels take runs as dwconv::conv_depthwise2d_backward, which also returns
 //   the bias gradient: summed by our weight-gradient kernel where that runs, so a biased layer's
 //   step reads grad_output once less than upstream's (which sums it in a pass of its own).
@@ -24,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConvRouting.h>
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
@@ -134,8 +137,14 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   return c;
 }
 
-Route route_pass(const Problem& p, Pass pass) {
-  return route_of(p, pass, current_mode().load(), kMeasuredPoints);
+// The compute capability of the GPU a call runs on, 90 for sm_90, as the table's kMeasuredArch.
+int gpu_arch_of(c10::DeviceIndex device) {
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(device);
+  return p->major * 10 + p->minor;
+}
+
+Route route_pass(const Problem& p, Pass pass, int gpu_arch) {
+  return route_of(p, pass, mode_on_gpu(current_mode().load(), gpu_arch, kMeasuredArch), kMeasuredPoints);
 }
 
 struct Geometry2d {
@@ -235,12 +244,13 @@ std::string routing_op() {
 }
 
 std::string routing_measured_on_op() {
-  return kMeasuredOn;
+  return std::string(kMeasuredOn) + (kMeasuredArch == 0 ? "" : " (sm_" + std::to_string(kMeasuredArch) + ")");
 }
 
 // torch.ops.dwconv.explain_routing: who would compute each pass of aten::convolution with these
 // arguments on a CUDA device, and why, in words. The tensors may live anywhere (meta tensors
-// will do): only their sizes, strides, dtypes and devices being one are read.
+// will do): only their sizes, strides, dtypes and devices being one are read. The GPU is theirs,
+// else the current one, else (no GPU here) one of the kind the table was measured on.
 std::string explain_routing_op(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                                IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation, bool transposed,
                                IntArrayRef output_padding, int64_t groups) {
@@ -251,14 +261,18 @@ std::string explain_routing_op(const Tensor& input, const Tensor& weight, const 
   if (!verdict.eligible) return std::string("not taken, upstream decides every pass: ") + verdict.reason;
   const Problem& p = verdict.problem;
   const Mode mode = current_mode().load();
+  const bool on_gpu = input.is_cuda() || at::cuda::is_available();
+  const int gpu_arch = on_gpu ? gpu_arch_of(input.is_cuda() ? input.device().index() : c10::cuda::current_device())
+                              : kMeasuredArch;
   std::ostringstream text;
   text << "depthwise conv" << (p.conv1d ? "1d" : "2d") << ": batch " << p.batch << ", " << p.channels
        << " channels, multiplier " << p.multiplier << ", " << p.height << "x" << p.width << ", kernel "
        << p.kernel_h << "x" << p.kernel_w << ", stride " << p.stride_h << "x" << p.stride_w << ", "
        << dtype_name(p.dtype) << " " << layout_name(p.layout)
-       << "; routing " << mode_name(mode) << ", table measured on " << kMeasuredOn;
+       << "; routing " << mode_name(mode) << ", table measured on " << routing_measured_on_op()
+       << (on_gpu ? "; this GPU: sm_" + std::to_string(gpu_arch) : std::string("; no GPU here: as on the table's"));
   for (const Pass pass : kPasses) {
-    text << "\n" << pass_name(pass) << ": " << explain_route(p, pass, mode, kMeasuredPoints);
+    text << "\n" << pass_name(pass) << ": " << explain_route(p, pass, mode, gpu_arch, kMeasuredArch, kMeasuredPoints);
   }
   return text.str();
 }
@@ -278,7 +292,8 @@ Tensor routed_convolution_cuda(
   const Tensor* bias_ptr = bias.has_value() ? &*bias : nullptr;
   const auto verdict =
       depthwise_problem(describe(input, weight, bias_ptr, stride, padding, dilation, transposed, output_padding, groups));
-  const Route route = verdict.eligible ? route_pass(verdict.problem, Pass::Forward) : Route::Upstream;
+  const Route route =
+      verdict.eligible ? route_pass(verdict.problem, Pass::Forward, gpu_arch_of(input.device().index())) : Route::Upstream;
   if (route == Route::Upstream) {
     return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   }
@@ -306,8 +321,10 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
       describe(input, weight, nullptr, stride, padding, dilation, transposed, output_padding, groups));
   const Problem& p = verdict.problem;
   const bool eligible = verdict.eligible && grad_output_matches(grad_output, input, p);
-  const Route input_route = eligible && output_mask[0] ? route_pass(p, Pass::BackwardInput) : Route::Upstream;
-  const Route weight_route = eligible && output_mask[1] ? route_pass(p, Pass::BackwardWeight) : Route::Upstream;
+  const int gpu_arch = eligible ? gpu_arch_of(input.device().index()) : 0;
+  const Route input_route = eligible && output_mask[0] ? route_pass(p, Pass::BackwardInput, gpu_arch) : Route::Upstream;
+  const Route weight_route =
+      eligible && output_mask[1] ? route_pass(p, Pass::BackwardWeight, gpu_arch) : Route::Upstream;
   if (input_route == Route::Upstream && weight_route == Route::Upstream) {
     return at::native::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
                                             transposed, output_padding, groups, output_mask);

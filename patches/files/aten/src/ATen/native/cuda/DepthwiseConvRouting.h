@@ -14,6 +14,8 @@
 // build_scripts/routing_table.py from a `make bench` run: the measured layer with the
 // same dtype and layout, then the same stride, then the same filter family, then the nearest
 // kernel size, then the nearest problem and plane sizes decide. No point for a dtype, layout and pass: upstream's choice stands.
+// The points speak for the kind of GPU they were measured on (its compute capability): on another
+// kind, upstream's choice stands too (mode_on_gpu).
 
 #include <array>
 #include <cmath>
@@ -260,6 +262,15 @@ Route measured_route(const Problem& p, Pass pass, const Points& points) {
   return nearest.point == nullptr || nearest.disagreeing ? Route::Upstream : nearest.point->fastest;
 }
 
+// The mode a call on a GPU of compute capability `gpu_arch` (90 for sm_90) is routed in. The
+// measurements, taken on GPUs of `measured_arch`, say nothing of another kind, where cuDNN's
+// kernels and ours differ (an A100's 164 KB of shared memory an SM against an H100's 228, other
+// cuDNN kernels): there "auto" keeps upstream's choice, as stock makes it, so that the routing
+// never slows a layer down on a GPU it has not measured. The other modes are the user's, on any GPU.
+inline Mode mode_on_gpu(Mode mode, int gpu_arch, int measured_arch) {
+  return mode == Mode::Auto && gpu_arch != measured_arch ? Mode::Upstream : mode;
+}
+
 // Who computes this pass of an eligible call, in this mode.
 template <typename Points>
 Route route_of(const Problem& p, Pass pass, Mode mode, const Points& points) {
@@ -347,11 +358,19 @@ inline bool parse_mode(const char* text, Mode* mode) {
   return false;
 }
 
-// Who computes this pass and why, in words: "<route>: <why>" (torch.ops.dwconv.explain_routing).
+// Who computes this pass on a GPU of `gpu_arch`, and why, in words: "<route>: <why>"
+// (torch.ops.dwconv.explain_routing).
 template <typename Points>
-std::string explain_route(const Problem& p, Pass pass, Mode mode, const Points& points) {
-  std::string text = route_name(route_of(p, pass, mode, points));
+std::string explain_route(const Problem& p, Pass pass, Mode mode, int gpu_arch, int measured_arch,
+                          const Points& points) {
+  std::string text = route_name(route_of(p, pass, mode_on_gpu(mode, gpu_arch, measured_arch), points));
   if (mode != Mode::Auto) return text + ": routing mode " + mode_name(mode);
+  if (gpu_arch != measured_arch) {
+    return text + ": " +
+           (measured_arch == 0 ? std::string("nothing measured yet")
+                               : "the table was measured on sm_" + std::to_string(measured_arch) + " GPUs") +
+           ", this one is sm_" + std::to_string(gpu_arch) + " (stock's choice)";
+  }
   const Nearest nearest = nearest_point(p, pass, points);
   if (nearest.point == nullptr) return text + ": nothing measured for this dtype, layout and pass (stock's choice)";
   if (nearest.disagreeing) {
