@@ -134,7 +134,7 @@ def test_explain_routing_names_who_runs_each_pass_and_why(overlay_probe):
     lines = overlay_probe(EXPLAIN)
     assert lines[0].startswith("depthwise conv2d: batch 64, 256 channels, multiplier 1, 28x28, kernel 29x29, stride 1x1, "
                                "bfloat16 channels_last; routing auto, table measured on ")
-    assert lines[0].endswith(" (sm_90); no GPU here: as on the table's")  # routed as on the GPUs measured
+    assert lines[0].endswith(" (sm_90); no GPU here, routed as on sm_90")  # as on the GPUs measured
     assert lines[1].startswith("forward: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64 bfloat16 "
                                "channels_last forward: ours ")
     assert lines[2].startswith("backward_input: ours: as the nearest measured, RepLKNet-31B 256@28 k29 batch 64")

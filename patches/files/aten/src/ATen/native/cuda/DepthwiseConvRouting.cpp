@@ -270,7 +270,7 @@ std::string explain_routing_op(const Tensor& input, const Tensor& weight, const 
        << p.kernel_h << "x" << p.kernel_w << ", stride " << p.stride_h << "x" << p.stride_w << ", "
        << dtype_name(p.dtype) << " " << layout_name(p.layout)
        << "; routing " << mode_name(mode) << ", table measured on " << routing_measured_on_op()
-       << (on_gpu ? "; this GPU: sm_" + std::to_string(gpu_arch) : std::string("; no GPU here: as on the table's"));
+       << (on_gpu ? "; this GPU: sm_" : "; no GPU here, routed as on sm_") << gpu_arch;
   for (const Pass pass : kPasses) {
     text << "\n" << pass_name(pass) << ": " << explain_route(p, pass, mode, gpu_arch, kMeasuredArch, kMeasuredPoints);
   }
