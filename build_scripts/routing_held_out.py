@@ -4,7 +4,8 @@ The table reproduces every measured decision (each layer is its own nearest poin
 nothing of a user's layer that the bench never ran. Here each layer's points are routed by the
 routing rule itself (DepthwiseConvRouting.h, compiled with g++ beside routing_held_out.cpp) from
 the other layers' points only, and what the route chosen costs is read off the layer's own times:
-leave-one-layer-out, both batches of a layer out together.
+leave-one-layer-out, both batches of a layer out together, and every set's copy of it (a layer is
+its sizes, not its set's name: the same sizes measured in another set would be a distance of zero).
 """
 
 from __future__ import annotations
@@ -71,10 +72,10 @@ def _build_driver(work: Path) -> Path:
 def held_out_routes(points: list[Point]) -> list[HeldOut]:
     """Each point routed by the rule from the points of the other layers."""
     passes, dtypes, layouts, routes = (enum_values(n) for n in ("Pass", "DType", "Layout", "Route"))
-    layer_ids = {layer: i for i, layer in enumerate(dict.fromkeys(p.layer for p in points))}
+    layer_ids = {sizes: i for i, sizes in enumerate(dict.fromkeys(p.sizes for p in points))}
 
     def head(p: Point) -> list:
-        return [layer_ids[p.layer], passes[ROUTED_PASSES[p.passname]], dtypes[DTYPES[p.dtype]],
+        return [layer_ids[p.sizes], passes[ROUTED_PASSES[p.passname]], dtypes[DTYPES[p.dtype]],
                 layouts[LAYOUTS[p.layout]], *p.kernel, *p.stride]
 
     lines = [f"points {len(points)}"]
@@ -103,7 +104,7 @@ def summary(points: list[Point], worst: int = 8) -> str:
     untimed = [h for h in others if h.ms is None]
     costs = [h.cost for h in held if h.cost is not None]
     geomean = math.exp(sum(map(math.log, costs)) / len(costs)) if costs else math.nan
-    layers = len({p.layer for p in points})
+    layers = len({p.sizes for p in points})
     lines = [
         f"held out (each of {layers} layers routed by the other layers' points; {len(points)} points):",
         f"  routed as measured: {len(held) - len(others)}, otherwise: {len(others)}"

@@ -54,6 +54,12 @@ class Point:
         return f"{self.layer} batch {self.shape[0]}"
 
     @property
+    def sizes(self) -> tuple:
+        """The layer without its batch: a layer two sets share (MobileNetV2's and EfficientNet-B0's
+        32@112) is one layer."""
+        return (self.shape[1:], self.kernel, self.stride)
+
+    @property
     def input_elements(self) -> int:
         return self.shape[0] * self.shape[1] * self.shape[2] * self.shape[3]
 

@@ -10,7 +10,8 @@ import math
 import pytest
 
 from build_scripts.bench.floor import buffer_sets_needed, pass_bytes, pass_macs
-from build_scripts.bench.layers import SETS, TRAINING_PASSES, Layer, Problem, problems
+from build_scripts.bench.layers import (COVERAGE_SETS, DEFAULT_SETS, SETS, TRAINING_PASSES, Layer, Problem,
+                                       problems)
 from build_scripts.bench.report import (
     activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
@@ -36,6 +37,24 @@ def test_the_layer_sets_are_the_issues():
     assert sorted((l.channels, l.length, l.batches) for l in mamba) == sorted(
         (c, length, (batch,)) for length, batch in ((2048, 8), (16384, 1)) for c in (1536, 2048, 4096, 5120))
     assert all(l.conv1d and l.kernel == 4 and l.pad == 3 and l.bias for l in mamba)
+
+
+def test_the_coverage_sets_are_the_models_and_run_only_when_named():
+    """Real models' layers for the routing, beyond the issue's sets: torchvision's mobilenet_v3_large
+    and mnasnet1_0 and UniRepLKNet-T (deploy form), each distinct depthwise layer at 224x224."""
+    shapes = {name: [(l.channels, l.length, l.kernel, l.stride) for l in SETS[name]] for name in COVERAGE_SETS}
+    assert shapes == {
+        "MobileNetV3-Large": [(16, 112, 3, 1), (64, 112, 3, 2), (72, 56, 3, 1), (72, 56, 5, 2), (120, 28, 5, 1),
+                              (240, 28, 3, 2), (200, 14, 3, 1), (184, 14, 3, 1), (480, 14, 3, 1), (672, 14, 3, 1),
+                              (672, 14, 5, 2), (960, 7, 5, 1)],
+        "MnasNet-B1": [(32, 112, 3, 1), (48, 112, 3, 2), (72, 56, 3, 1), (72, 56, 5, 2), (120, 28, 5, 1),
+                       (240, 28, 5, 2), (480, 14, 5, 1), (480, 14, 3, 1), (576, 14, 3, 1), (576, 14, 5, 2),
+                       (1152, 7, 5, 1), (1152, 7, 3, 1)],
+        "UniRepLKNet-T": [(80, 56, 3, 1), (160, 28, 13, 1), (320, 14, 13, 1), (320, 14, 3, 1), (640, 7, 13, 1)],
+    }
+    assert [l.name for l in SETS["MnasNet-B1"][4:6]] == ["120@28 k5", "240@28 k5 s2"]
+    assert {p.layer.set for p in problems()} == set(DEFAULT_SETS) == set(SETS) - set(COVERAGE_SETS)
+    assert len(problems(["UniRepLKNet-T"])) == 5 * 3 * 2
 
 
 def test_each_2d_layer_runs_training_at_batch_64_and_inference_at_batch_1_in_three_configs():

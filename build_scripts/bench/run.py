@@ -22,7 +22,7 @@ import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import buffer_sets_needed, pass_bytes
-from .layers import Problem, problems
+from .layers import DEFAULT_SETS, Problem, problems
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
 from .variants import (
@@ -112,7 +112,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "arch": f"sm_{props.major}{props.minor}",
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "tolerance": TOLERANCE,
                      "cudnn_allow_tf32": allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                     "variants": list(variants), "sets": set_names or "all"},
+                     "variants": list(variants), "sets": set_names or list(DEFAULT_SETS)},
         "rows": [],
     }
     longest_problem_s = 0.0

@@ -1014,15 +1014,22 @@ std::vector<Case> sweep() {
   return cases;
 }
 
-// The layers of MobileNetV2, EfficientNet-B0 and ConvNeXt-T as build_scripts/bench/layers.py has
-// them (channels, size, kernel, stride); tests/test_emulator.py checks that the two lists agree.
+// The 2D layers with filters of 7x7 or less of every set of build_scripts/bench/layers.py, as it
+// has them (channels, size, kernel, stride); tests/test_emulator.py checks that the two lists agree.
 struct BenchLayer { int channels, size, kernel, stride; };
-constexpr BenchLayer kGeomeanLayers[] = {
+constexpr BenchLayer kTiledBenchLayers[] = {
     {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {144, 56, 3, 2}, {192, 28, 3, 1},  // MobileNetV2
     {192, 28, 3, 2}, {384, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 3, 2}, {960, 7, 3, 1},
     {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 5, 2}, {240, 28, 5, 1}, {240, 28, 3, 2},  // EfficientNet-B0
     {480, 14, 3, 1}, {672, 14, 5, 1}, {672, 14, 5, 2}, {1152, 7, 5, 1},
     {96, 56, 7, 1}, {192, 28, 7, 1}, {384, 14, 7, 1}, {768, 7, 7, 1},  // ConvNeXt-T
+    {16, 112, 3, 1}, {64, 112, 3, 2}, {72, 56, 3, 1}, {72, 56, 5, 2}, {120, 28, 5, 1},  // MobileNetV3-Large
+    {240, 28, 3, 2}, {200, 14, 3, 1}, {184, 14, 3, 1}, {480, 14, 3, 1}, {672, 14, 3, 1},
+    {672, 14, 5, 2}, {960, 7, 5, 1},
+    {32, 112, 3, 1}, {48, 112, 3, 2}, {72, 56, 3, 1}, {72, 56, 5, 2}, {120, 28, 5, 1},  // MnasNet-B1
+    {240, 28, 5, 2}, {480, 14, 5, 1}, {480, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 5, 2},
+    {1152, 7, 5, 1}, {1152, 7, 3, 1},
+    {80, 56, 3, 1}, {320, 14, 3, 1},  // UniRepLKNet-T's 3x3 (its 13x13 go to the large-filter kernels)
 };
 
 PassGeometry bench_layer_geometry(const BenchLayer& l, int batch) {
@@ -1050,7 +1057,7 @@ void expect_planned(bool planned, const char* dtype, const BenchLayer& l, int ba
 template <typename scalar_t>
 void check_bench_layers_planned(const char* dtype) {
   using acc_t = at::acc_type<scalar_t, true>;
-  for (const BenchLayer& l : kGeomeanLayers) {
+  for (const BenchLayer& l : kTiledBenchLayers) {
     for (const int batch : {64, 1}) {
       for (const GpuLimits& gpu : {sm90_gpu(132), sm86_gpu(82)}) {
         const PassGeometry g = bench_layer_geometry(l, batch);
