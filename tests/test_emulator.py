@@ -2,6 +2,7 @@
 both layouts, 32/64-bit indexing, float/double/half, against float64 loops. Then proof that the
 emulator fails when the kernels are wrong, a missing __syncthreads() included."""
 
+import math
 import os
 import re
 import subprocess
@@ -107,6 +108,20 @@ def test_the_emulator_plans_the_layers_the_bench_times():
     benched = [(l.channels, l.length, l.kernel, l.stride) for layers in SETS.values() for l in layers
                if not l.conv1d and l.kernel <= 7]
     assert emulated == benched
+
+
+def test_the_emulators_gpus_hold_what_the_plan_reports_sm_limits_say():
+    """The emulator plans for an H100's and an RTX 3090's SMs (GpuLimits, the fields after the SM
+    count); tests/gpu/test_gpu_limits.py checks the plan report's table against a real device."""
+    from build_scripts.plan_report import SM_LIMITS
+
+    source = (EMULATOR / "emulate_depthwise2d.cpp").read_text()
+    presets = dict(re.findall(r"GpuLimits (sm\d+)_gpu\(int64_t sms\) \{\s*return \{sms, ([^}]*)\};", source))
+    assert sorted(presets) == ["sm86", "sm90"]
+    for name, fields in presets.items():
+        values = [math.prod(int(factor) for factor in field.split("*")) for field in fields.split(",")]
+        sm = SM_LIMITS[f"sm_{name[2:]}"]
+        assert values == [sm.threads, sm.blocks, sm.registers, sm.shared_bytes, sm.reserved_per_block], name
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
