@@ -158,6 +158,17 @@ def test_targets_are_judged_from_the_rows():
     assert ok == "no" and measured.startswith("15 of ") and "worst 0.91×" in measured  # 960@7: 3 configs x 5 rows
 
 
+def test_the_coverage_sets_judge_no_target():
+    rows = synthetic_report(speed_ours=2.5)["rows"]
+    judged = targets(rows)
+    for problem in problems(["MnasNet-B1", "UniRepLKNet-T"]):
+        for passname in problem.passes:
+            row = problem_row(problem, passname, BANDWIDTH, FMA_RATE)
+            row["ms"] = {"stock": row["floor_ms"], "ours": row["floor_ms"] * 20, "routed": row["floor_ms"] * 20}
+            rows.append(row)
+    assert targets(rows) == judged
+
+
 def test_the_floor_targets_say_how_many_rows_their_multiply_adds_keep_from_the_goal():
     rows = synthetic_report(speed_ours=2.5)["rows"]
     # At 50 TFLOPS, 7x7's multiply-adds inside a 56x56 plane (46 an output: (392 - 12)^2 / 56^2) take
