@@ -123,6 +123,14 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     assert constants <= names, constants - names
 
 
+def test_the_gpu_tests_call_near_2_31_elements_takes_the_direct_kernel(kernel_choice):
+    """test_a_grid_stride_walk_near_2_31_elements_stays_inside (tests/gpu/test_depthwise2d.py) is
+    there for the direct kernel's grid-stride counter: its call must stay the direct kernel's."""
+    line = plan_report.call_line("float", "forward", "cl", 1, 1023, (1024, 1025), (3, 3), (1, 1), (1, 1), (1, 1), 2,
+                                 0, 0, H100, ())
+    assert choose(kernel_choice, [line]) == [kernel_cases.DIRECT]
+
+
 def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     """The checks above would pass vacuously if the driver ignored its input: the same shape takes
     the pixel kernel, the register-tiled kernel, the general tiled one or the direct one as its

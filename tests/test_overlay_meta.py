@@ -40,6 +40,7 @@ out = {
     "wrong grad_output": error(lambda: op2d(go, x, w, [3, 3], [1, 1], [1, 1], [1, 1], [True, True])),
     "wrong kernel_size": error(lambda: op2d(go, x, w, [5, 5], [2, 2], [1, 1], [1, 1], [True, True])),
     "wrong channels": error(lambda: op2d(meta(2, 10, 5, 6), x, meta(10, 1, 3, 3), *s2, [True, True])),
+    "no out_channels": error(lambda: forward(x, meta(0, 1, 3, 3), [3, 3], None, *s2[1:])),
     "zero stride": error(lambda: op2d(go, x, w, [3, 3], [0, 2], [1, 1], [1, 1], [True, True])),
     "forward": described(forward(x, w, [3, 3], meta(12), *s2[1:])),
     "forward channels_last": described(forward(x_cl, w, [3, 3], None, *s2[1:])),
@@ -91,7 +92,8 @@ def test_the_cuda_kernels_checks_hold_on_meta_tensors(meta):
     assert meta["wrong grad_output"] == ("conv_depthwise2d_backward: grad_output has shape [2, 12, 5, 6] but the "
                                          "convolution's output has shape [2, 12, 9, 11]")
     assert meta["wrong kernel_size"] == "conv_depthwise2d: kernel_size [5, 5] does not match the weight's [12, 1, 3, 3]"
-    assert meta["wrong channels"] == "conv_depthwise2d: out_channels (10) must be a multiple of in_channels (6)"
+    assert meta["wrong channels"] == "conv_depthwise2d: out_channels (10) must be a positive multiple of in_channels (6)"
+    assert meta["no out_channels"] == "conv_depthwise2d: out_channels (0) must be a positive multiple of in_channels (6)"
     assert meta["zero stride"] == "conv_depthwise2d: stride must be positive, got [0, 2]"
 
 

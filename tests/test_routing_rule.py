@@ -153,6 +153,7 @@ def test_depth_multiplier_and_asymmetric_kernels(committed):
     ({"groups": 72}, "not depthwise"),
     ({"weight": [144, 2, 3, 3]}, "not depthwise"),
     ({"weight": [200, 1, 3, 3]}, "not depthwise"),
+    ({"weight": [0, 1, 3, 3]}, "with m >= 1"),  # upstream refuses it: "expected weight to be at least 144 ..."
     ({"input": [0, 144, 56, 56]}, "empty input"),
     ({"input": [64, 144, 56, 56, 4], "weight": [144, 1, 3, 3, 3]}, "neither conv1d nor conv2d"),
     ({"weight": [144, 1, 3]}, "rank"),

@@ -132,7 +132,10 @@ struct Problem {
   std::vector<double> bias;
   Tensor4 output, grad_input, grad_weight, grad_bias;  // float64 references (grad_bias: (1, C, 1, 1))
 
-  explicit Problem(const Case& c, std::mt19937& rng)
+  // non_finite: the input holds +inf at each plane's last pixel, -inf at the middle of its last
+  // column in every other plane and NaN in the middle of the first plane's first row, where the
+  // grad_output columns and rows past a tile's edge (zeros that are not outputs) meet them.
+  explicit Problem(const Case& c, std::mt19937& rng, bool non_finite = false)
       : k(c),
         input(c.n, c.c, c.h, c.w),
         weight(c.c * c.m, 1, c.kh, c.kw),
@@ -146,6 +149,15 @@ struct Problem {
     for (auto* t : {&input, &weight, &grad_output})
       for (auto& x : t->v) x = uniform(rng);
     for (auto& x : bias) x = c.bias ? uniform(rng) : 0.0;
+    if (non_finite) {
+      const double inf = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < c.n; ++i)
+        for (int ci = 0; ci < c.c; ++ci) {
+          input.at(i, ci, c.h - 1, c.w - 1) = inf;
+          if (ci % 2 == 1) input.at(i, ci, c.h / 2, c.w - 1) = -inf;
+        }
+      input.at(0, 0, 0, c.w / 2) = std::numeric_limits<double>::quiet_NaN();
+    }
     for (int i = 0; i < c.n; ++i)
       for (int co = 0; co < c.c * c.m; ++co)
         for (int y = 0; y < c.oh(); ++y)
@@ -203,6 +215,10 @@ void expect_close(const std::string& kernel, const std::string& detail, const Ca
         for (int x = 0; x < ref.w; ++x) {
           const double value = double(got[i * s.n + j * s.c + y * s.h + x * s.w]);
           const double expected = ref.at(i, j, y, x);
+          if (!std::isfinite(expected)) {  // a non-finite input's: the same inf, or NaN
+            if (!(value == expected || (std::isnan(value) && std::isnan(expected)))) ++bad;
+            continue;
+          }
           const double error = std::fabs(value - expected);
           const double allowed = tolerance<T>() * std::sqrt(reduction_terms) * (1.0 + std::fabs(expected));
           if (!(error <= allowed)) ++bad;  // NaN (an unwritten element) fails too
@@ -1080,6 +1096,27 @@ void check_bench_layers_planned(const char* dtype) {
   }
 }
 
+// The direct kernel walks the output by the grid's stride. Near 2^31 elements (still addressable
+// with 32-bit indices) its counter's last step would pass INT32_MAX, so it counts in 64 bits there:
+// 1 x 2047 x 1024 x 1024 on an H100 (a 7x7 stride-2 backward-input, which only the direct kernel
+// takes) is 1,048,575 elements short of 2^31, its grid 1,081,344 threads.
+void check_grid_stride_bound() {
+  const int64_t max32 = std::numeric_limits<int32_t>::max();
+  const auto overflows = [](int64_t total) {
+    const GpuLimits gpu = sm90_gpu(132);
+    return grid_stride_overflows_int32(total, LaunchShape{elementwise_grid(total, gpu), dim3(kThreads), 0});
+  };
+  const int64_t grid_threads = int64_t(132) * 32 * kThreads;
+  const bool right = overflows(int64_t(2047) << 20) && overflows(max32) && !overflows(max32 + 1 - grid_threads) &&
+                     overflows(max32 + 2 - grid_threads) && !overflows(int64_t(1) << 30) && !overflows(1000);
+  if (right) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL: grid_stride_overflows_int32 misjudges where a 32-bit grid-stride counter passes INT32_MAX\n");
+  }
+}
+
 }  // namespace
 
 // Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all);
@@ -1103,6 +1140,7 @@ int main(int argc, char** argv) {
   check_bench_layers_planned<c10::Half>("half");  // bf16's sizes are half's
   check_bench_layers_planned<float>("float");
   check_bench_layers_planned<double>("double");
+  check_grid_stride_bound();
   for (size_t i = begin; i < end; ++i) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
     const Problem p(cases[i], rng);

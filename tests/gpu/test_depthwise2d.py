@@ -327,6 +327,33 @@ class TestDepthwise2d(TestCase):
         self.assertEqual(out[:, :, -5:-1, -39:-1].double().cpu(), ref[:, :, 1:5, 1:39], atol=0.05, rtol=0.02)
 
     @onlyCUDA
+    @largeTensorTest("16GB", device="cuda")
+    def test_a_grid_stride_walk_near_2_31_elements_stays_inside(self, device):
+        """2046 x 1024 x 1025 outputs are 2,047 short of 2^31, so 32-bit indices address them, but the
+        direct kernel's grid-stride counter (channels_last at multiplier 2 is the direct kernel's)
+        would pass INT32_MAX on its last step: it counts in 64 bits there. Nothing past the output
+        is written, and its last channels are what a small call gives."""
+        x = torch.randn(1, 1023, 1024, 1025, device=device).contiguous(memory_format=torch.channels_last)
+        w = torch.randn(2046, 1, 3, 3, device=device)
+        numel, guard = 2046 * 1024 * 1025, 2 ** 20
+        storage = torch.full((numel + guard,), float("nan"), device=device)
+        out = storage[:numel].view(1, 1024, 1025, 2046).permute(0, 3, 1, 2)  # channels_last, in storage
+        args = ([3, 3], None, [1, 1], [1, 1], [1, 1])
+        names = op_names(lambda: torch.ops.aten._conv_depthwise2d.out(x, w, *args, out=out))
+        self.assertTrue(launched(names, kernel_cases.DIRECT), names)
+        self.assertTrue(storage[numel:].isnan().all(), "written past the output")
+        small = torch.ops.aten._conv_depthwise2d(x[:, -1:].contiguous(memory_format=torch.channels_last), w[-2:],
+                                                 *args)
+        self.assertEqual(out[:, -2:], small, atol=1e-5, rtol=1e-5)
+
+    @onlyCUDA
+    def test_the_backward_with_bias_refuses_a_grad_output_on_another_device(self, device):
+        x = torch.randn(2, 4, 10, 10, device=device)
+        w = torch.randn(4, 1, 3, 3, device=device)
+        with self.assertRaisesRegex(RuntimeError, "grad_output must be on the input's device"):
+            depthwise_backward_with_bias(torch.randn(2, 4, 10, 10), x, w, (1, 1), (1, 1), (1, 1))
+
+    @onlyCUDA
     def test_nan_and_inf_propagate_as_in_stock(self, device):
         x = torch.randn(2, 4, 20, 20, device=device)
         x[0, 1, 5, 5] = float("nan")

@@ -155,6 +155,16 @@ class TestRouting(TestCase):
         self.assertEqual(out.is_contiguous(), stock_out.is_contiguous())
         self.assertEqual(out, stock_out, atol=2e-2, rtol=2e-2)
 
+    def test_a_weight_without_out_channels_gets_upstreams_error(self):
+        """nn.Conv2d(C, 0, k, groups=C) builds (0 is a multiple of C); its call is upstream's to refuse."""
+        module = torch.nn.Conv2d(8, 0, 3, groups=8, bias=False).to(device="cuda")
+        x = torch.randn(2, 8, 10, 10, device="cuda")
+        with stock_kernels(), self.assertRaisesRegex(RuntimeError, "expected weight to be at least 8") as stock:
+            module(x)
+        with routing("ours"), self.assertRaisesRegex(RuntimeError, "expected weight to be at least 8") as ours:
+            module(x)
+        self.assertEqual(str(ours.exception), str(stock.exception))
+
     def test_deterministic_mode_gives_bitwise_equal_weight_gradients(self):
         module = depthwise_module(channels=96, kernel=7)
         x = make_input(module, batch=16, length=56)

@@ -55,8 +55,8 @@ std::vector<T> checked_output_sizes(const char* name, int64_t spatial_dims, cons
   TORCH_CHECK(all_at_least(padding, 0), name, ": padding must be non-negative, got ", padding);
   TORCH_CHECK(input.dim() == spatial_dims + 2, name, ": expected a ", spatial_dims + 2, "-D input ",
               spatial_dims == 2 ? "(N, C, H, W)" : "(N, C, T, H, W)", ", got ", input.dim(), "-D");
-  TORCH_CHECK(input_sizes[1] > 0 && weight_sizes[0] % input_sizes[1] == 0, name, ": out_channels (", weight_sizes[0],
-              ") must be a multiple of in_channels (", input_sizes[1], ")");
+  TORCH_CHECK(input_sizes[1] > 0 && weight_sizes[0] >= input_sizes[1] && weight_sizes[0] % input_sizes[1] == 0, name,
+              ": out_channels (", weight_sizes[0], ") must be a positive multiple of in_channels (", input_sizes[1], ")");
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), name, ": input is ", input.scalar_type(), " but weight is ",
               weight.scalar_type());
   TORCH_CHECK(all_at_least(input_sizes.slice(2), 1), name, ": empty spatial input ", input_sizes);

@@ -370,6 +370,10 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
     IntArrayRef dilation,
     std::array<bool, 3> output_mask) {
   const auto out_sizes = checked_output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
+  // dwconv::conv_depthwise2d_backward is registered without the same-device check aten's generated
+  // wrappers make: a grad_output elsewhere (the CPU) would reach the kernels as a host pointer.
+  TORCH_CHECK(grad_output_.device() == self_.device(), "conv_depthwise2d: grad_output must be on the input's device (",
+              self_.device(), "), got ", grad_output_.device());
   depthwise_checks::check_grad_output("conv_depthwise2d", grad_output_, self_, out_sizes);
   const auto args = conv2d_args(kernel_size, stride, padding, dilation);
   const c10::cuda::CUDAGuard device_guard(self_.device());

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <variant>
 
@@ -103,6 +104,15 @@ inline LaunchShape launch_shape(const GradWeightChoice& choice) {
         }
       },
       choice.plan);
+}
+
+// Whether a grid-stride loop over `total` items, launched as `shape`, steps its counter past
+// INT32_MAX: its last thread's last step reaches total - 1 + the grid's threads. A tensor 32-bit
+// indexing can address may still be that close to 2^31 elements, so such a loop counts in 64 bits.
+inline bool grid_stride_overflows_int32(int64_t total, const LaunchShape& shape) {
+  const int64_t threads = int64_t(shape.grid.x) * shape.grid.y * shape.grid.z * shape.block.x * shape.block.y *
+                          shape.block.z;
+  return total - 1 + threads > std::numeric_limits<int32_t>::max();
 }
 
 // f(int32_t{}) or f(int64_t{}): the index type of a kernel compiled for both.
@@ -206,7 +216,7 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
     case PassKernel::kDirect: {
       const int64_t total = g.batch * g.dst_channels * g.dst_h * g.dst_w;
       const bool channels_fastest = p.dst_strides.c == 1 && g.dst_channels > 1;
-      with_index_type(index64, [&](auto index) {
+      with_index_type(index64 || grid_stride_overflows_int32(total, shape), [&](auto index) {
         using index_t = decltype(index);
         const auto kernel = direct_kernel<scalar_t, index_t, kBackward>;
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst,

@@ -26,6 +26,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/cuda/DepthwiseConvRouting.h>
@@ -133,7 +134,8 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
     c.input_layout = layout_of(input);
     c.weight_layout = layout_of(weight);
   }
-  c.cudnn_enabled = at::globalContext().userEnabledCuDNN();
+  // As upstream's use_cudnn: without cuDNN built in, its native kernel takes what cuDNN would.
+  c.cudnn_enabled = at::globalContext().userEnabledCuDNN() && at::detail::getCUDAHooks().compiledWithCuDNN();
   return c;
 }
 

@@ -74,7 +74,7 @@ struct ConvCall {
   // The suggested memory formats of a conv2d's input and weight (conv1d: not read).
   Layout input_layout = Layout::Contiguous;
   Layout weight_layout = Layout::Contiguous;
-  bool cudnn_enabled = true;  // torch.backends.cudnn.enabled
+  bool cudnn_enabled = true;  // torch.backends.cudnn.enabled, in a torch built with cuDNN
 };
 
 // A depthwise convolution in our kernel's terms (conv1d as a 2D one with H = 1).
@@ -124,7 +124,7 @@ inline Layout upstream_layout(const ConvCall& c) {
 inline Eligibility depthwise_problem(const ConvCall& c) {
   using detail::refuse;
   if (!c.cudnn_enabled) {
-    return refuse("cuDNN is disabled: upstream's own choice, its native depthwise kernel, stands");
+    return refuse("cuDNN is disabled or not built in: upstream's own choice, its native depthwise kernel, stands");
   }
   if (c.transposed) return refuse("a transposed convolution");
   if (c.input_dim != 3 && c.input_dim != 4) return refuse("neither conv1d nor conv2d");
@@ -136,8 +136,8 @@ inline Eligibility depthwise_problem(const ConvCall& c) {
   const int spatial = conv1d ? 1 : 2;
   const std::int64_t channels = c.input_sizes[1];
   if (c.groups < 2 || c.groups != channels) return refuse("not depthwise (groups != in_channels, or 1)");
-  if (c.weight_sizes[1] != 1 || c.weight_sizes[0] % channels != 0) {
-    return refuse("not depthwise (the weight is not (m * C, 1, k...))");
+  if (c.weight_sizes[1] != 1 || c.weight_sizes[0] < channels || c.weight_sizes[0] % channels != 0) {
+    return refuse("not depthwise (the weight is not (m * C, 1, k...) with m >= 1)");
   }
   for (int d = 0; d < c.input_dim; ++d) {
     if (c.input_sizes[d] <= 0) return refuse("an empty input (upstream handles it)");
