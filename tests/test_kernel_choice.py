@@ -131,6 +131,20 @@ def test_the_gpu_tests_call_near_2_31_elements_takes_the_direct_kernel(kernel_ch
     assert choose(kernel_choice, [line]) == [kernel_cases.DIRECT]
 
 
+def test_a_weight_of_2_31_elements_takes_a_kernel_with_64_bit_indices(kernel_choice):
+    """1 x 240M x 1 x 1 with 3x3 filters: input and output fit 32-bit indices, the weight (2.16e9
+    elements) does not, so no specialised kernel (32-bit only) may take it, where one would take a
+    call with 1M channels (tests/gpu/test_depthwise2d.py times the large one)."""
+    def line(channels, pass_):
+        return plan_report.call_line("float", pass_, "nchw", 1, channels, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), 1,
+                                     0, 0, H100, ())
+    general = {kernel_cases.DIRECT, kernel_cases.TILED_NCHW, "grad_weight_nchw_kernel"}
+    small = choose(kernel_choice, [line(1 << 20, p) for p in ("forward", "backward-input", "grad-weight")])
+    large = choose(kernel_choice, [line(240_000_000, p) for p in ("forward", "backward-input", "grad-weight")])
+    assert not set(small) <= general, small
+    assert set(large) <= general, large
+
+
 def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     """The checks above would pass vacuously if the driver ignored its input: the same shape takes
     the pixel kernel, the register-tiled kernel, the general tiled one or the direct one as its

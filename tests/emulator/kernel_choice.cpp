@@ -136,6 +136,7 @@ std::string choose(const Call& k) {
   const DenseTensor grad_output({k.n, out_channels, ho, wo}, cl, grad_output_address);
   const DenseTensor grad_input({k.n, k.c, k.h, k.w}, cl, kBlockStart);
   const std::uintptr_t weight_address = kBlockStart;
+  const bool weight_needs_64bit = out_channels * k.kh * k.kw > std::numeric_limits<int32_t>::max();
 
   const PassGeometry fwd{k.n, k.c, k.h, k.w, out_channels, ho, wo, k.kh, k.kw, k.sh, k.sw, k.ph, k.pw, k.dh, k.dw,
                          k.multiplier};
@@ -147,7 +148,7 @@ std::string choose(const Call& k) {
                         dst.address,
                         weight_address,
                         static_cast<int>(sizeof(scalar_t)),
-                        src.needs_64bit_indexing() || dst.needs_64bit_indexing()};
+                        src.needs_64bit_indexing() || dst.needs_64bit_indexing() || weight_needs_64bit};
   };
   if (k.pass == "forward") {
     const auto choice = choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.gpu);
@@ -165,7 +166,7 @@ std::string choose(const Call& k) {
         grad_output.address,
         input.address,
         static_cast<int>(sizeof(scalar_t)),
-        grad_output.needs_64bit_indexing() || input.needs_64bit_indexing(),
+        grad_output.needs_64bit_indexing() || input.needs_64bit_indexing() || weight_needs_64bit,
         k.pass == "grad-weight+bias"};
     const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.gpu);
     return described(choice, launch_shape(choice));

@@ -347,6 +347,30 @@ class TestDepthwise2d(TestCase):
         self.assertEqual(out[:, -2:], small, atol=1e-5, rtol=1e-5)
 
     @onlyCUDA
+    @largeTensorTest("24GB", device="cuda")
+    def test_a_weight_of_2_31_elements_is_indexed_in_64_bits(self, device):
+        """240M channels of 3x3 on 1x1 planes: input and output fit 32-bit indices, the weight does
+        not; a channel near its end is what a small call gives, in every pass."""
+        x = torch.randn(1, 240_000_000, 1, 1, device=device)
+        w = torch.randn(240_000_000, 1, 3, 3, device=device)
+        out = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
+        grad_input, grad_weight = depthwise_backward(torch.ones_like(out), x, w, (1, 1), (1, 1), (1, 1))
+        tail = slice(-3, None)
+        small = depthwise(x[:, tail].contiguous(), w[tail], None, (1, 1), (1, 1), (1, 1))
+        small_gi, small_gw = depthwise_backward(torch.ones_like(small), x[:, tail].contiguous(), w[tail], (1, 1),
+                                                (1, 1), (1, 1))
+        self.assertEqual(out[:, tail], small)
+        self.assertEqual(grad_input[:, tail], small_gi)
+        self.assertEqual(grad_weight[tail], small_gw)
+
+    @onlyCUDA
+    def test_an_output_overlapping_an_input_is_refused(self, device):
+        x = torch.randn(2, 4, 10, 10, device=device)
+        w = torch.randn(4, 1, 3, 3, device=device)
+        with self.assertRaisesRegex(RuntimeError, "unsupported operation"):
+            torch.ops.aten._conv_depthwise2d.out(x, w, [3, 3], None, [1, 1], [1, 1], [1, 1], out=x)
+
+    @onlyCUDA
     def test_the_backward_with_bias_refuses_a_grad_output_on_another_device(self, device):
         x = torch.randn(2, 4, 10, 10, device=device)
         w = torch.randn(4, 1, 3, 3, device=device)

@@ -90,6 +90,7 @@
 #include <ATen/AccumulateType.h>
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CanUse32BitIndexMath.h>
 #include <ATen/native/ConvUtils.h>
 #include <ATen/native/DepthwiseConvChecks.h>
@@ -210,7 +211,7 @@ PassOperands pass_operands(const Tensor& src, const Tensor& weight, const Tensor
                       address_of(dst),
                       address_of(weight),
                       static_cast<int>(src.element_size()),
-                      needs_64bit_indexing({&src, &dst})};
+                      needs_64bit_indexing({&src, &dst, &weight})};
 }
 
 // One pass (forward, or backward-input when kBackward) from src into dst: its kernel chosen, then launched.
@@ -273,7 +274,7 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
       address_of(grad_output),
       address_of(input),
       static_cast<int>(grad_output.element_size()),
-      needs_64bit_indexing({&grad_output, &input}),
+      needs_64bit_indexing({&grad_output, &input, &grad_weight}),
       grad_bias.defined()};
   const GpuLimits gpu = gpu_limits();
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
@@ -310,6 +311,11 @@ std::vector<int64_t> checked_output_sizes(const Tensor& input, const Tensor& wei
 Tensor& forward_out(const Tensor& input_, const Tensor& weight_, const std::optional<Tensor>& bias_opt,
                     const Conv2dArgs& args, IntArrayRef out_sizes, Tensor& out) {
   depthwise_checks::check_bias("conv_depthwise2d", input_, weight_, bias_opt);
+  // The kernels read their inputs' neighbours while other blocks write the output.
+  at::assert_no_internal_overlap(out);
+  at::assert_no_overlap(out, input_);
+  at::assert_no_overlap(out, weight_);
+  if (bias_opt.has_value() && bias_opt->defined()) at::assert_no_overlap(out, *bias_opt);
   const c10::cuda::CUDAGuard device_guard(input_.device());
   check_kernels_run_on(input_.device().index());
   const Tensor bias = (bias_opt.has_value() && bias_opt->defined()) ? bias_opt->contiguous() : Tensor();

@@ -268,8 +268,8 @@ __global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
     }
   }
   const acc_t total = sum_over_block(warp_sums, acc, tid);
-  if (tid < kTaps) partial[(slice * dst_channels + c) * kTaps + tid] = total;
-  if (tid == kTaps && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
+  if (tid < kTaps) partial[(static_cast<int64_t>(slice) * dst_channels + c) * kTaps + tid] = total;
+  if (tid == kTaps && partial_bias != nullptr) partial_bias[static_cast<int64_t>(slice) * dst_channels + c] = total;
 }
 
 // ---------------------------------------------------------------------------
@@ -469,9 +469,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
   sum_position_lanes(lane_sums, [&](int t) { return sums[t / V][t % V]; }, [&](int t, acc_t total) {
     if (!active) return;
     if (t / V < kTaps) {
-      partial[(slice * channels + c0 + t % V) * kTaps + t / V] = total;
+      partial[(static_cast<int64_t>(slice) * channels + c0 + t % V) * kTaps + t / V] = total;
     } else if (partial_bias != nullptr) {
-      partial_bias[slice * channels + c0 + t % V] = total;
+      partial_bias[static_cast<int64_t>(slice) * channels + c0 + t % V] = total;
     }
   });
 }

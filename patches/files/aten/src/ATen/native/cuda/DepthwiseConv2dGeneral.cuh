@@ -416,8 +416,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_nchw_kernel(
       acc[kSlots] += go;
     }
     const acc_t total = sum_over_block(warp_sums, acc, tid);
-    if (tid < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + tid] = total;
-    if (tid == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
+    const int64_t row = static_cast<int64_t>(slice) * dst_channels + c;  // of partial: slices x channels, 64-bit
+    if (tid < taps.count) partial[row * taps_count + tap0 + tid] = total;
+    if (tid == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[row] = total;
     __syncthreads();  // no thread still reads warp_sums
   }
 }
@@ -463,8 +464,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_channels_last_kernel(
     }
     sum_position_lanes(sums, [&](int t) { return acc[t]; }, [&](int t, acc_t total) {
       if (!active) return;
-      if (t < taps.count) partial[(slice * dst_channels + c) * taps_count + tap0 + t] = total;
-      if (t == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[slice * dst_channels + c] = total;
+      const int64_t row = static_cast<int64_t>(slice) * dst_channels + c;  // of partial: slices x channels, 64-bit
+      if (t < taps.count) partial[row * taps_count + tap0 + t] = total;
+      if (t == kSlots && tap0 == 0 && partial_bias != nullptr) partial_bias[row] = total;
     });
     __syncthreads();
   }

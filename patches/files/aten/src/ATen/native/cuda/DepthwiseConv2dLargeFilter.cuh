@@ -372,12 +372,12 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_large_filter_kernel(
     if (slot_tid == 0 && c < dst_channels) {
       acc_t total = acc_t(0);
       for (int i = 0; i < slot_threads; ++i) total += slot_sums[i];
-      partial_bias[static_cast<index_t>(blockIdx.y) * dst_channels + c] = total;
+      partial_bias[static_cast<int64_t>(blockIdx.y) * dst_channels + c] = total;
     }
   }
   if (c >= dst_channels) return;
   const int taps = g.kernel_h * g.kernel_w;
-  acc_t* out = partial + (static_cast<index_t>(blockIdx.y) * dst_channels + c) * taps;
+  acc_t* out = partial + (static_cast<int64_t>(blockIdx.y) * dst_channels + c) * taps;  // slices x weight: 64-bit
 #pragma unroll
   for (int i = 0; i < kBlockRows; ++i) {
     const int a = threadIdx.z * kBlockRows + i;

@@ -6,6 +6,8 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 
+#include <type_traits>
+
 namespace at::native::dwconv {
 
 // Register-blocked tiled kernel (NCHW) for square kKernel x kKernel filters at dilation 1:
@@ -589,14 +591,34 @@ grad_weight_register_tiled_kernel(
       for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];
     }
     const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
-    // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride.
-    walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& in) {
+    // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride. A
+    // block past the plane's last row or column holds zeros there that are no outputs: it meets the
+    // input only with its outputs, so that an inf in the input never meets them (0 x inf).
+    const auto meet_window = [&](auto partial_block) {
+      constexpr bool kPartial = decltype(partial_block)::value;
+      walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& in) {
+        if constexpr (kPartial) {  // the same sums in the same order, a column's taps together
+          if (y + i >= g.dst_h) return;
 #pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
+          for (int j = 0; j < kBlockCols; ++j) {
+            if (x + j >= g.dst_w) break;
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
-      }
-    });
+            for (int kw = 0; kw < kKernel; ++kw) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
+          }
+        } else {
+#pragma unroll
+          for (int kw = 0; kw < kKernel; ++kw) {
+#pragma unroll
+            for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
+          }
+        }
+      });
+    };
+    if (y + kBlockRows <= g.dst_h && x + kBlockCols <= g.dst_w) {
+      meet_window(std::false_type{});
+    } else {
+      meet_window(std::true_type{});
+    }
   }
 
   // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
@@ -703,28 +725,50 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
       }
     }
     const index_t sx0 = x0 * kStride - g.pad_w;
+    // A strip past the row's last column holds zeros there that are no outputs: it meets the input
+    // only with its columns, so that an inf in the input never meets them (0 x inf).
+    const auto meet_rows = [&](auto partial_strip) {
+      constexpr bool kPartial = decltype(partial_strip)::value;
 #pragma unroll
-    for (int kh = 0; kh < kKernel; ++kh) {
-      const index_t sy = y * kStride - g.pad_h + kh;
-      if (sy < 0 || sy >= src_h) continue;
-      const scalar_t* src_row = input + ((n * src_h + sy) * src_w) * channels + c0;
-      acc_t in[kWindow][kChannels];
+      for (int kh = 0; kh < kKernel; ++kh) {
+        const index_t sy = y * kStride - g.pad_h + kh;
+        if (sy < 0 || sy >= src_h) continue;
+        const scalar_t* src_row = input + ((n * src_h + sy) * src_w) * channels + c0;
+        acc_t in[kWindow][kChannels];
 #pragma unroll
-      for (int q = 0; q < kWindow; ++q) {
-        const index_t sx = sx0 + q;
-        const bool inside = sx >= 0 && sx < src_w;
-        const Group v = inside ? *reinterpret_cast<const Group*>(src_row + sx * channels) : Group{};
+        for (int q = 0; q < kWindow; ++q) {
+          const index_t sx = sx0 + q;
+          const bool inside = sx >= 0 && sx < src_w;
+          const Group v = inside ? *reinterpret_cast<const Group*>(src_row + sx * channels) : Group{};
 #pragma unroll
-        for (int k = 0; k < kChannels; ++k) in[q][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
-      }
+          for (int k = 0; k < kChannels; ++k) in[q][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
+        }
+        if constexpr (kPartial) {  // the same sums in the same order, a column's taps together
 #pragma unroll
-      for (int kw = 0; kw < kKernel; ++kw) {
+          for (int j = 0; j < kBlockCols; ++j) {
+            if (x0 + j >= dst_w) break;
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) {
+            for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-          for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
+              for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
+            }
+          }
+        } else {
+#pragma unroll
+          for (int kw = 0; kw < kKernel; ++kw) {
+#pragma unroll
+            for (int j = 0; j < kBlockCols; ++j) {
+#pragma unroll
+              for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
+            }
+          }
         }
       }
+    };
+    if (x0 + kBlockCols <= dst_w) {
+      meet_rows(std::false_type{});
+    } else {
+      meet_rows(std::true_type{});
     }
   }
 

@@ -199,26 +199,38 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
           }
           continue;
         }
+        // A chunk past the item's last column holds zeros there that are no outputs: it meets the
+        // input only with its columns, so that an inf in the input never meets them (0 x inf).
+        const auto meet_rows = [&](auto partial_chunk) {
+          constexpr bool kPartial = decltype(partial_chunk)::value;
+          const int chunk_cols = cols - x;
 #pragma unroll
-        for (int r = 0; r < kStride; ++r) {
-          const acc_t* const in_row = ring_row(s, r, 0) + x * kStride * kRingChannels + channel;
-          acc_t window[kWindow];
+          for (int r = 0; r < kStride; ++r) {
+            const acc_t* const in_row = ring_row(s, r, 0) + x * kStride * kRingChannels + channel;
+            acc_t window[kWindow];
 #pragma unroll
-          for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kRingChannels];
+            for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kRingChannels];
 #pragma unroll
-          for (int m = 0; m <= kReach; ++m) {
-            const int kh = r + kStride * m;
-            if (kh >= kKernel || !within(s - m, rows)) continue;  // the second: the same for the block
-            const int slot = go_slot - m < 0 ? go_slot - m + kGoSlots : go_slot - m;
-            const acc_t* const go_row = go_ring + (slot * w.staged_w + x) * kRingChannels + channel;
+            for (int m = 0; m <= kReach; ++m) {
+              const int kh = r + kStride * m;
+              if (kh >= kKernel || !within(s - m, rows)) continue;  // the second: the same for the block
+              const int slot = go_slot - m < 0 ? go_slot - m + kGoSlots : go_slot - m;
+              const acc_t* const go_row = go_ring + (slot * w.staged_w + x) * kRingChannels + channel;
 #pragma unroll
-            for (int j = 0; j < kWindowChunk; ++j) {
-              const acc_t go = go_row[j * kRingChannels];
-              if (kh == 0) bias_sum += go;
+              for (int j = 0; j < kWindowChunk; ++j) {
+                if (kPartial && j >= chunk_cols) break;
+                const acc_t go = go_row[j * kRingChannels];
+                if (kh == 0) bias_sum += go;
 #pragma unroll
-              for (int kw = 0; kw < kKernel; ++kw) sums[kh][kw] += go * window[j * kStride + kw];
+                for (int kw = 0; kw < kKernel; ++kw) sums[kh][kw] += go * window[j * kStride + kw];
+              }
             }
           }
+        };
+        if (x + kWindowChunk <= cols) {
+          meet_rows(std::false_type{});
+        } else {
+          meet_rows(std::true_type{});
         }
       }
 
