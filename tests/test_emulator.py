@@ -147,9 +147,9 @@ MUTATIONS = [
     # The weight gradients meet the input with real outputs only (case 7 holds inf in its input):
     (("if (kPartial && j >= chunk_cols) break;", "if (kPartial && j >= kWindowChunk) break;"), "7:8"),  # window
     (("if (kPartial && x + j >= cols) break;", "if (kPartial && j >= kRingChunk) break;"), "7:8"),  # ring
-    (("if (x0 + j >= dst_w) break;", "if (j >= kBlockCols) break;"), "7:8"),  # NHWC register
-    (("if (x + j >= g.dst_w) break;", "if (j >= kBlockCols) break;"), "7:8"),  # NCHW columns
-    (("if (y + i >= g.dst_h) return;", "if (i >= kBlockRows) return;"), "7:8"),  # NCHW rows
+    (("if (kPartial && x0 + j >= dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NHWC register
+    (("if (kPartial && x + j >= g.dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NCHW columns
+    (("if (kPartial && y + i >= g.dst_h) return;", "if (kPartial && i >= kBlockRows) return;"), "7:8"),  # NCHW rows
     (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), "12"),
     (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "0:1"),
     # The block sums of the general NCHW and the row weight gradients (warp shuffles, then warps):

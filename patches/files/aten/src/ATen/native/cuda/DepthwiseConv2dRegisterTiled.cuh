@@ -597,20 +597,12 @@ grad_weight_register_tiled_kernel(
     const auto meet_window = [&](auto partial_block) {
       constexpr bool kPartial = decltype(partial_block)::value;
       walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& in) {
-        if constexpr (kPartial) {  // the same sums in the same order, a column's taps together
-          if (y + i >= g.dst_h) return;
+        if (kPartial && y + i >= g.dst_h) return;
 #pragma unroll
-          for (int j = 0; j < kBlockCols; ++j) {
-            if (x + j >= g.dst_w) break;
+        for (int j = 0; j < kBlockCols; ++j) {
+          if (kPartial && x + j >= g.dst_w) break;
 #pragma unroll
-            for (int kw = 0; kw < kKernel; ++kw) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
-          }
-        } else {
-#pragma unroll
-          for (int kw = 0; kw < kKernel; ++kw) {
-#pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
-          }
+          for (int kw = 0; kw < kKernel; ++kw) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
         }
       });
     };
@@ -743,24 +735,13 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
 #pragma unroll
           for (int k = 0; k < kChannels; ++k) in[q][k] = inside ? static_cast<acc_t>(v.v[k]) : acc_t(0);
         }
-        if constexpr (kPartial) {  // the same sums in the same order, a column's taps together
 #pragma unroll
-          for (int j = 0; j < kBlockCols; ++j) {
-            if (x0 + j >= dst_w) break;
-#pragma unroll
-            for (int kw = 0; kw < kKernel; ++kw) {
-#pragma unroll
-              for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
-            }
-          }
-        } else {
+        for (int j = 0; j < kBlockCols; ++j) {
+          if (kPartial && x0 + j >= dst_w) break;
 #pragma unroll
           for (int kw = 0; kw < kKernel; ++kw) {
 #pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) {
-#pragma unroll
-              for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
-            }
+            for (int k = 0; k < kChannels; ++k) sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];
           }
         }
       }
