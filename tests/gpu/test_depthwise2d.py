@@ -379,16 +379,27 @@ class TestDepthwise2d(TestCase):
 
     @onlyCUDA
     def test_nan_and_inf_propagate_as_in_stock(self, device):
-        x = torch.randn(2, 4, 20, 20, device=device)
+        """In the forward, and in the weight gradient too where an inf lies in the input's last
+        row or column, which tiles past the plane's edge meet (emulated: tests/emulator)."""
+        x = torch.randn(2, 4, 20, 19, device=device)
         x[0, 1, 5, 5] = float("nan")
         x[1, 2, 10, 3] = float("inf")
-        for out_channels in (4, 8):  # multiplier 1 (this small grid: the pixel kernel) and 2 (the tiles)
-            w = torch.randn(out_channels, 1, 3, 3, device=device)
-            ours = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
-            with stock_kernels():
-                stock = depthwise(x, w, None, (1, 1), (1, 1), (1, 1))
-            self.assertTrue(torch.equal(ours.isnan(), stock.isnan()), f"{out_channels} output channels")
-            self.assertTrue(torch.equal(ours.isinf(), stock.isinf()), f"{out_channels} output channels")
+        x[:, 3, -1, -1] = float("inf")
+        x[0, 0, 7, -1] = -float("inf")
+        for memory_format in (torch.contiguous_format, torch.channels_last):
+            xm = x.contiguous(memory_format=memory_format)
+            for out_channels in (4, 8):  # multiplier 1 (this small grid: the pixel kernel) and 2 (the tiles)
+                w = torch.randn(out_channels, 1, 3, 3, device=device)
+                grad_out = torch.randn(2, out_channels, 20, 19, device=device).contiguous(memory_format=memory_format)
+                ours = (depthwise(xm, w, None, (1, 1), (1, 1), (1, 1)),
+                        depthwise_backward(grad_out, xm, w, (1, 1), (1, 1), (1, 1), mask=(False, True))[1])
+                with stock_kernels():
+                    stock = (depthwise(xm, w, None, (1, 1), (1, 1), (1, 1)),
+                             depthwise_backward(grad_out, xm, w, (1, 1), (1, 1), (1, 1), mask=(False, True))[1])
+                for what, got, want in zip(("output", "grad_weight"), ours, stock):
+                    label = f"{what}, {out_channels} output channels, {memory_format}"
+                    self.assertTrue(torch.equal(got.isnan(), want.isnan()), label)
+                    self.assertTrue(torch.equal(got.isinf(), want.isinf()), label)
 
     @onlyCUDA
     @dtypes(torch.float32, torch.bfloat16)
