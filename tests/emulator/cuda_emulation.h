@@ -6,12 +6,14 @@
 // - __syncthreads() waits for every thread of the block. Between two barriers a block's threads
 //   run in order 0..N-1 or N-1..0, the order alternating from block to block and from launch to
 //   launch, so a barrier missing between a write and a read shows whichever thread reads first.
-//   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang);
+//   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang), and
+//   so do threads waiting at different __syncthreads() calls (the CUDA guide leaves that undefined);
 // - __shfl_down_sync() is a meeting of the warp's 32 lanes, as a barrier is of the block's threads:
 //   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, a
 //   block of whole warps); a shuffle some of a warp's lanes reach fails the launch;
 // - __shared__ arrays become function statics (one block runs at a time), and the
-//   dynamic shared memory of a launch is one buffer, poisoned before every block;
+//   dynamic shared memory of a launch is one buffer, poisoned before every block, with a guard
+//   zone past its end that a block writing there fails the launch by;
 // - threadIdx and blockIdx are those of the running fiber, blockDim and gridDim per launch;
 // - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch;
 // - asynchronous copies to shared memory (cp.async: DWCONV_EMULATED_ASYNC_COPIES) read their
@@ -25,6 +27,7 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -45,7 +48,8 @@ inline dim3 block_index;
 inline dim3 block_dim;
 inline dim3 grid_dim;
 constexpr std::size_t kSharedBytes = 1 << 20;
-alignas(64) inline unsigned char shared_memory[kSharedBytes];
+constexpr std::size_t kSharedGuardBytes = 4096;  // past a launch's dynamic shared memory
+alignas(64) inline unsigned char shared_memory[kSharedBytes + kSharedGuardBytes];
 inline long misaligned_vector_accesses = 0;
 inline long stray_async_copies = 0;      // outside the launch's shared memory
 inline long unwaited_async_copies = 0;   // still pending when their thread ended
@@ -83,6 +87,9 @@ struct Fiber {
   // groups, oldest first.
   std::vector<PendingCopy> open_copies;
   std::vector<std::vector<PendingCopy>> copy_groups;
+  // At a barrier: which __syncthreads() call.
+  const char* barrier_file = nullptr;
+  int barrier_line = 0;
 
   explicit Fiber(void (*entry)()) {
     memory = mmap(nullptr, kGuardBytes + kStackBytes, PROT_READ | PROT_WRITE,
@@ -154,9 +161,11 @@ inline void fiber_main() {
   }
 }
 
-inline void sync_threads() {
+inline void sync_threads(const char* file, int line) {
   Fiber* self = running;
   self->state = Fiber::State::kAtBarrier;
+  self->barrier_file = file;
+  self->barrier_line = line;
   suspend(*self);
 }
 
@@ -280,6 +289,15 @@ inline void run_block(unsigned threads, bool ascending) {
     if (at_barrier < threads) {
       fail_block(threads, "__syncthreads() reached by some of a block's threads, not all (a GPU would hang)");
     }
+    for (unsigned t = 1; t < threads; ++t) {
+      const Fiber& a = *fibers[0];
+      const Fiber& b = *fibers[t];
+      if (a.barrier_line != b.barrier_line || std::strcmp(a.barrier_file, b.barrier_file) != 0) {
+        fail_block(threads, std::string("threads wait at different __syncthreads() calls, ") + a.barrier_file + ":" +
+                                std::to_string(a.barrier_line) + " and " + b.barrier_file + ":" +
+                                std::to_string(b.barrier_line) + " (undefined on a GPU)");
+      }
+    }
     for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
   }
 }
@@ -317,10 +335,16 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
-        std::memset(shared_memory, 0xff, shared_bytes);  // NaN for floats: unwritten reads show
+        // NaN for floats: unwritten reads show; the guard zone past the end shows writes there.
+        std::memset(shared_memory, 0xff, shared_bytes + kSharedGuardBytes);
         block_index = dim3(bx, by, bz);
         async_copies_land_late = (blocks_run++ / 2) % 2 == 0;
         run_block(block.x * block.y * block.z, (bx + by + bz + launches) % 2 == 0);
+        const unsigned char* guard = shared_memory + shared_bytes;
+        if (std::any_of(guard, guard + kSharedGuardBytes, [](unsigned char byte) { return byte != 0xff; })) {
+          throw std::runtime_error("emulated launch wrote past its dynamic shared memory (" +
+                                   std::to_string(shared_bytes) + " bytes)");
+        }
       }
     }
   }
@@ -340,7 +364,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define blockIdx dwconv_emu::block_index
 #define blockDim dwconv_emu::block_dim
 #define gridDim dwconv_emu::grid_dim
-#define __syncthreads() dwconv_emu::sync_threads()
+#define __syncthreads() dwconv_emu::sync_threads(__FILE__, __LINE__)
 #define __shfl_down_sync(mask, value, delta) dwconv_emu::shfl_down_sync(mask, value, delta)
 #define __global__
 #define __device__

@@ -1,6 +1,7 @@
 // Checks cuda_emulation.h itself: block and thread indices, barriers, a barrier missing or
-// reached by only some threads, warp shuffles and the ones it refuses, asynchronous copies and
-// the waits they need, shared memory poisoned per block, and the launches a GPU refuses.
+// reached by only some threads or at different calls, warp shuffles and the ones it refuses,
+// asynchronous copies and the waits they need, shared memory poisoned per block and a write past
+// it, and the launches a GPU refuses.
 // Ends with "N passed, M failed", as the kernels' emulator does.
 
 #include <cstdio>
@@ -173,6 +174,21 @@ bool all_equal_their_index(const std::vector<int>& values, int threads, int offs
 
 }  // namespace
 
+// Even threads wait at one barrier, odd ones at another (or all at the first, `one_place`).
+__global__ void barriers_apart(bool one_place) {
+  if (one_place || threadIdx.x % 2 == 0) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+}
+
+// Thread 0 writes the byte at `offset` of the block's dynamic shared memory.
+__global__ void write_shared_byte(std::size_t offset) {
+  DWCONV_SHARED_BYTES(raw);
+  if (threadIdx.x == 0) raw[offset] = 0;
+}
+
 int main() {
   {
     const dim3 grid(3, 2, 2), block(4, 3, 2);
@@ -317,6 +333,15 @@ int main() {
          "a grid 70000 blocks high is refused");
   expect(launch_error(dim3(1), dim3(32), 48 * 1024 + 16, vector_access, nullptr).find("48 KB") != std::string::npos,
          "more than 48 KB of dynamic shared memory is refused");
+  expect(launch_error(dim3(2), dim3(64), 0, barriers_apart, true).empty(), "threads at one barrier call run on");
+  expect(launch_error(dim3(2), dim3(64), 0, barriers_apart, false).find("different __syncthreads() calls") !=
+             std::string::npos,
+         "threads at two barrier calls fail the launch");
+  expect(launch_error(dim3(2), dim3(32), 64, write_shared_byte, std::size_t{63}).empty(),
+         "a write to the last byte of dynamic shared memory runs");
+  expect(launch_error(dim3(2), dim3(32), 64, write_shared_byte, std::size_t{64}).find("wrote past its dynamic shared") !=
+             std::string::npos,
+         "a write past it fails the launch");
   dwconv_emu::launch_bound_threads = 256;
   expect(launch_error(dim3(1), dim3(16, 16), 0, vector_access, nullptr).empty(), "a block at the launch bound runs");
   expect(launch_error(dim3(1), dim3(16, 17), 0, vector_access, nullptr).find("__launch_bounds__ (256)") !=
