@@ -55,6 +55,19 @@ __host__ __device__ __forceinline__ bool within(T i, T extent) {
   return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);
 }
 
+// f(std::true_type{}) for a tile that crosses the output's last row or column, else
+// f(std::false_type{}): the weight gradients' loops over a tile's outputs, compiled twice, so that
+// whole tiles test none of their outputs and the edge's meet the input only with real ones (the
+// zeros standing past the edge are no outputs: 0 x inf would be NaN).
+template <typename F>
+__device__ __forceinline__ void whole_or_edge(bool crosses_edge, F&& f) {
+  if (crosses_edge) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
 // The coordinates of one position of a row-major grid, outermost first (the outermost extent
 // is unbounded), moved on by a fixed number of positions with carries: the divisions are paid
 // once, when the walk is made, not at every step of a loop.

@@ -6,8 +6,6 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 
-#include <type_traits>
-
 namespace at::native::dwconv {
 
 // Register-blocked tiled kernel (NCHW) for square kKernel x kKernel filters at dilation 1:
@@ -591,10 +589,8 @@ grad_weight_register_tiled_kernel(
       for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];
     }
     const acc_t* window = tile + (threadIdx.z * kBlockRows * t.pitch + threadIdx.y * kBlockCols) * kStride;
-    // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride. A
-    // block past the plane's last row or column holds zeros there that are no outputs: it meets the
-    // input only with its outputs, so that an inf in the input never meets them (0 x inf).
-    const auto meet_window = [&](auto partial_block) {
+    // Input row r of the window adds to kernel row kh through output row i = (r - kh) / kStride.
+    whole_or_edge(y + kBlockRows > g.dst_h || x + kBlockCols > g.dst_w, [&](auto partial_block) {
       constexpr bool kPartial = decltype(partial_block)::value;
       walk_register_window<acc_t, kKernel, kStride>(window, t.pitch, [&](int i, int kh, const auto& in) {
         if (kPartial && y + i >= g.dst_h) return;
@@ -605,12 +601,7 @@ grad_weight_register_tiled_kernel(
           for (int kw = 0; kw < kKernel; ++kw) sums[kh * kKernel + kw] += go[i][j] * in[j * kStride + kw];
         }
       });
-    };
-    if (y + kBlockRows <= g.dst_h && x + kBlockCols <= g.dst_w) {
-      meet_window(std::false_type{});
-    } else {
-      meet_window(std::true_type{});
-    }
+    });
   }
 
   // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
@@ -717,9 +708,7 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
       }
     }
     const index_t sx0 = x0 * kStride - g.pad_w;
-    // A strip past the row's last column holds zeros there that are no outputs: it meets the input
-    // only with its columns, so that an inf in the input never meets them (0 x inf).
-    const auto meet_rows = [&](auto partial_strip) {
+    whole_or_edge(x0 + kBlockCols > dst_w, [&](auto partial_strip) {
       constexpr bool kPartial = decltype(partial_strip)::value;
 #pragma unroll
       for (int kh = 0; kh < kKernel; ++kh) {
@@ -745,12 +734,7 @@ __global__ void __launch_bounds__(kThreads, kKernel == 7 ? 1 : 2) grad_weight_re
           }
         }
       }
-    };
-    if (x0 + kBlockCols <= dst_w) {
-      meet_rows(std::false_type{});
-    } else {
-      meet_rows(std::true_type{});
-    }
+    });
   }
 
   // Lane (x, y)'s sum of a tap's channel k at shared[((tap - tap0) * blockDim.y + y) * row + x * kChannels + k].

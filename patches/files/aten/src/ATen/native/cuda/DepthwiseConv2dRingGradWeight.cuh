@@ -33,7 +33,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <type_traits>
 
 namespace at::native::dwconv {
 
@@ -236,27 +235,20 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
       const acc_t* in_row = in_ring + ((t * kStride + kh) % kRing) * in_row_values + channel;
       const acc_t* go_row = go_rows + (t & 1) * go_row_values + channel;
       if (!bias_row) {
-        // A chunk past the item's last column holds zeros there that are no outputs: it meets the
-        // input only with its columns, so that an inf in the input never meets them (0 x inf).
-        const auto meet_row = [&](int x, auto partial_chunk) {
-          constexpr bool kPartial = decltype(partial_chunk)::value;
-          acc_t window[kWindow];
-#pragma unroll
-          for (int q = 0; q < kWindow; ++q) window[q] = in_row[(x * kStride + q) * kRingChannels];
-#pragma unroll
-          for (int j = 0; j < kRingChunk; ++j) {
-            if (kPartial && x + j >= cols) break;
-            const acc_t go = go_row[(x + j) * kRingChannels];
-#pragma unroll
-            for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
-          }
-        };
         for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {
-          if (x + kRingChunk <= cols) {
-            meet_row(x, std::false_type{});
-          } else {
-            meet_row(x, std::true_type{});
-          }
+          whole_or_edge(x + kRingChunk > cols, [&](auto partial_chunk) {
+            constexpr bool kPartial = decltype(partial_chunk)::value;
+            acc_t window[kWindow];
+#pragma unroll
+            for (int q = 0; q < kWindow; ++q) window[q] = in_row[(x * kStride + q) * kRingChannels];
+#pragma unroll
+            for (int j = 0; j < kRingChunk; ++j) {
+              if (kPartial && x + j >= cols) break;
+              const acc_t go = go_row[(x + j) * kRingChannels];
+#pragma unroll
+              for (int kw = 0; kw < kKernel; ++kw) sums[kw] += go * window[j * kStride + kw];
+            }
+          });
         }
       } else {
         for (int x = lane * kRingChunk; x < cols; x += kLanes * kRingChunk) {

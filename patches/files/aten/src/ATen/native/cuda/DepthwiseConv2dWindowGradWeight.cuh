@@ -199,9 +199,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
           }
           continue;
         }
-        // A chunk past the item's last column holds zeros there that are no outputs: it meets the
-        // input only with its columns, so that an inf in the input never meets them (0 x inf).
-        const auto meet_rows = [&](auto partial_chunk) {
+        whole_or_edge(x + kWindowChunk > cols, [&](auto partial_chunk) {
           constexpr bool kPartial = decltype(partial_chunk)::value;
           const int chunk_cols = cols - x;
 #pragma unroll
@@ -226,12 +224,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
               }
             }
           }
-        };
-        if (x + kWindowChunk <= cols) {
-          meet_rows(std::false_type{});
-        } else {
-          meet_rows(std::true_type{});
-        }
+        });
       }
 
       if (next) {
