@@ -134,7 +134,7 @@ def test_the_gpu_tests_call_near_2_31_elements_takes_the_direct_kernel(kernel_ch
 def test_a_weight_of_2_31_elements_takes_a_kernel_with_64_bit_indices(kernel_choice):
     """1 x 240M x 1 x 1 with 3x3 filters: input and output fit 32-bit indices, the weight (2.16e9
     elements) does not, so no specialised kernel (32-bit only) may take it, where one would take a
-    call with 1M channels (tests/gpu/test_depthwise2d.py times the large one)."""
+    call with 1M channels (tests/gpu/test_depthwise2d.py runs the large one)."""
     def line(channels, pass_):
         return plan_report.call_line("float", pass_, "nchw", 1, channels, (1, 1), (3, 3), (1, 1), (1, 1), (1, 1), 1,
                                      0, 0, H100, ())
