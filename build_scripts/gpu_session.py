@@ -104,7 +104,7 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         ], BENCH_SUMMARY, reports_under="results"),
         "profile": Step("profile", [
             [make, "profile", *make_vars, f"OUT={out}", f"SETS={sets}"],
-        ], re.compile(r"^(\[\d+/\d+\] |wrote |error)")),
+        ], re.compile(r"^(\[\d+/\d+\] |wrote |error|stopping)")),
         "upstream": Step("upstream", [
             [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
         ], re.compile(r"(new failure|passed|failed|wrote )")),

@@ -11,18 +11,30 @@ Writes, under the output folder:
   profile.md    a table a kernel a line: problem, pass, kernel, grid, block, registers, duration,
                 DRAM and SM throughput, achieved occupancy, cycles an issued instruction
 
+  profile-<n>.log  the n-th target's ncu run as it printed it, stdout then stderr (the profiled
+                process's traceback, when it failed)
+
 One ncu process a problem, so that each kernel is known by its problem without NVTX; its caches
 are flushed between the replays of a kernel (ncu's default), so the numbers are cold-cache ones.
+The clocks are left as the card runs them (`--clock-control none`: ncu would otherwise lock them
+to base for the run, and a device machine's clocks are not ours to change), so durations are at the
+clocks the bench sees; profile.md gives the SM clock each kernel ran at. profile.md is rewritten
+after every target, a target that fails is recorded and the next one run, and no target is begun
+that the slowest so far says would end past BENCH_STOP_AFTER seconds (what `make gpu-session`
+gives each step).
 """
 
 from __future__ import annotations
 
 import csv
+import glob
 import io
+import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +44,24 @@ from .layers import TRAINING_PASSES, Problem, problems
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
 DEFAULT_PASSES = "backward_weight"  # PASSES when unset: the pass furthest from its floor
 OUR_KERNELS = "regex:dwconv::"  # matched against the demangled name: the patch set's kernels only
-# What profile.md shows of each kernel: (column, ncu's metric name).
-SHOWN = (("duration", "Duration"), ("DRAM %", "DRAM Throughput"), ("memory %", "Memory Throughput"),
-         ("SM %", "Compute (SM) Throughput"), ("occupancy %", "Achieved Occupancy"),
-         ("registers", "Registers Per Thread"), ("cycles/issue", "Warp Cycles Per Issued Instruction"))
+SPEED_OF_LIGHT = "GPU Speed Of Light Throughput"
+# What profile.md shows of each kernel: (column, ncu's section name or None for any, its metric name).
+# "Memory Throughput" is also a byte rate in the memory section: the percentage is Speed of Light's.
+SHOWN = (("duration", None, "Duration"), ("SM MHz", None, "SM Frequency"),
+         ("DRAM %", None, "DRAM Throughput"), ("memory %", SPEED_OF_LIGHT, "Memory Throughput"),
+         ("SM %", None, "Compute (SM) Throughput"), ("occupancy %", None, "Achieved Occupancy"),
+         ("registers", None, "Registers Per Thread"), ("cycles/issue", None, "Warp Cycles Per Issued Instruction"))
+# The warp stall breakdown (cycles a warp spends stalled for each reason, per issued instruction):
+# WarpStateStats prints only its summary in the details page, so the reasons are asked for by name.
+# ncu matches a regex: against metric names with their suffixes (^...$ for a whole name).
+STALL_PREFIX, STALL_PER_ISSUE = "smsp__average_warps_issue_stalled_", "_per_issue_active"
+STALL_METRICS = "regex:^" + re.escape(STALL_PREFIX) + ".*" + re.escape(STALL_PER_ISSUE + ".ratio") + "$"
+# Options newer ncu releases have and older ones refuse: passed only where `ncu --help` lists them.
+# Kernel renaming could simplify the demangled names the -k filter matches; a config file in the
+# working directory or $HOME could add options of its own.
+OPTIONAL_OPTIONS = (("--rename-kernels", "off"), ("--config-file", "off"))
+# ncu's own failures, as against those of the process it profiles: no later target would fare better.
+NCU_FATAL = re.compile(r"ERR_NVGPUCTRPERM|LibraryNotLoaded|Failed to initialize|Cannot lock|not supported", re.I)
 
 
 @dataclass(frozen=True)
@@ -72,73 +98,163 @@ def targets(sets: list[str] | None, passes: list[str], match: str = "") -> list[
     return found
 
 
-def ncu_command(ncu: str, python: str, target: Target, sets: list[str] | None) -> list[str]:
+def ncu_command(ncu: str, python: str, target: Target, sets: list[str] | None,
+                optional: tuple[str, ...] = ()) -> list[str]:
     sections = [arg for name in SECTIONS for arg in ("--section", name)]
     return [ncu, "--csv", "--page", "details", "--print-units", "base", "--kernel-name-base", "demangled",
-            "-k", OUR_KERNELS, *sections, python, "-m", "build_scripts.bench.profile",
-            ",".join(sets or []), str(target.index), target.passname]
+            "--clock-control", "none", *optional, "-k", OUR_KERNELS, *sections, "--metrics", STALL_METRICS,
+            python, "-m", "build_scripts.bench.profile", ",".join(sets or []), str(target.index), target.passname]
+
+
+def optional_options(help_text: str) -> tuple[str, ...]:
+    """Those of OPTIONAL_OPTIONS this ncu's --help lists, as arguments."""
+    return tuple(arg for option, value in OPTIONAL_OPTIONS if option in help_text for arg in (option, value))
 
 
 def parse_details(text: str) -> list[dict]:
     """ncu's --csv --page details output (its own ==PROF== lines and anything else skipped) as one
-    dict a profiled kernel: ID, kernel, block, grid, and each metric's (value, unit) by name."""
+    dict a profiled kernel: ID, kernel, block, grid, and each metric's (value, unit) by name, and by
+    (section, name) in "by_section"."""
     lines = [line for line in text.splitlines() if line.startswith('"')]
     kernels: dict[str, dict] = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines))):
         if row.get("Metric Name") is None or row.get("Kernel Name") is None:
             raise HarnessError("profile: ncu's CSV has no Kernel Name / Metric Name columns; see profile.csv")
+        if not row["Metric Name"]:
+            continue  # a rule's advice, not a metric
         key = row.get("ID") or row["Kernel Name"]
         kernel = kernels.setdefault(key, {"id": key, "kernel": row["Kernel Name"], "block": row.get("Block Size", ""),
-                                          "grid": row.get("Grid Size", ""), "metrics": {}})
-        kernel["metrics"].setdefault(row["Metric Name"], (row.get("Metric Value", ""), row.get("Metric Unit", "")))
+                                          "grid": row.get("Grid Size", ""), "metrics": {}, "by_section": {}})
+        value = (row.get("Metric Value", ""), row.get("Metric Unit", ""))
+        kernel["metrics"].setdefault(row["Metric Name"], value)
+        kernel["by_section"].setdefault((row.get("Section Name", ""), row["Metric Name"]), value)
     return list(kernels.values())
 
 
 def short_name(kernel: str) -> str:
-    """at::native::dwconv::grad_weight_row_kernel<c10::BFloat16, int, 4>(...) -> grad_weight_row_kernel<BFloat16, int, 4>"""
-    name = re.sub(r"\(.*\)$", "", kernel)
+    """void at::native::dwconv::channels_last_stream_kernel<c10::BFloat16, (bool)0, 7, 1>(const T1 *, ...)
+    -> channels_last_stream_kernel<BFloat16, (bool)0, 7, 1>: the parameter list (the last balanced
+    parentheses; casts in the template arguments stay), the return type and the namespaces dropped."""
+    name = kernel.strip()
+    if name.endswith(")"):
+        depth = 0
+        for i in range(len(name) - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                name = name[:i]
+                break
+    name = re.sub(r"^void\s+", "", name.strip())
     name = re.sub(r"\b(at::native::dwconv|c10)::", "", name)
     return name.replace("at::native::", "")
 
 
-def markdown(rows: list[tuple[Target, dict]], header: str) -> str:
-    columns = ["problem", "pass", "kernel", "grid", "block", *(c for c, _ in SHOWN)]
+def metric(kernel: dict, section: str | None, name: str) -> tuple[str, str]:
+    if section is not None and (section, name) in kernel.get("by_section", {}):
+        return kernel["by_section"][(section, name)]
+    return kernel["metrics"].get(name, ("", ""))
+
+
+def top_stalls(kernel: dict, count: int = 2) -> str:
+    """The reasons warps stalled most, with their cycles per issued instruction: "long_scoreboard 3.1"."""
+    stalls = []
+    for name, (value, _) in kernel["metrics"].items():
+        if name.startswith(STALL_PREFIX) and STALL_PER_ISSUE in name:
+            try:
+                stalls.append((float(value.replace(",", "")), name[len(STALL_PREFIX):name.index(STALL_PER_ISSUE)]))
+            except ValueError:
+                continue
+    return ", ".join(f"{reason} {cycles:.2g}" for cycles, reason in sorted(stalls, reverse=True)[:count])
+
+
+def markdown(rows: list[tuple[Target, dict]], header: str, failed: list[tuple[Target, str]] = ()) -> str:
+    columns = ["problem", "pass", "kernel", "grid", "block", *(c for c, _, _ in SHOWN), "top stalls (cycles/issue)"]
     out = [header, "", "| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for target, kernel in rows:
         shown = []
-        for _, metric in SHOWN:
-            value, unit = kernel["metrics"].get(metric, ("", ""))
-            shown.append(f"{value} {unit}".strip() if unit and unit not in ("%", "register/thread") else value)
+        for _, section, name in SHOWN:
+            value, unit = metric(kernel, section, name)
+            shown.append(f"{value} {unit}".strip() if unit and unit not in ("%", "register/thread", "hz", "Hz")
+                         else value)
         out.append("| " + " | ".join([target.label, target.passname, f"`{short_name(kernel['kernel'])}`",
-                                      kernel["grid"], kernel["block"], *shown]) + " |")
+                                      kernel["grid"], kernel["block"], *shown, top_stalls(kernel)]) + " |")
+    if failed:
+        out += ["", "## Not profiled", ""]
+        out += [f"- {target.label} {target.passname}: {reason}" for target, reason in failed]
     return "\n".join(out) + "\n"
 
 
+def find_ncu(ncu: str) -> str | None:
+    """`ncu` on PATH, else where CUDA and Nsight Compute install it."""
+    found = shutil.which(ncu)
+    if found or ncu != "ncu":
+        return found
+    candidates = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def failure(proc: subprocess.CompletedProcess) -> str | None:
+    """Why a target's ncu run gave nothing to read (None: it profiled our kernels): ncu's errors, and
+    the last lines the profiled process wrote to stderr (its traceback)."""
+    lines = (proc.stdout + proc.stderr).splitlines()
+    errors = [line for line in lines if line.startswith("==ERROR==")]
+    if proc.returncode == 0 and not errors:
+        if parse_details(proc.stdout):
+            return None
+        warnings = [line for line in lines if line.startswith("==WARNING==")]
+        return "; ".join(["no kernel of ours was profiled", *warnings])
+    own = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("==")]
+    return "; ".join(errors + own[-10:]) or f"exit {proc.returncode}, no message"
+
+
 def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match: str, ncu: str = "ncu",
-                python: str = sys.executable) -> Path:
+                python: str = sys.executable, stop_after_s: float | None = None) -> Path:
+    started = time.monotonic()
     found = targets(sets, passes, match)
-    ncu_path = shutil.which(ncu)
+    ncu_path = find_ncu(ncu)
     if ncu_path is None:
         raise HarnessError(f"profile: Nsight Compute's `{ncu}` is not on PATH (set NCU=/path/to/ncu)")
+    help_run = subprocess.run([ncu_path, "--help"], capture_output=True, text=True)
+    version = subprocess.run([ncu_path, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    optional = optional_options(help_run.stdout)
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw, rows = [], []
+    report = out_dir / "profile.md"
+    header = (f"# ncu profile of our kernels: SETS={','.join(sets or [])} PASSES={','.join(passes)} MATCH={match!r}"
+              f"\n\n{version[-1] if version else ncu_path}; clocks as the card runs them (--clock-control none)")
+    raw, rows, failed = [], [], []
+    slowest = 0.0
     for n, target in enumerate(found, 1):
-        proc = subprocess.run(ncu_command(ncu_path, python, target, sets), capture_output=True, text=True)
+        elapsed = time.monotonic() - started
+        if stop_after_s is not None and elapsed + slowest > stop_after_s:
+            failed += [(t, f"not begun: the {stop_after_s:.0f} s limit") for t in found[n - 1:]]
+            print(f"stopping: {n - 1} of {len(found)} targets profiled, the next would end past {stop_after_s:.0f} s",
+                  flush=True)
+            break
+        target_started = time.monotonic()
+        proc = subprocess.run(ncu_command(ncu_path, python, target, sets, optional), capture_output=True, text=True)
+        slowest = max(slowest, time.monotonic() - target_started)
+        (out_dir / f"profile-{n}.log").write_text(f"# {target.label} {target.passname}\n{proc.stdout}\n"
+                                                 f"# stderr\n{proc.stderr}")
         raw.append(f"# {target.label} {target.passname}\n{proc.stdout}")
         (out_dir / "profile.csv").write_text("\n".join(raw))
-        errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("==ERROR==")]
-        if proc.returncode != 0 or errors:
-            message = "; ".join(errors) or (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            raise HarnessError(f"profile: ncu failed on {target.label} {target.passname} (exit {proc.returncode}): "
-                               f"{message}")
+        reason = failure(proc)
+        if reason is not None:
+            failed.append((target, reason))
+            print(f"[{n}/{len(found)}] {target.label} {target.passname}: error: {reason}", flush=True)
+            report.write_text(markdown(rows, header, failed))
+            if NCU_FATAL.search(reason):
+                raise HarnessError(f"profile: ncu failed on {target.label} {target.passname} "
+                                   f"(exit {proc.returncode}): {reason}")
+            continue
         kernels = parse_details(proc.stdout)
         print(f"[{n}/{len(found)}] {target.label} {target.passname}: "
               + ", ".join(short_name(k["kernel"]).split("<")[0] for k in kernels), flush=True)
         rows += [(target, kernel) for kernel in kernels]
-    report = out_dir / "profile.md"
-    report.write_text(markdown(rows, f"# ncu profile of our kernels: SETS={','.join(sets or [])} "
-                                     f"PASSES={','.join(passes)} MATCH={match!r}"))
+        report.write_text(markdown(rows, header, failed))
+    report.write_text(markdown(rows, header, failed))
     print(f"wrote {report} and {out_dir / 'profile.csv'}")
+    errors = [(t, r) for t, r in failed if not r.startswith("not begun")]
+    if errors:
+        raise HarnessError("profile: " + "; ".join(f"{t.label} {t.passname}: {r}" for t, r in errors))
     return report
 
 
@@ -153,7 +269,7 @@ def profile_one(sets: list[str] | None, index: int, passname: str) -> None:
     overlay = Overlay(import_overlay())
     buffers = make_buffers(problem)
     with overlay.variant("ours"):
-        passes_of("ours", problem, torch.backends.cudnn.allow_tf32)[passname](buffers)
+        passes_of("ours", problem)[passname](buffers)
     torch.cuda.synchronize()
 
 
