@@ -180,21 +180,21 @@ def cmd_bench(args) -> None:
         if out_dir is None:
             out_dir = Path(args.results) / "profile" / datetime.date.today().isoformat()
         run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes or DEFAULT_PASSES),
-                    args.match, ncu=os.environ.get("NCU") or "ncu")
+                    args.match, ncu=os.environ.get("NCU") or "ncu", stop_after_s=args.stop_after)
         return
     try:
         import torch
     except ImportError:
         raise HarnessError("make bench runs in a Python with torch 2.11.0+cu130 and a GPU (GPU_PYTHON); "
                            f"{sys.executable} has no torch") from None
-    from .bench.run import device_slug, failed_checks, run_bench
-    from .bench.schema import comma_separated
+    from .bench.run import failed_checks, run_bench
+    from .bench.schema import comma_separated, report_file_name, slug
     if not torch.cuda.is_available():
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = comma_separated(args.sets) or None
-    name = "-".join(["bench", *map(device_slug, sets or []), *map(device_slug, comma_separated(args.variants))]) + ".json"
-    out = Path(args.results) / device_slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
+    name = report_file_name(sets or [], comma_separated(args.variants))
+    out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
         report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "ours-without-<kernel path> among them; look-back: ours and ours without each path")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
             verb.add_argument("--stop-after", type=float, default=float(os.environ.get("BENCH_STOP_AFTER") or 0) or None,
-                              help="run: start no problem that would end past this many seconds (default: no limit)")
+                              help="run, profile: start no problem (target) that would end past this many seconds "
+                                   "(default: no limit)")
             verb.add_argument("--results", default=os.environ.get("RESULTS") or str(REPO_ROOT / "results"),
                               help="run: where results/<device>/<date>/ goes")
             verb.add_argument("--out", help="report: the output directory (default: beside the first report); "

@@ -6,8 +6,9 @@ naming the fastest route the patched torch has for it (Point.route): our kernel,
 upstream runs (stock torch's automatic choice), or cuDNN where upstream runs its native
 depthwise kernel, which the patch set replaces with ours. DepthwiseConvRouting.h decides
 every call from the nearest point, on GPUs of the kind the report was measured on (its
-compute capability, kMeasuredArch); see notes/routing.md. A report measured on another torch, or
-without the times of ours and stock for a pass, is refused rather than half-used.
+compute capability, kMeasuredArch); see notes/routing.md. A report measured on another torch,
+without the times of ours and stock for a pass, or where ours failed its float64 check, is refused
+rather than half-used; cuDNN's time counts only where cuDNN passed its check.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import REPO_ROOT
-from .bench.report import merge
+from .bench.report import merge, passed
 from .bench.schema import SCHEMA as REPORT_SCHEMA
 from .errors import HarnessError
 
@@ -135,12 +136,18 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
                                f"ours or of stock ({ms}); rerun the benchmark")
         if row["dtype"] not in DTYPES or row["layout"] not in LAYOUTS:
             raise HarnessError(f"{source}: {label}: unknown dtype {row['dtype']!r} or layout {row['layout']!r}")
+        if not passed(row, "ours"):
+            raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']}: ours failed its float64 check "
+                               f"({row['check']['ours']}); fix the kernel (or the tolerance) and rerun the benchmark "
+                               "before routing by it")
+        # cuDNN is a route only where it computed the right result
+        cudnn_ms = ms.get("cudnn") if passed(row, "cudnn") else None
         points.append(Point(
             layer=layer, passname=row["pass"], dtype=row["dtype"], layout=row["layout"],
             kernel=tuple(row["kernel"]), stride=tuple(row["stride"]),
             shape=(row["batch"], row["channels"], row["height"], row["width"]),
             ours_ms=float(ms["ours"]), stock_ms=float(ms["stock"]),
-            cudnn_ms=float(ms["cudnn"]) if isinstance(ms.get("cudnn"), (int, float)) else None,
+            cudnn_ms=float(cudnn_ms) if isinstance(cudnn_ms, (int, float)) else None,
             stock_backend=row.get("backends", {}).get("stock_forward")))
     if not points:
         raise HarnessError(f"{source} has no forward or backward rows to route by")

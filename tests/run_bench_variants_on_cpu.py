@@ -65,7 +65,7 @@ def main():
                                             and not x4.is_contiguous() else f"strides {x4.stride()}")
             for passname, fn in generic_passes(problem).items():
                 results[f"generic/{passname}/{key}"] = "pass" if same(fn(buffers), want[passname]) else "mismatch"
-            cudnn = cudnn_passes(problem, allow_tf32=False)
+            cudnn = cudnn_passes(problem)
             for passname in ("backward_input", "backward_weight"):
                 try:
                     ok = same(cudnn[passname](buffers), want[passname])

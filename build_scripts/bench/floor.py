@@ -7,7 +7,8 @@ and write once, over the copy bandwidth measured on the same GPU:
   backward_weight  read input and grad_output, write grad_weight
   step             the three passes above (a bias gradient is taken as fused into them)
 
-The same byte counts size the buffer rotation that keeps L2 from flattering small layers.
+The same byte counts size the buffer rotation that keeps L2 from flattering small layers: enough
+sets that the pass moving least, run once on each, touches L2_MULTIPLE times the L2.
 
 Large filters (RepLKNet's 13 to 31) do compute: their passes are bound by multiply-adds, so each
 pass also has a compute floor, its multiply-adds over the fp32 FMA rate measured on the same GPU
@@ -62,13 +63,26 @@ def compute_floor_ms(problem: Problem, passname: str, macs_per_ms: float) -> flo
     return pass_macs(problem, passname) / macs_per_ms
 
 
-L2_MULTIPLE = 3  # the rotating buffers' bytes: at least this many times the L2 size
-MAX_SETS = 64
+L2_MULTIPLE = 3  # the rotating buffers' bytes: at least this many times the L2 size, for every pass
+MAX_SETS = 512  # a graph of this many runs; batch-1 layers of a few hundred KB need hundreds
 MIN_SETS = 2
 
 
-def buffer_sets_needed(bytes_per_set: int, l2_bytes: int, memory_budget: int) -> int:
-    """How many buffer sets to rotate over so that together they exceed L2 several times."""
-    wanted = -(-L2_MULTIPLE * l2_bytes // max(bytes_per_set, 1))
-    affordable = max(memory_budget // max(bytes_per_set, 1), 1)
+def rotation_bytes(problem: Problem) -> int:
+    """What one run of the pass that moves least touches: the rotation must exceed L2 with it."""
+    return min(pass_bytes(problem, p) for p in problem.passes if p != "step")
+
+
+def allocation_bytes(problem: Problem) -> int:
+    """What one buffer set takes (input, weight, bias, grad_output), and the outputs of a step kept
+    alive while its graph is captured (output, grad_input, grad_weight)."""
+    return pass_bytes(problem, "forward") + pass_bytes(problem, "backward_weight")
+
+
+def buffer_sets_needed(rotation_bytes: int, allocation_bytes: int, l2_bytes: int, memory_budget: int) -> int:
+    """How many buffer sets to rotate over so that one pass over them all, each run touching
+    rotation_bytes (the pass that moves least), exceeds L2 several times, with each set taking
+    allocation_bytes of the memory budget."""
+    wanted = -(-L2_MULTIPLE * l2_bytes // max(rotation_bytes, 1))
+    affordable = max(memory_budget // max(allocation_bytes, 1), 1)
     return max(MIN_SETS, min(wanted, MAX_SETS, affordable)) if affordable >= MIN_SETS else 1

@@ -70,7 +70,7 @@ MNASNET_B1 = _conv2d_set("MnasNet-B1", [
     (32, 112, 3, 1), (48, 112, 3, 2), (72, 56, 3, 1), (72, 56, 5, 2), (120, 28, 5, 1), (240, 28, 5, 2),
     (480, 14, 5, 1), (480, 14, 3, 1), (576, 14, 3, 1), (576, 14, 5, 2), (1152, 7, 5, 1), (1152, 7, 3, 1)])
 UNIREPLKNET_T = _conv2d_set("UniRepLKNet-T", [(80, 56, 3, 1), (160, 28, 13, 1), (320, 14, 13, 1), (320, 14, 3, 1),
-                                              (640, 7, 13, 1)])
+                                              (640, 7, 13, 1)], bias=True)  # deploy form: BN folded into a bias
 
 SETS = {layers[0].set: layers for layers in (MOBILENET_V2, EFFICIENTNET_B0, CONVNEXT_T, REPLKNET_31B, MAMBA_CONV1D,
                                              MOBILENET_V3_LARGE, MNASNET_B1, UNIREPLKNET_T)}

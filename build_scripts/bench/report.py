@@ -12,8 +12,8 @@ from math import exp, log
 from pathlib import Path
 
 from .floor import ELEMENT_BYTES
-from .layers import DEFAULT_SETS, GEOMEAN_SETS
-from .schema import switched_off_path
+from .layers import DEFAULT_SETS, GEOMEAN_SETS, problems
+from .schema import problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -57,6 +57,10 @@ def merge(reports: list[dict], names: list[str]) -> dict:
                                               if isinstance(v, dict) and isinstance(earlier.get(k), dict)}}
     merged = dict(first)
     merged["rows"] = list(rows.values())
+    # the variants any of them timed, in order of first appearance: the tables show each
+    merged["settings"] = {**first.get("settings", {}), "variants": list(dict.fromkeys(
+        v for r in reports for v in r.get("settings", {}).get("variants", [])))}
+    merged["overlay_patchsets"] = list(dict.fromkeys(r.get("overlay_patchset", "") for r in reports))
     merged["commands"] = [r.get("command", "") for r in reports]
     merged["cut_short"] = [r["cut_short"] for i, r in enumerate(reports)
                            if "cut_short" in r and not any(problem_label(row) == r["cut_short"]["next"]
@@ -81,21 +85,29 @@ def config_title(row: dict) -> str:
     return f"conv1d {title}" if row["conv"] == "1d" else title
 
 
+def passed(row: dict, variant: str) -> bool:
+    """Whether the variant passed its float64 check on this row's problem (no check recorded: yes)."""
+    return row.get("check", {}).get(variant, {}).get("ok", True)
+
+
 def speedup(row: dict, variant: str, over: str) -> float | None:
+    """How many times faster `variant` ran than `over`; None where either has no time, or `variant`
+    failed its check (the time of a wrong result proves nothing; `over` is a baseline, and its time
+    stands: it is what a user gets)."""
     a, b = row["ms"].get(variant), row["ms"].get(over)
-    return b / a if a and b else None
+    return b / a if a and b and passed(row, variant) else None
 
 
 def floor_fraction(row: dict, variant: str = "ours") -> float | None:
     t = row["ms"].get(variant)
-    return row["floor_ms"] / t if t else None
+    return row["floor_ms"] / t if t and passed(row, variant) else None
 
 
 def roofline_fraction(row: dict, variant: str = "ours") -> float | None:
     """The larger of the byte floor and the compute floor, over the time (reports without the
     compute floor: the byte floor)."""
     t = row["ms"].get(variant)
-    return max(row["floor_ms"], row.get("compute_floor_ms") or 0) / t if t else None
+    return max(row["floor_ms"], row.get("compute_floor_ms") or 0) / t if t and passed(row, variant) else None
 
 
 def geomean(values) -> float | None:
@@ -111,47 +123,75 @@ def activation_bytes(row: dict) -> int:
     return row["batch"] * row["channels"] * row["height"] * row["width"] * ELEMENT_BYTES[row["dtype"]]
 
 
+def row_key(row: dict) -> tuple:
+    return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
+
+
+def issue_rows() -> list[dict]:
+    """A row (without times) for every problem and pass of the issue's sets: what each target is
+    stated over, so that a report that timed part of it says so instead of judging the part."""
+    return [problem_row(p, passname, 1.0) for p in problems(list(DEFAULT_SETS)) for passname in p.passes]
+
+
+def _judged(rows: list[dict], wanted, value) -> tuple[list[dict], int]:
+    """The rows a target wants that have a value (their times, checks passed), and how many it wants."""
+    expected = {row_key(r) for r in issue_rows() if wanted(r)}
+    return [r for r in rows if row_key(r) in expected and value(r) is not None], len(expected)
+
+
+def _verdict(have: list, expected: int, met: bool) -> str:
+    return "–" if len(have) < expected or not have else ("yes" if met else "no")
+
+
+def _coverage(have: list, expected: int) -> str:
+    return "" if len(have) == expected else f" ({len(have)} of the {expected} it is stated over timed and checked)"
+
+
 def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
     """(target, what was measured, met?) for each of issue 6's tuning targets, judged on the issue's
-    layer sets: rows of the coverage sets (layers.COVERAGE_SETS) are shown but judge nothing."""
+    layer sets: rows of the coverage sets (layers.COVERAGE_SETS) are shown but judge nothing. A target
+    is judged only where every row it is stated over was timed, and its variant passed its check;
+    otherwise it shows what was measured, and on how many of the rows."""
     rows = [r for r in rows if r["set"] in DEFAULT_SETS]
     out = []
     for dtype, layout in (("bfloat16", "channels_last"), ("float32", "contiguous")):
-        steps = [r for r in rows if r["pass"] == "step" and r["set"] in GEOMEAN_SETS and r["batch"] > 1
-                 and (r["dtype"], r["layout"]) == (dtype, layout)]
         for variant in ("ours", "routed"):
-            timed = [r for r in steps if speedup(r, variant, "stock") is not None]
+            timed, expected = _judged(rows, lambda r: r["pass"] == "step" and r["set"] in GEOMEAN_SETS
+                                      and r["batch"] > 1 and (r["dtype"], r["layout"]) == (dtype, layout),
+                                      lambda r: speedup(r, variant, "stock"))
             g = geomean(speedup(r, variant, "stock") for r in timed)
             out.append((f"training-step geomean {variant} / stock ≥ 2×, {', '.join(GEOMEAN_SETS)}, "
-                        f"{CONFIG_TITLES[(dtype, layout)]}", f"{_fmt(g, '.2f')}× over {len(timed)} layers",
-                        "–" if g is None else ("yes" if g >= 2 else "no")))
-    routed = [r for r in rows if speedup(r, "routed", "stock") is not None]
+                        f"{CONFIG_TITLES[(dtype, layout)]}",
+                        f"{_fmt(g, '.2f')}× over {len(timed)} layers" + _coverage(timed, expected),
+                        _verdict(timed, expected, g is not None and g >= 2)))
+    routed, expected = _judged(rows, lambda r: True, lambda r: speedup(r, "routed", "stock"))
     slower = [r for r in routed if speedup(r, "routed", "stock") < 1 - NOISE]
     worst = min((speedup(r, "routed", "stock") for r in slower), default=None)
     out.append(("every layer and pass routed at least as fast as stock",
-                f"{len(slower)} of {len(routed)} rows slower by over {NOISE:.0%}" + (f" (worst {worst:.2f}×)" if worst else ""),
-                "–" if not routed else ("yes" if not slower else "no")))
+                f"{len(slower)} of {len(routed)} rows slower by over {NOISE:.0%}" + (f" (worst {worst:.2f}×)" if worst else "")
+                + _coverage(routed, expected), _verdict(routed, expected, not slower)))
     for passes, goal in ((("forward", "backward_input"), 0.75), (("backward_weight",), 0.60)):
-        big = [r for r in rows if r["pass"] in passes and r["conv"] == "2d" and max(r["kernel"]) <= 7
-               and activation_bytes(r) >= LARGE_ACTIVATION_BYTES]
+        big, expected = _judged(rows, lambda r: r["pass"] in passes and r["conv"] == "2d" and max(r["kernel"]) <= 7
+                                and activation_bytes(r) >= LARGE_ACTIVATION_BYTES, floor_fraction)
         fractions = [floor_fraction(r) for r in big]
-        met = sum(1 for f in fractions if f and f >= goal)
-        low = min((f for f in fractions if f), default=None)
+        met = sum(1 for f in fractions if f >= goal)
+        low = min(fractions, default=None)
         # At the measured FMA rate, these rows' multiply-adds alone take longer than the goal allows.
         compute_bound = sum(1 for r in big if (r.get("compute_floor_ms") or 0) > r["floor_ms"] / goal)
         out.append((f"{' and '.join(PASS_TITLES[p] for p in passes)} ≥ {goal:.0%} of the floor (k ≤ 7, ≥ 8 MB of "
                     f"activations)", f"{met} of {len(big)} rows; lowest {_fmt(low and 100 * low, '.0f')}%" + (
                         f"; {compute_bound} of them out of reach on CUDA cores (their compute floor is over "
-                        f"the floor / {goal:.0%})" if compute_bound else ""),
-                    "–" if not big else ("yes" if met == len(big) else "no")))
-    large = [r for r in rows if r["set"] == "RepLKNet-31B" and r["batch"] > 1]
-    low = min((s for s in (speedup(r, "ours", "stock") for r in large) if s), default=None)
-    out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {_fmt(low, '.2f')}×",
-                "–" if low is None else ("yes" if low >= 2 else "no")))
-    conv1d = [r for r in rows if r["conv"] == "1d"]
-    high = max((1 / f for f in (floor_fraction(r) for r in conv1d) if f), default=None)
-    out.append(("conv1d within 1.3× of the floor", f"worst {_fmt(high, '.2f')}× the floor",
-                "–" if high is None else ("yes" if high <= 1.3 else "no")))
+                        f"the floor / {goal:.0%})" if compute_bound else "") + _coverage(big, expected),
+                    _verdict(big, expected, met == len(big))))
+    large, expected = _judged(rows, lambda r: r["set"] == "RepLKNet-31B" and r["batch"] > 1,
+                              lambda r: speedup(r, "ours", "stock"))
+    low = min((speedup(r, "ours", "stock") for r in large), default=None)
+    out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {_fmt(low, '.2f')}×" + _coverage(large, expected),
+                _verdict(large, expected, low is not None and low >= 2)))
+    conv1d, expected = _judged(rows, lambda r: r["conv"] == "1d", floor_fraction)
+    high = max((1 / floor_fraction(r) for r in conv1d), default=None)
+    out.append(("conv1d within 1.3× of the floor", f"worst {_fmt(high, '.2f')}× the floor" + _coverage(conv1d, expected),
+                _verdict(conv1d, expected, high is not None and high <= 1.3)))
     return out
 
 
@@ -168,6 +208,20 @@ def look_back(rows: list[dict], variants: list[str]) -> list[tuple[str, int, flo
     return out
 
 
+def rotation_text(report: dict) -> str:
+    """How many times the L2 a pass's runs over the rotating sets touch: the least any row reached
+    (reports before 2026-11-25 did not record it, and stated 3x, which they reached about once)."""
+    multiples = [r["rotation_l2_multiple"] for r in report["rows"] if "rotation_l2_multiple" in r]
+    if not multiples:
+        return f"sized for 3× the {report['l2_bytes'] >> 20} MB L2 over all three passes: about 1× for one pass"
+    return f"a pass's runs over them touch {min(multiples):.1f}× the {report['l2_bytes'] >> 20} MB L2 at the least"
+
+
+def check_text(settings: dict) -> str:
+    batch = settings.get("check_batch")
+    return "at each problem's own batch" if batch == "problem" else f"at batch {batch}"
+
+
 def markdown(report: dict) -> str:
     rows = report["rows"]
     variants = report["settings"]["variants"]
@@ -177,7 +231,9 @@ def markdown(report: dict) -> str:
         *(f"Command: `{c}`" for c in report.get("commands", [report.get("command", "")])),
         "",
         *cut_short_lines(report),
-        f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}; overlay patch set {report['overlay_patchset']}; "
+        f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}"
+        f"{' (timed with TF32 off, as the routing runs it)' if report['settings'].get('cudnn_allow_tf32') is False else ''}; "
+        f"overlay patch set {', '.join(report.get('overlay_patchsets') or [report['overlay_patchset']])}; "
         f"routing table measured on: {report['routing_measured_on']}",
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "
         "the bytes a pass must move over it (build_scripts/bench/floor.py)",
@@ -187,9 +243,9 @@ def markdown(report: dict) -> str:
         *([f"- {report['sm_count']} SMs of {report['arch']}: `make plan-report SMS={report['sm_count']} "
            f"ARCH={report['arch']}` gives each pass's kernel, launch and waves on it"] if "arch" in report else []),
         f"- Times: ms per run, median of {report['settings']['repeats']} CUDA-graph replays over rotating buffer sets "
-        f"(together ≥ 3× the {report['l2_bytes'] >> 20} MB L2), CUDA events; random data",
-        f"- Checked first against float64 at batch {report['settings']['check_batch']} "
-        f"(relative max error ≤ {report['settings']['tolerance']})",
+        f"({rotation_text(report)}), CUDA events; random data",
+        f"- Checked first against float64 {check_text(report['settings'])} (relative max error ≤ "
+        f"{report['settings']['tolerance']}); a variant that failed its check judges no target",
         "- Variants: stock = torch's automatic choice; cuDNN = forced; native = upstream's depthwise kernel forced; "
         "ours = the patch set's kernels (overlay, forced); routed = the overlay's automatic routing; ours without "
         "<path> = ours with that kernel path switched off (dwconv_overlay.disable_kernels)",

@@ -6,6 +6,10 @@ every variant (ms, median per run), the byte floor beside it, and the checks it 
 Given stop_after_s, it starts no problem that would end past that many seconds, judged by
 the longest problem so far, and the report says where it stopped (`cut_short`), so that a
 device call with a time limit ends with a whole report.
+
+A variant whose check raised is not timed. One that ran but missed the tolerance is timed (the times
+are kept, in case the tolerance is what was wrong), and the report flags it: bench.md judges no
+target by it and `make routing-table` routes nothing by it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,15 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import sys
 import time
+from math import prod
 from pathlib import Path
 
 import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
-from .floor import buffer_sets_needed, pass_bytes
+from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
 from .layers import DEFAULT_SETS, Problem, problems
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
@@ -29,11 +33,13 @@ from .variants import (
     DTYPES, Overlay, cudnn_gradient_backend, make_buffers, passes_of, stock_backend,
 )
 
-CHECKED_PASSES = ("forward", "backward_input", "backward_weight")
-CHECK_BATCH = 2
-# Largest error allowed, relative to the reference's largest magnitude. fp32 allows for
-# cuDNN's TF32 (torch.backends.cudnn.allow_tf32 is on by default, as in stock torch).
+# Largest error allowed, relative to the reference's largest magnitude (fp32 also covers cuDNN, timed
+# with TF32 off as the routing runs it, and stock's own choice).
 TOLERANCE = {"float64": 1e-10, "float32": 2e-3, "float16": 4e-3, "bfloat16": 3e-2}
+# The check runs each problem at its own batch, so that it checks the very kernels and launches the
+# timing runs; only a problem whose float64 copy would pass this many elements a tensor is checked at
+# a smaller batch (none of the bench's: the largest input has 84 M).
+CHECK_MAX_ELEMENTS = 1 << 28
 
 
 def import_overlay():
@@ -44,44 +50,57 @@ def import_overlay():
     return dwconv_overlay
 
 
-def device_slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+def checked_problem(problem: Problem) -> Problem:
+    """The problem the float64 check runs: the problem itself, unless its tensors are too large."""
+    per_sample = max(prod(problem.input_shape), prod(problem.output_shape)) // problem.batch
+    batch = max(1, min(problem.batch, CHECK_MAX_ELEMENTS // per_sample))
+    return Problem(problem.layer, batch, problem.dtype, problem.layout, problem.passes)
 
 
-def _small(problem: Problem) -> Problem:
-    return Problem(problem.layer, min(problem.batch, CHECK_BATCH), problem.dtype, problem.layout, problem.passes)
+def _outputs(result) -> tuple:
+    return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
-def check(problem: Problem, overlay: Overlay, variants, allow_tf32: bool) -> dict:
-    """Each variant's passes against the float64 result of stock torch, at batch CHECK_BATCH:
+def relative_error(got, reference) -> float:
+    """The largest error of a pass's outputs (a step's: output, grad_input, grad_weight[, grad_bias])
+    relative to each reference output's largest magnitude."""
+    got, reference = _outputs(got), _outputs(reference)
+    if len(got) != len(reference):
+        raise RuntimeError(f"{len(got)} outputs, expected {len(reference)}")
+    worst = 0.0
+    for g, ref in zip(got, reference):
+        if g.shape != ref.shape:
+            raise RuntimeError(f"shape {tuple(g.shape)}, expected {tuple(ref.shape)}")
+        scale = ref.abs().max().item() or 1.0
+        worst = max(worst, (g.double() - ref).abs().max().item() / scale)
+    return worst
+
+
+def check(problem: Problem, overlay: Overlay, variants) -> dict:
+    """Each variant's passes against the float64 result of stock torch, on random data:
     variant -> {"error": relative max error per pass, "ok": bool} (or {"failed": message})."""
-    small = _small(problem)
+    checked = checked_problem(problem)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    inputs = make_buffers(small, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
+    inputs = make_buffers(checked, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
     exact = inputs.to(torch.float64)  # the very values the variants get, in float64
     with overlay.variant("stock"):
-        reference = {p: fn(exact) for p, fn in passes_of("stock", small, allow_tf32).items() if p in CHECKED_PASSES}
+        reference = {p: fn(exact) for p, fn in passes_of("stock", checked).items() if p in problem.passes}
     results = {}
     for name in variants:
         try:
             with overlay.variant(name):
-                fns = passes_of(name, small, allow_tf32)
-                got = {p: fns[p](inputs) for p in CHECKED_PASSES}
-            errors = {}
-            for p in CHECKED_PASSES:
-                ref = reference[p]
-                if got[p].shape != ref.shape:
-                    raise RuntimeError(f"{p}: shape {tuple(got[p].shape)}, expected {tuple(ref.shape)}")
-                scale = ref.abs().max().item() or 1.0
-                errors[p] = (got[p].double() - ref).abs().max().item() / scale
+                fns = passes_of(name, checked)
+                errors = {}
+                for p in problem.passes:
+                    try:
+                        errors[p] = relative_error(fns[p](inputs), reference[p])
+                    except RuntimeError as err:
+                        raise RuntimeError(f"{p}: {err}") from err
             results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
             results[name] = {"failed": f"{type(err).__name__}: {err}".splitlines()[0][:300], "ok": False}
+    del inputs, exact, reference
     return results
-
-
-def _bytes_per_set(problem: Problem) -> int:
-    return sum(pass_bytes(problem, p) for p in ("forward", "backward_input", "backward_weight"))
 
 
 def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
@@ -90,7 +109,6 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
     chosen = problems(set_names)
-    allow_tf32 = torch.backends.cudnn.allow_tf32
     props = torch.cuda.get_device_properties(0)
     started = time.monotonic()
     bandwidth = copy_bandwidth()
@@ -110,8 +128,9 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "l2_bytes": props.L2_cache_size,
         "sm_count": props.multi_processor_count,  # with arch, `make plan-report SMS= ARCH=` for this GPU
         "arch": f"sm_{props.major}{props.minor}",
-        "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "tolerance": TOLERANCE,
-                     "cudnn_allow_tf32": allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "settings": {"repeats": repeats, "warmup": warmup, "check_batch": "problem", "tolerance": TOLERANCE,
+                     "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False,
+                     "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "variants": list(variants), "sets": set_names or list(DEFAULT_SETS)},
         "rows": [],
     }
@@ -126,21 +145,23 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
             _write(out_path, report)
             break
         problem_started = time.monotonic()
-        checks = check(problem, overlay, variants, allow_tf32)
-        sets_needed = buffer_sets_needed(_bytes_per_set(problem), props.L2_cache_size, memory_budget_bytes)
+        checks = check(problem, overlay, variants)
+        sets_needed = buffer_sets_needed(rotation_bytes(problem), allocation_bytes(problem), props.L2_cache_size,
+                                         memory_budget_bytes)
         buffer_sets = [make_buffers(problem) for _ in range(sets_needed)]
         backends = {"stock_forward": stock_backend(problem, buffer_sets[0]),
                     "cudnn_gradients": cudnn_gradient_backend(problem, buffer_sets[0])}
         for passname in problem.passes:
             row = problem_row(problem, passname, bandwidth, macs_per_ms)
-            row.update(buffer_sets=sets_needed, backends=backends, check={v: checks[v] for v in variants})
+            row.update(buffer_sets=sets_needed, rotation_l2_multiple=sets_needed * pass_bytes(problem, passname)
+                       / props.L2_cache_size, backends=backends, check={v: checks[v] for v in variants})
             for name in variants:
                 if "failed" in checks[name]:
                     row["ms"][name] = None
                     continue
                 try:
                     with overlay.variant(name):
-                        timing = time_pass(passes_of(name, problem, allow_tf32)[passname], buffer_sets, repeats, warmup)
+                        timing = time_pass(passes_of(name, problem)[passname], buffer_sets, repeats, warmup)
                     row["ms"][name], row["graph"][name] = timing.ms, timing.graph
                 except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
                     row["ms"][name] = None
@@ -165,10 +186,11 @@ def _write(path: Path, report: dict) -> None:
 
 
 def failed_checks(report: dict) -> list[str]:
-    seen = []
+    """Each problem and variant that failed its check, once (every row of a problem carries its checks)."""
+    failed = {}
     for row in report["rows"]:
         for variant, result in row["check"].items():
             label = f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}: {variant}"
-            if not result["ok"] and label not in seen:
-                seen.append(label + f" ({result.get('failed') or result.get('error')})")
-    return seen
+            if not result["ok"]:
+                failed.setdefault(label, f"{label} ({result.get('failed') or result.get('error')})")
+    return list(failed.values())

@@ -20,6 +20,9 @@ A run given a time limit (stop_after_s) that stopped before its last problem als
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 from .floor import compute_floor_ms, floor_ms, pass_bytes, pass_macs
 from .layers import Problem
 
@@ -88,3 +91,19 @@ def problem_row(problem: Problem, passname: str, bandwidth_bytes_per_ms: float,
         "compute_floor_ms": compute_floor_ms(problem, passname, macs_per_ms) if macs_per_ms else None,
         "ms": {}, "graph": {}, "errors": {}, "check": {}, "backends": {}, "buffer_sets": 0,
     }
+
+
+MAX_REPORT_NAME = 120  # file systems allow 255 bytes a name; a long VARIANTS list alone passed that
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
+def report_file_name(sets: list[str], variants: list[str]) -> str:
+    """bench-<sets>-<variants>.json, the sets and variants it ran; a name too long for a file
+    system keeps its start and ends in a hash of the whole (the report holds the full lists)."""
+    stem = "-".join(["bench", *map(slug, sets), *map(slug, variants)])
+    if len(stem) > MAX_REPORT_NAME:
+        stem = stem[:MAX_REPORT_NAME - 13] + "-" + hashlib.sha256(stem.encode()).hexdigest()[:12]
+    return stem + ".json"

@@ -4,7 +4,9 @@
   cudnn    cuDNN forced in every layout: cudnn_convolution for the forward pass, and for the
            gradients the transposed convolution's cuDNN paths (backward-data is the forward
            pass of a transposed convolution; the weight gradient of a convolution is the
-           weight gradient of the transposed convolution with input and grad_output swapped)
+           weight gradient of the transposed convolution with input and grad_output swapped);
+           TF32 off, as the routing runs cuDNN (it takes fp32 calls upstream computes exactly),
+           so that its times are what a cuDNN route costs and the fp32 comparison is like for like
   native   upstream's native depthwise kernels forced (overlay disabled, cuDNN disabled)
   ours     the patch set's kernels through the overlay's operators (forced): the forward op, and
            the backward op the routing calls (dwconv::conv_depthwise2d_backward), whose weight
@@ -135,7 +137,7 @@ def generic_passes(problem: Problem) -> dict[str, Callable]:
     }
 
 
-def cudnn_passes(problem: Problem, allow_tf32: bool) -> dict[str, Callable]:
+def cudnn_passes(problem: Problem) -> dict[str, Callable]:
     a = ConvArgs.of(problem)
     output_padding = a.transposed_output_padding(problem)
     conv = torch.ops.aten.convolution.default
@@ -143,7 +145,7 @@ def cudnn_passes(problem: Problem, allow_tf32: bool) -> dict[str, Callable]:
 
     def forward(B: Buffers):
         out = torch.ops.aten.cudnn_convolution.default(a.as4d(B.x), a.as4d(B.w), a.padding2d, a.stride2d,
-                                                       a.dilation2d, a.groups, False, False, allow_tf32)
+                                                       a.dilation2d, a.groups, False, False, False)
         if B.b is not None:
             out.add_(B.b.view(1, -1, 1, 1))
         return a.from4d(out)
@@ -211,6 +213,18 @@ def stock_backend(problem: Problem, B: Buffers) -> str:
                                                        [0] * problem.layer.dims, a.groups))
 
 
+@contextlib.contextmanager
+def cudnn_tf32(allowed: bool):
+    """torch.backends.cudnn.allow_tf32 set to `allowed` within, and cuDNN's other flags left as they are
+    (torch.backends.cudnn.flags would reset them to its defaults)."""
+    before = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32 = before
+
+
 class Overlay:
     """Switches the overlay (imported by the caller) on and off around each variant."""
 
@@ -221,7 +235,8 @@ class Overlay:
     def variant(self, name: str):
         enabled = name in ("ours", "routed") or switched_off_path(name) is not None
         (self.module.enable if enabled else self.module.disable)()
-        cudnn = contextlib.nullcontext() if name != "native" else torch.backends.cudnn.flags(enabled=False)
+        cudnn = {"native": lambda: torch.backends.cudnn.flags(enabled=False),
+                 "cudnn": lambda: cudnn_tf32(False)}.get(name, contextlib.nullcontext)()
         previous = self.module.routing()
         if name == "routed":
             self.module.set_routing("auto")
@@ -235,11 +250,11 @@ class Overlay:
             self.module.enable()
 
 
-def passes_of(name: str, problem: Problem, allow_tf32: bool) -> dict[str, Callable]:
+def passes_of(name: str, problem: Problem) -> dict[str, Callable]:
     if name in ("stock", "native", "routed"):
         return generic_passes(problem)
     if name == "cudnn":
-        return cudnn_passes(problem, allow_tf32)
+        return cudnn_passes(problem)
     if name == "ours" or switched_off_path(name) is not None:
         return ours_passes(problem)
     raise ValueError(f"unknown variant {name!r}; the variants are {VARIANTS}")
