@@ -183,7 +183,9 @@ class TestRouting(TestCase):
         """Ours: the weight-gradient kernel sums grad_output for the bias as it reads it, so a training
         step launches no reduction; stock sums it in a reduction of its own. The cases
         (kernel_cases.BIASED_LAYER_CASES, checked against the host code's choice on a CPU) take four
-        weight-gradient kernels, the ring with its bias row among them."""
+        weight-gradient kernels: the window, the channels_last tiles, the general NCHW and the register
+        tiles. (The ring's bias row runs in the kernel-choice table's 7x7 stride-2 row and the sanitizer
+        subset, both with a bias.)"""
         for dtype, conv1d, call, weight_kernel in kernel_cases.BIASED_LAYER_CASES:
             with self.subTest(call.label):
                 module = depthwise_module(conv1d=conv1d, channels=call.c, kernel=call.kernel[1],
