@@ -72,7 +72,48 @@ def main():
                     results[f"cudnn/{passname}/{key}"] = "pass" if ok else "mismatch"
                 except RuntimeError as err:
                     results[f"cudnn/{passname}/{key}"] = str(err).splitlines()[0]
+    results.update(checks_on_cpu())
     print(json.dumps(results))
+
+
+def checks_on_cpu():
+    """The bench's float64 check (run.check) with the variants that run on a CPU, stock and native (the
+    generic passes, overlay switching stood in for), and one whose weight gradient is 5 % off: every
+    pass of the problem is checked, the training step's outputs included, and the off one fails."""
+    import contextlib
+
+    from build_scripts.bench import run
+
+    class NoOverlay:
+        def variant(self, name):
+            return contextlib.nullcontext()
+
+    real_passes_of = run.passes_of
+
+    def with_an_off_variant(name, problem):
+        if name != "off":
+            return real_passes_of(name, problem)
+        passes = real_passes_of("stock", problem)
+        return {**passes, "backward_weight": lambda B: passes["backward_weight"](B) * 1.05}
+
+    run.passes_of = with_an_off_variant
+    results = {}
+    try:
+        for layer in geometries():
+            for dtype in ("float32", "bfloat16"):
+                problem = Problem(layer, 2, dtype, "contiguous", TRAINING_PASSES)
+                checks = run.check(problem, NoOverlay(), ("stock", "native", "off"), device="cpu")
+                key = f"check/{layer.set} {layer.name} {dtype}"
+                expected_ok = {"stock": True, "native": True, "off": False}
+                wrong = [v for v, c in checks.items() if c.get("ok") != expected_ok[v]
+                         or sorted(c.get("error", {})) != sorted(TRAINING_PASSES)]
+                off = checks["off"]["error"]
+                same_as_stock = all(off[p] == checks["stock"]["error"][p] for p in TRAINING_PASSES if p != "backward_weight")
+                results[key] = ("pass" if not wrong and off["backward_weight"] > 0.03 and same_as_stock
+                                else f"{wrong}: {checks}")
+    finally:
+        run.passes_of = real_passes_of
+    return results
 
 
 if __name__ == "__main__":

@@ -32,3 +32,10 @@ def test_every_geometry_matches_autograd(outcomes, group):
     assert len(results) >= 20  # every geometry of the sets, two lengths (and layouts)
     assert any("conv1d" in k for k in results) and any("k31" in k for k in results) and any(" s2 " in k for k in results)
     assert {k: v for k, v in results.items() if v != "pass"} == {}
+
+
+def test_the_float64_check_checks_every_pass_and_fails_a_variant_off_by_five_percent(outcomes):
+    results = {k: v for k, v in outcomes.items() if k.startswith("check/")}
+    assert len(results) >= 40 and any("conv1d" in k for k in results) and any("bfloat16" in k for k in results)
+    assert {k: v for k, v in results.items() if v != "pass"} == {}
+

@@ -76,12 +76,12 @@ def relative_error(got, reference) -> float:
     return worst
 
 
-def check(problem: Problem, overlay: Overlay, variants) -> dict:
+def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") -> dict:
     """Each variant's passes against the float64 result of stock torch, on random data:
     variant -> {"error": relative max error per pass, "ok": bool} (or {"failed": message})."""
     checked = checked_problem(problem)
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    inputs = make_buffers(checked, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
+    generator = torch.Generator(device=device).manual_seed(0)
+    inputs = make_buffers(checked, device=device, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
     exact = inputs.to(torch.float64)  # the very values the variants get, in float64
     with overlay.variant("stock"):
         reference = {p: fn(exact) for p, fn in passes_of("stock", checked).items() if p in problem.passes}
