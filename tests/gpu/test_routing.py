@@ -24,7 +24,9 @@ from torch.testing._internal.common_utils import (  # noqa: E402
     DeterministicGuard, TestCase, instantiate_parametrized_tests, parametrize, run_tests,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from build_scripts.bench.variants import cudnn_tf32  # noqa: E402
 from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 import kernel_cases  # noqa: E402
@@ -63,15 +65,9 @@ def make_input(module, batch=4, length=28, channels_last=True):
     return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
-@contextlib.contextmanager
 def without_tf32():
     """cuDNN in full float32 (the cuDNN route's own setting), so that stock's cuDNN calls compare exactly."""
-    previous = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = False
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32 = previous
+    return cudnn_tf32(False)
 
 
 def layout(t):
