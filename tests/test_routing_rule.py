@@ -76,7 +76,9 @@ class Router:
     def _line(c: dict) -> str:
         ints = lambda xs, n: [*xs, *[0] * (n - len(xs))]  # noqa: E731
         fields = [c.get("mode", "auto"), c.get("gpu_arch", 90), len(c["input"]), *ints(c["input"], 5), len(c["weight"]), *ints(c["weight"], 5),
-                  len(c["stride"]), *ints(c["stride"], 3), *ints(c["padding"], 3), *ints(c["dilation"], 3),
+                  *(len(c.get(name, [0] * len(c["stride"]))) for name in ("stride", "padding", "dilation",
+                                                                           "output_padding")),
+                  *ints(c["stride"], 3), *ints(c["padding"], 3), *ints(c["dilation"], 3),
                   *ints(c.get("output_padding", [0] * len(c["stride"])), 3),
                   int(c.get("transposed", False)), c["groups"], int(c.get("one_device", True)),
                   int(c.get("one_dtype", True)), DTYPES[c.get("dtype", "float32")],
@@ -163,7 +165,12 @@ def test_depth_multiplier_and_asymmetric_kernels(committed):
     ({"input": [64, 144, 2, 2], "padding": [0, 0]}, "larger than the padded input"),
     ({"output_padding": [1, 0]}, "output_padding"),
     ({"bias": 143}, "bias"),
-    ({"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1]}, "parameter lists"),
+    ({"stride": [1, 1, 1], "padding": [1, 1, 1], "dilation": [1, 1, 1]}, "parameter list"),
+    ({"output_padding": []}, "parameter list"),  # upstream raises "expected output_padding to be a single integer"
+    ({"padding": [1, 1, 1]}, "parameter list"),
+    # conv1d whose weight's 4-D view suggests channels_last: stock runs cuDNN in channels_last
+    ({"input": [8, 64, 100], "weight": [64, 1, 4], "stride": [1], "padding": [3], "dilation": [1], "groups": 64,
+      "weight_layout": "channels_last"}, "conv1d weight"),
     ({"stride": [0, 1]}, "out of range"),
     ({"padding": [-1, 1]}, "out of range"),
 ])
@@ -172,6 +179,20 @@ def test_what_stays_with_upstream_and_why(committed, change, reason):
     assert not a["eligible"]
     assert reason in a["reason"]
     assert not (a["forward"] or a["backward_input"] or a["backward_weight"])
+
+
+def test_each_parameter_list_is_expanded_on_its_own_as_upstream_does(committed):
+    """F.conv2d(padding="valid") reaches aten::convolution with stride [s, s] and padding [0]."""
+    [a] = committed.ask(conv2d(k=3, s=2, p=0, mode="ours", padding=[0], output_padding=[0]))
+    assert a["eligible"], a["reason"]
+    assert (a["stride_h"], a["stride_w"], a["pad_h"], a["pad_w"], a["out_height"]) == (2, 2, 0, 0, 27)
+
+
+def test_a_float64_conv1d_stays_contiguous_whatever_its_weight_suggests(committed):
+    [a] = committed.ask({"input": [8, 64, 100], "weight": [64, 1, 4], "stride": [1], "padding": [3], "dilation": [1],
+                         "groups": 64, "dtype": "float64", "weight_layout": "channels_last", "mode": "ours"})
+    assert a["eligible"], a["reason"]
+    assert a["layout"] == LAYOUTS["contiguous"]
 
 
 def test_channels_last_input_with_channels_last_weight_is_ours_to_take(committed):

@@ -232,7 +232,7 @@ def markdown(report: dict) -> str:
         "",
         *cut_short_lines(report),
         f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}"
-        f"{' (timed with TF32 off, as the routing runs it)' if report['settings'].get('cudnn_allow_tf32') is False else ''}; "
+        f"{' (timed as the routing runs it: TF32 off, deterministic)' if report['settings'].get('cudnn_deterministic') else ''}; "
         f"overlay patch set {', '.join(report.get('overlay_patchsets') or [report['overlay_patchset']])}; "
         f"routing table measured on: {report['routing_measured_on']}",
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "

@@ -129,7 +129,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "sm_count": props.multi_processor_count,  # with arch, `make plan-report SMS= ARCH=` for this GPU
         "arch": f"sm_{props.major}{props.minor}",
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": "problem", "tolerance": TOLERANCE,
-                     "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False,
+                     "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False, "cudnn_deterministic": True,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "variants": list(variants), "sets": set_names or list(DEFAULT_SETS)},
         "rows": [],

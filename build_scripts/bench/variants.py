@@ -5,8 +5,10 @@
            gradients the transposed convolution's cuDNN paths (backward-data is the forward
            pass of a transposed convolution; the weight gradient of a convolution is the
            weight gradient of the transposed convolution with input and grad_output swapped);
-           TF32 off, as the routing runs cuDNN (it takes fp32 calls upstream computes exactly),
-           so that its times are what a cuDNN route costs and the fp32 comparison is like for like
+           TF32 off and deterministic algorithms, as the routing runs cuDNN (it stands in for
+           upstream's native kernel, which computes float32 exactly and the same every run), so
+           that its times are what a cuDNN route costs and the comparison with ours is like for
+           like (where stock runs cuDNN, the stock column has cuDNN with torch's defaults)
   native   upstream's native depthwise kernels forced (overlay disabled, cuDNN disabled)
   ours     the patch set's kernels through the overlay's operators (forced): the forward op, and
            the backward op the routing calls (dwconv::conv_depthwise2d_backward), whose weight
@@ -145,7 +147,7 @@ def cudnn_passes(problem: Problem) -> dict[str, Callable]:
 
     def forward(B: Buffers):
         out = torch.ops.aten.cudnn_convolution.default(a.as4d(B.x), a.as4d(B.w), a.padding2d, a.stride2d,
-                                                       a.dilation2d, a.groups, False, False, False)
+                                                       a.dilation2d, a.groups, torch.backends.cudnn.benchmark, True, False)
         if B.b is not None:
             out.add_(B.b.view(1, -1, 1, 1))
         return a.from4d(out)
@@ -214,15 +216,17 @@ def stock_backend(problem: Problem, B: Buffers) -> str:
 
 
 @contextlib.contextmanager
-def cudnn_tf32(allowed: bool):
-    """torch.backends.cudnn.allow_tf32 set to `allowed` within, and cuDNN's other flags left as they are
-    (torch.backends.cudnn.flags would reset them to its defaults)."""
-    before = torch.backends.cudnn.allow_tf32
-    torch.backends.cudnn.allow_tf32 = allowed
+def cudnn_settings(**flags):
+    """The torch.backends.cudnn flags named (allow_tf32=False, deterministic=True, ...) set within, and
+    the others left as they are (torch.backends.cudnn.flags would reset them to its defaults)."""
+    before = {name: getattr(torch.backends.cudnn, name) for name in flags}
+    for name, value in flags.items():
+        setattr(torch.backends.cudnn, name, value)
     try:
         yield
     finally:
-        torch.backends.cudnn.allow_tf32 = before
+        for name, value in before.items():
+            setattr(torch.backends.cudnn, name, value)
 
 
 class Overlay:
@@ -236,7 +240,8 @@ class Overlay:
         enabled = name in ("ours", "routed") or switched_off_path(name) is not None
         (self.module.enable if enabled else self.module.disable)()
         cudnn = {"native": lambda: torch.backends.cudnn.flags(enabled=False),
-                 "cudnn": lambda: cudnn_tf32(False)}.get(name, contextlib.nullcontext)()
+                 "cudnn": lambda: cudnn_settings(allow_tf32=False, deterministic=True)}.get(
+            name, contextlib.nullcontext)()
         previous = self.module.routing()
         if name == "routed":
             self.module.set_routing("auto")

@@ -26,7 +26,7 @@ from torch.testing._internal.common_utils import (  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build_scripts.bench.variants import cudnn_tf32  # noqa: E402
+from build_scripts.bench.variants import cudnn_settings  # noqa: E402
 from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 import kernel_cases  # noqa: E402
@@ -67,7 +67,7 @@ def make_input(module, batch=4, length=28, channels_last=True):
 
 def without_tf32():
     """cuDNN in full float32 (the cuDNN route's own setting), so that stock's cuDNN calls compare exactly."""
-    return cudnn_tf32(False)
+    return cudnn_settings(allow_tf32=False)
 
 
 def layout(t):
@@ -174,6 +174,69 @@ class TestRouting(TestCase):
                 grads.append(module.weight.grad.clone())
         for g in grads[1:]:
             self.assertTrue(torch.equal(g, grads[0]))
+
+    def test_the_cudnn_route_gives_the_same_bits_every_run_as_stock_does(self):
+        """Where the cuDNN route stands in for upstream's native kernel (fp32 NCHW), stock's weight
+        gradient is the same every run without deterministic mode asked for, so the route asks cuDNN
+        for deterministic algorithms itself."""
+        module = depthwise_module(channels=96, kernel=3, dtype=torch.float32, channels_last=False)
+        x = make_input(module, batch=32, length=56, channels_last=False)
+        grad = torch.randn(32, 96, 56, 56, device="cuda")
+        with routing("cudnn"):
+            self.assertIn("aten::cudnn_convolution", op_names(lambda: train_step(module, x)))
+            grads = []
+            for _ in range(3):
+                module.weight.grad = None
+                module(x).backward(grad)
+                grads.append(module.weight.grad.clone())
+        for g in grads[1:]:
+            self.assertTrue(torch.equal(g, grads[0]))
+
+    @parametrize("where", ["input_on_cuda", "weight_on_cuda"])
+    def test_tensors_on_two_devices_get_stocks_error(self, where):
+        """The routing's CUDA kernel of convolution runs without torchgen's device check (stock's
+        composite kernel has none): a mix gets the message of stock's own check."""
+        x = torch.randn(2, 8, 10, 10, device="cuda" if where == "input_on_cuda" else "cpu")
+        w = torch.randn(8, 1, 3, 3, device="cpu" if where == "input_on_cuda" else "cuda")
+        with stock_kernels(), self.assertRaises(RuntimeError) as stock:
+            torch.nn.functional.conv2d(x, w, None, 1, 1, 1, 8)
+        with routing("ours"), self.assertRaises(RuntimeError) as ours:
+            torch.nn.functional.conv2d(x, w, None, 1, 1, 1, 8)
+        self.assertEqual(str(ours.exception).splitlines()[0], str(stock.exception).splitlines()[0])
+
+    def test_a_traced_graph_holds_upstreams_convolution(self):
+        """torch.jit.trace records what upstream's convolution calls (aten::_convolution): a call made
+        while it records goes to upstream, so the graph is stock's (and CUDA-independent)."""
+        module = depthwise_module(dtype=torch.float32, channels_last=False)
+        x = make_input(module, channels_last=False)
+        with routing("ours"):
+            traced = torch.jit.trace(module, x)
+            kinds = {node.kind() for node in traced.graph.nodes()}
+            self.assertEqual(traced(x), module(x), atol=1e-4, rtol=1e-4)
+        self.assertIn("aten::_convolution", kinds)
+        self.assertFalse({"aten::_conv_depthwise2d", "aten::cudnn_convolution"} & kinds, kinds)
+
+    def test_a_parameter_list_upstream_refuses_gets_its_error(self):
+        x = torch.randn(2, 8, 10, 10, device="cuda")
+        w = torch.randn(8, 1, 3, 3, device="cuda")
+        args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [], 8)  # an empty output_padding
+        with stock_kernels(), self.assertRaisesRegex(RuntimeError, "output_padding") as stock:
+            torch.ops.aten.convolution(*args)
+        with routing("ours"), self.assertRaisesRegex(RuntimeError, "output_padding") as ours:
+            torch.ops.aten.convolution(*args)
+        self.assertEqual(str(ours.exception).splitlines()[0], str(stock.exception).splitlines()[0])
+
+    def test_padding_valid_is_routed(self):
+        """F.conv2d(padding="valid") passes padding as one value beside a stride of two: each list
+        is expanded on its own, as upstream does, and the call is ours to take."""
+        module = torch.nn.Conv2d(64, 64, 3, padding="valid", groups=64).to(device="cuda")
+        x = torch.randn(4, 64, 28, 28, device="cuda")
+        with routing("ours"):
+            names = op_names(lambda: train_step(module, x))
+            out = module(x)
+        self.assertIn(OUR_FORWARD, names)
+        with stock_kernels():
+            self.assertEqual(out, module(x), atol=1e-4, rtol=1e-4)
 
     def test_a_biased_layers_bias_gradient_takes_no_pass_of_its_own(self):
         """Ours: the weight-gradient kernel sums grad_output for the bias as it reads it, so a training

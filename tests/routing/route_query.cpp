@@ -35,7 +35,7 @@ bool read_call(std::istream& in, Mode* mode, int* gpu_arch, ConvCall* c) {
   for (auto& v : c->input_sizes) in >> v;
   in >> c->weight_dim;
   for (auto& v : c->weight_sizes) in >> v;
-  in >> c->params_len;
+  in >> c->stride_len >> c->padding_len >> c->dilation_len >> c->output_padding_len;
   for (auto* list : {&c->stride, &c->padding, &c->dilation, &c->output_padding}) {
     for (auto& v : *list) in >> v;
   }

@@ -11,8 +11,11 @@
 // - Autograd is untouched: these are the CUDA kernels below the Autograd ones.
 // - torch.backends.cudnn.enabled=False: upstream decides (its native depthwise kernel,
 //   which is ours in the patched build and under the overlay).
-// - torch.use_deterministic_algorithms(True): our kernels are deterministic, and cuDNN gets
-//   upstream's deterministic and benchmark flags from the global context (TF32 off, see cudnn_flags).
+// - torch.use_deterministic_algorithms(True): our kernels are deterministic, and so is cuDNN where
+//   it stands in for upstream's native kernel (see cudnn_flags).
+// - torch.jit.trace records what upstream's convolution calls (aten::_convolution): a call made
+//   while the tracer records goes to upstream, so traced graphs and TorchScript ONNX export are
+//   stock's.
 // - DWCONV_ROUTING=ours|cudnn|upstream (read once), or torch.ops.dwconv.set_routing(
 //   "ours"|"cudnn"|"upstream"|"auto") (registered here, so a patched build and the overlay both
 //   have it), overrides the measurements.
@@ -25,6 +28,7 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Context.h>
+#include <ATen/TracerMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -44,6 +48,7 @@
 #include <ATen/ops/convolution_native.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -57,16 +62,40 @@ namespace {
 
 using namespace dwconv::routing;
 
-Mode mode_from_environment() {
-  const char* text = std::getenv("DWCONV_ROUTING");
-  Mode mode = Mode::Auto;
-  TORCH_CHECK(text == nullptr || *text == '\0' || parse_mode(text, &mode),
-              "DWCONV_ROUTING must be auto, ours, cudnn or upstream, got '", text, "'");
-  return mode;
-}
+// The process's routing mode: DWCONV_ROUTING's, read once, until set_routing chooses another. A
+// DWCONV_ROUTING that names no mode fails every routed call, saying so, until set_routing does.
+class RoutingMode {
+ public:
+  RoutingMode() {
+    const char* text = std::getenv("DWCONV_ROUTING");
+    Mode parsed = Mode::Auto;
+    if (text == nullptr || *text == '\0' || parse_mode(text, &parsed)) {
+      mode_.store(parsed);
+    } else {
+      invalid_environment_ = text;
+      environment_invalid_.store(true);
+    }
+  }
 
-std::atomic<Mode>& current_mode() {
-  static std::atomic<Mode> mode{mode_from_environment()};
+  Mode get() const {
+    TORCH_CHECK(!environment_invalid_.load(), "DWCONV_ROUTING must be auto, ours, cudnn or upstream, got '",
+                invalid_environment_, "' (torch.ops.dwconv.set_routing sets the mode in this process)");
+    return mode_.load();
+  }
+
+  void set(Mode mode) {
+    mode_.store(mode);
+    environment_invalid_.store(false);
+  }
+
+ private:
+  std::atomic<Mode> mode_{Mode::Auto};
+  std::atomic<bool> environment_invalid_{false};
+  std::string invalid_environment_;  // written before any reader runs (a function-local static's constructor)
+};
+
+RoutingMode& current_mode() {
+  static RoutingMode mode;
   return mode;
 }
 
@@ -106,17 +135,15 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   }
   for (int d = 0; d < c.input_dim; ++d) c.input_sizes[d] = input.size(d);
   for (int d = 0; d < c.weight_dim; ++d) c.weight_sizes[d] = weight.size(d);
-  const size_t len = stride.size();
-  if (len >= 1 && len <= 3 && padding.size() == len && dilation.size() == len &&
-      (output_padding.size() == len || output_padding.empty())) {
-    c.params_len = static_cast<int>(len);
-    for (size_t k = 0; k < len; ++k) {
-      c.stride[k] = stride[k];
-      c.padding[k] = padding[k];
-      c.dilation[k] = dilation[k];
-      c.output_padding[k] = output_padding.empty() ? 0 : output_padding[k];
-    }
-  }
+  const auto take = [](IntArrayRef given, std::array<int64_t, 3>* values) {
+    if (given.empty() || given.size() > values->size()) return 0;
+    std::copy(given.begin(), given.end(), values->begin());
+    return static_cast<int>(given.size());
+  };
+  c.stride_len = take(stride, &c.stride);
+  c.padding_len = take(padding, &c.padding);
+  c.dilation_len = take(dilation, &c.dilation);
+  c.output_padding_len = take(output_padding, &c.output_padding);
   c.transposed = transposed;
   c.groups = groups;
   const bool with_bias = bias != nullptr && bias->defined();
@@ -128,11 +155,14 @@ ConvCall describe(const Tensor& input, const Tensor& weight, const Tensor* bias,
   c.bias_dim = with_bias ? static_cast<int>(bias->dim()) : 0;
   c.bias_numel = with_bias ? bias->numel() : 0;
   // Every CUDA convolution comes through here: the layouts (a stride scan each) are worked
-  // out only where the rule reads them, depthwise conv2d (conv1d is computed contiguous).
-  const bool depthwise_conv2d = c.input_dim == 4 && c.weight_dim == 4 && groups > 1 && groups == c.input_sizes[1];
-  if (depthwise_conv2d) {
+  // out only where the rule reads them, depthwise convolutions (of conv1d, the weight's 4-D view:
+  // upstream makes the input contiguous first).
+  const bool depthwise = c.input_dim == c.weight_dim && groups > 1 && groups == c.input_sizes[1];
+  if (depthwise && c.input_dim == 4) {
     c.input_layout = layout_of(input);
     c.weight_layout = layout_of(weight);
+  } else if (depthwise && c.input_dim == 3) {
+    c.weight_layout = layout_of(weight.unsqueeze(2));
   }
   // As upstream's use_cudnn: without cuDNN built in, its native kernel takes what cuDNN would.
   c.cudnn_enabled = at::globalContext().userEnabledCuDNN() && at::detail::getCUDAHooks().compiledWithCuDNN();
@@ -146,7 +176,7 @@ int gpu_arch_of(c10::DeviceIndex device) {
 }
 
 Route route_pass(const Problem& p, Pass pass, int gpu_arch) {
-  return route_of(p, pass, mode_on_gpu(current_mode().load(), gpu_arch, kMeasuredArch), kMeasuredPoints);
+  return route_of(p, pass, mode_on_gpu(current_mode().get(), gpu_arch, kMeasuredArch), kMeasuredPoints);
 }
 
 struct Geometry2d {
@@ -186,21 +216,26 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias(const Tensor& 
   return op.call(grad_output, input, weight, g.kernel, g.stride, g.padding, g.dilation, output_mask);
 }
 
-// cuDNN, called as upstream's Cudnn backend calls it (Convolution.cpp), with its benchmark and
-// deterministic flags; TF32 off: the calls routed here are those upstream computes in exact
-// float32 with its native depthwise kernel, and routing must not change their results.
+// cuDNN, called as upstream's Cudnn backend calls it (Convolution.cpp), with its benchmark flag.
+// The cuDNN route stands in for upstream's native depthwise kernel (in auto, it is taken only
+// where upstream runs that), which is deterministic and computes float32 exactly: so cuDNN is
+// asked for deterministic algorithms and no TF32 there. Where upstream itself would run cuDNN
+// (channels_last, in mode cudnn), it gets upstream's deterministic and TF32 settings.
 struct CudnnFlags {
   bool benchmark, deterministic, allow_tf32;
 };
 
-CudnnFlags cudnn_flags() {
+CudnnFlags cudnn_flags(const Problem& p) {
   auto& ctx = at::globalContext();
-  return {ctx.benchmarkCuDNN(), ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(), false};
+  const bool upstream_runs_cudnn = p.layout == Layout::ChannelsLast;
+  if (!upstream_runs_cudnn) return {ctx.benchmarkCuDNN(), true, false};
+  return {ctx.benchmarkCuDNN(), ctx.deterministicCuDNN() || ctx.deterministicAlgorithms(),
+          ctx.allowTF32CuDNN(at::Float32Op::CONV)};
 }
 
 Tensor cudnn_forward(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias, const Problem& p) {
   const auto g = geometry_of(p);
-  const auto flags = cudnn_flags();
+  const auto flags = cudnn_flags(p);
   Tensor output = at::cudnn_convolution(in_upstream_layout(input, p), as_4d(weight, p), g.padding, g.stride,
                                         g.dilation, p.channels, flags.benchmark, flags.deterministic, flags.allow_tf32);
   if (bias.has_value() && bias->defined()) output.add_(bias->reshape({1, -1, 1, 1}));
@@ -210,7 +245,7 @@ Tensor cudnn_forward(const Tensor& input, const Tensor& weight, const std::optio
 std::tuple<Tensor, Tensor> cudnn_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                           const Problem& p, std::array<bool, 2> output_mask) {
   const auto g = geometry_of(p);
-  const auto flags = cudnn_flags();
+  const auto flags = cudnn_flags(p);
   // The input copied only where the weight gradient reads it, as upstream does, but conv1d's always
   // (upstream makes it contiguous before its 4-D view, which fixes grad_input's layout).
   auto [grad_input, grad_weight] = cudnn_convolution_backward_stub(
@@ -238,11 +273,11 @@ void set_routing_op(const std::string& mode) {
   Mode parsed = Mode::Auto;
   TORCH_CHECK(parse_mode(mode.c_str(), &parsed), "dwconv routing must be auto, ours, cudnn or upstream, got '", mode,
               "'");
-  current_mode().store(parsed);
+  current_mode().set(parsed);
 }
 
 std::string routing_op() {
-  return mode_name(current_mode().load());
+  return mode_name(current_mode().get());
 }
 
 std::string routing_measured_on_op() {
@@ -262,7 +297,7 @@ std::string explain_routing_op(const Tensor& input, const Tensor& weight, const 
   const Eligibility verdict = depthwise_problem(call);
   if (!verdict.eligible) return std::string("not taken, upstream decides every pass: ") + verdict.reason;
   const Problem& p = verdict.problem;
-  const Mode mode = current_mode().load();
+  const Mode mode = current_mode().get();
   const bool on_gpu = input.is_cuda() || at::cuda::is_available();
   const int gpu_arch = on_gpu ? gpu_arch_of(input.is_cuda() ? input.device().index() : c10::cuda::current_device())
                               : kMeasuredArch;
@@ -294,8 +329,9 @@ Tensor routed_convolution_cuda(
   const Tensor* bias_ptr = bias.has_value() ? &*bias : nullptr;
   const auto verdict =
       depthwise_problem(describe(input, weight, bias_ptr, stride, padding, dilation, transposed, output_padding, groups));
-  const Route route =
-      verdict.eligible ? route_pass(verdict.problem, Pass::Forward, gpu_arch_of(input.device().index())) : Route::Upstream;
+  const Route route = verdict.eligible && !at::tracer::impl::is_dispatch_enabled()
+                          ? route_pass(verdict.problem, Pass::Forward, gpu_arch_of(input.device().index()))
+                          : Route::Upstream;
   if (route == Route::Upstream) {
     return at::native::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
   }
@@ -322,7 +358,8 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
   const auto verdict = depthwise_problem(
       describe(input, weight, nullptr, stride, padding, dilation, transposed, output_padding, groups));
   const Problem& p = verdict.problem;
-  const bool eligible = verdict.eligible && grad_output_matches(grad_output, input, p);
+  const bool eligible =
+      verdict.eligible && grad_output_matches(grad_output, input, p) && !at::tracer::impl::is_dispatch_enabled();
   const int gpu_arch = eligible ? gpu_arch_of(input.device().index()) : 0;
   const Route input_route = eligible && output_mask[0] ? route_pass(p, Pass::BackwardInput, gpu_arch) : Route::Upstream;
   const Route weight_route =

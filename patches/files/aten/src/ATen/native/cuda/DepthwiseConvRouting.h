@@ -60,8 +60,9 @@ struct ConvCall {
   std::array<std::int64_t, 5> input_sizes{};
   int weight_dim = 0;
   std::array<std::int64_t, 5> weight_sizes{};
-  // The convolution's parameter lists as given: 1 element, or one per spatial dim.
-  int params_len = 0;
+  // The convolution's parameter lists as given, each 1 element (broadcast, as upstream expands it)
+  // or one per spatial dim; a length of 0 or over 3 is held as 0 (upstream reports it).
+  int stride_len = 0, padding_len = 0, dilation_len = 0, output_padding_len = 0;
   std::array<std::int64_t, 3> stride{}, padding{}, dilation{}, output_padding{};
   bool transposed = false;
   std::int64_t groups = 1;
@@ -71,7 +72,8 @@ struct ConvCall {
   bool has_bias = false;
   int bias_dim = 0;
   std::int64_t bias_numel = 0;
-  // The suggested memory formats of a conv2d's input and weight (conv1d: not read).
+  // The suggested memory formats of a conv2d's input and weight; of conv1d's, those of their 4-D
+  // views (upstream makes conv1d's input contiguous, so only its weight's is read).
   Layout input_layout = Layout::Contiguous;
   Layout weight_layout = Layout::Contiguous;
   bool cudnn_enabled = true;  // torch.backends.cudnn.enabled, in a torch built with cuDNN
@@ -101,8 +103,14 @@ inline Eligibility refuse(const char* reason) {
 }
 
 // The k-th of a parameter list (one element broadcasts, as upstream expands it).
-inline std::int64_t param(const std::array<std::int64_t, 3>& values, int params_len, int k) {
-  return params_len == 1 ? values[0] : values[k];
+inline std::int64_t param(const std::array<std::int64_t, 3>& values, int len, int k) {
+  return len == 1 ? values[0] : values[k];
+}
+
+// Upstream expands a list of one value to every spatial dim and takes one of that many as it is;
+// any other length it refuses (expand_param_if_needed), so such a call is left to it.
+inline bool expandable(int len, int spatial) {
+  return len == 1 || len == spatial;
 }
 
 inline bool fits(std::int64_t v, std::int64_t lo) {
@@ -110,9 +118,10 @@ inline bool fits(std::int64_t v, std::int64_t lo) {
 }
 
 // The layout upstream computes a depthwise call in, and so returns it in: conv1d's input is
-// made contiguous before its 4-D view (so a transposed (N, L, C) input is copied), float64
-// never goes channels_last (cuDNN's suggestion excludes it), and otherwise channels_last when
-// the input or the weight suggests it (cuDNN's rule, which takes every such call).
+// made contiguous before its 4-D view (so a transposed (N, L, C) input is copied; a conv1d whose
+// weight's 4-D view suggests channels_last is left to upstream), float64 never goes channels_last
+// (cuDNN's suggestion excludes it), and otherwise channels_last when the input or the weight
+// suggests it (cuDNN's rule, which takes every such call).
 inline Layout upstream_layout(const ConvCall& c) {
   if (c.input_dim == 3 || c.dtype == DType::Float64) return Layout::Contiguous;
   return c.input_layout == Layout::ChannelsLast || c.weight_layout == Layout::ChannelsLast ? Layout::ChannelsLast
@@ -142,7 +151,13 @@ inline Eligibility depthwise_problem(const ConvCall& c) {
   for (int d = 0; d < c.input_dim; ++d) {
     if (c.input_sizes[d] <= 0) return refuse("an empty input (upstream handles it)");
   }
-  if (c.params_len != 1 && c.params_len != spatial) return refuse("parameter lists of another length");
+  if (!detail::expandable(c.stride_len, spatial) || !detail::expandable(c.padding_len, spatial) ||
+      !detail::expandable(c.dilation_len, spatial) || !detail::expandable(c.output_padding_len, spatial)) {
+    return refuse("a parameter list of neither one value nor one per spatial dim (upstream reports it)");
+  }
+  if (conv1d && c.weight_layout == Layout::ChannelsLast && c.dtype != DType::Float64) {
+    return refuse("a conv1d weight whose 4-D view suggests channels_last (upstream computes it in channels_last)");
+  }
   Problem p{};
   p.conv1d = conv1d;
   p.batch = c.input_sizes[0];
@@ -155,10 +170,10 @@ inline Eligibility depthwise_problem(const ConvCall& c) {
   std::int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
   for (int k = 0; k < spatial; ++k) {
     const int d = conv1d ? 1 : k;
-    stride[d] = detail::param(c.stride, c.params_len, k);
-    padding[d] = detail::param(c.padding, c.params_len, k);
-    dilation[d] = detail::param(c.dilation, c.params_len, k);
-    if (detail::param(c.output_padding, c.params_len, k) != 0) return refuse("a non-zero output_padding");
+    stride[d] = detail::param(c.stride, c.stride_len, k);
+    padding[d] = detail::param(c.padding, c.padding_len, k);
+    dilation[d] = detail::param(c.dilation, c.dilation_len, k);
+    if (detail::param(c.output_padding, c.output_padding_len, k) != 0) return refuse("a non-zero output_padding");
   }
   for (int d = 0; d < 2; ++d) {
     if (!detail::fits(kernel[d], 1) || !detail::fits(stride[d], 1) || !detail::fits(padding[d], 0) ||
