@@ -58,9 +58,12 @@ sys.path.insert(0, {repo!r})
 from build_scripts.bench.variants import Overlay
 overlay = Overlay(dwconv_overlay)
 def state():
-    return dwconv_overlay.enabled(), dwconv_overlay.disabled_kernels(), dwconv_overlay.routing()
+    cudnn = torch.backends.cudnn
+    return (dwconv_overlay.enabled(), dwconv_overlay.disabled_kernels(), dwconv_overlay.routing(),
+            "cudnn" + "".join(f" {{flag}}={{int(getattr(cudnn, flag))}}" for flag in ("enabled", "allow_tf32",
+                                                                                   "deterministic")))
 dwconv_overlay.set_routing("upstream")
-for name in ("stock", "ours", "ours-without-row", "routed"):
+for name in ("stock", "ours", "ours-without-row", "routed", "native", "cudnn"):
     with overlay.variant(name):
         print(name, *state())
 print("after", *state())
@@ -118,9 +121,14 @@ def test_the_environment_sets_the_starting_kernel_paths(overlay_probe):
 
 
 def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
+    defaults = "cudnn enabled=1 allow_tf32=1 deterministic=0"
     assert overlay_probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT))) == [
-        "stock False [] upstream", "ours True [] upstream", "ours-without-row True ['row'] upstream",
-        "routed True [] auto", "after True [] upstream"]
+        f"stock False [] upstream {defaults}", f"ours True [] upstream {defaults}",
+        f"ours-without-row True ['row'] upstream {defaults}", f"routed True [] auto {defaults}",
+        "native False [] upstream cudnn enabled=0 allow_tf32=1 deterministic=0",
+        # cuDNN as the routing runs it where it stands in for the native kernel
+        "cudnn False [] upstream cudnn enabled=1 allow_tf32=0 deterministic=1",
+        f"after True [] upstream {defaults}"]
 
 
 # Asked about with meta tensors: no GPU, no memory.

@@ -239,9 +239,8 @@ class Overlay:
     def variant(self, name: str):
         enabled = name in ("ours", "routed") or switched_off_path(name) is not None
         (self.module.enable if enabled else self.module.disable)()
-        cudnn = {"native": lambda: torch.backends.cudnn.flags(enabled=False),
-                 "cudnn": lambda: cudnn_settings(allow_tf32=False, deterministic=True)}.get(
-            name, contextlib.nullcontext)()
+        cudnn = cudnn_settings(**{"native": {"enabled": False},
+                                  "cudnn": {"allow_tf32": False, "deterministic": True}}.get(name, {}))
         previous = self.module.routing()
         if name == "routed":
             self.module.set_routing("auto")
