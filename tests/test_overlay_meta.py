@@ -47,6 +47,22 @@ out = {
     "forward bias": error(lambda: forward(x, w, [3, 3], meta(6), *s2[1:])),
     "forward 3-D input": error(lambda: forward(meta(6, 9, 11), w, [3, 3], None, *s2[1:])),
     "forward empty output": error(lambda: forward(x, meta(12, 1, 13, 3), [13, 3], None, [1, 1], [1, 1], [1, 1])),
+    "forward zero kernel": error(lambda: forward(x, meta(12, 1, 0, 3), [0, 3], None, [1, 1], [1, 1], [1, 1])),
+    "forward huge padding": error(lambda: forward(x, w, [3, 3], None, [1, 1], [2 ** 32 + 1, 1], [1, 1])),
+    "forward int64": error(lambda: forward(x.long(), w.long(), [3, 3], None, *s2[1:])),
+    "backward int64": error(lambda: op2d(go.long(), x.long(), w.long(), *s2, [True, True])),
+    "weight gradient int64": error(lambda: op2d(go.long(), x.long(), w.long(), *s2, [False, True])),
+    "3d wrong kernel_size": error(lambda: op3d(meta(2, 4, 5, 6, 7), meta(2, 4, 5, 6, 7), meta(4, 1, 3, 3, 3),
+                                              [3, 3, 5], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "3d wrong grad_output": error(lambda: op3d(meta(2, 4, 5, 6, 6), meta(2, 4, 5, 6, 7), meta(4, 1, 3, 3, 3),
+                                               [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "3d 4-D grad_output": error(lambda: op3d(meta(2, 4, 5, 6), meta(2, 4, 5, 6, 7), meta(4, 1, 3, 3, 3),
+                                             [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "3d out_channels": error(lambda: op3d(meta(2, 6, 5, 6, 7), meta(2, 4, 5, 6, 7), meta(6, 1, 3, 3, 3),
+                                          [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "3d int64": error(lambda: op3d(meta(2, 4, 5, 6, 7, dtype=torch.int64), meta(2, 4, 5, 6, 7, dtype=torch.int64),
+                                   meta(4, 1, 3, 3, 3, dtype=torch.int64), [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1],
+                                   [True, True])),
 }
 
 def both(go, x, w):
@@ -115,3 +131,25 @@ def test_the_forward_op_takes_the_cuda_kernels_layout_and_checks(meta):
 
 def test_a_training_step_through_the_forward_ops_derivative_traces_symbolically(meta):
     assert meta["step ops"] == ["aten._conv_depthwise2d.default", "aten._conv_depthwise2d_backward.default"]
+
+
+def test_what_the_kernels_cannot_hold_is_refused_by_name(meta):
+    """A kernel dimension of 0 (which computed an output larger than its input) and geometry past int
+    (which the kernels would have truncated) are refused, as are dtypes the kernels are not compiled
+    for, in the words of the CUDA kernels' dispatch (the input gradient's first, as ours runs it)."""
+    assert meta["forward zero kernel"] == "conv_depthwise2d: kernel_size must be positive, got [0, 3]"
+    assert meta["forward huge padding"] == ("conv_depthwise2d: kernel_size, stride, padding and dilation must each be "
+                                            "at most 2147483647, got [3, 3], [1, 1], [4294967297, 1], [1, 1]")
+    assert meta["forward int64"] == "\"conv_depthwise2d_forward_cuda\" not implemented for 'Long'"
+    assert meta["backward int64"] == "\"conv_depthwise2d_backward_cuda\" not implemented for 'Long'"
+    assert meta["weight gradient int64"] == "\"conv_depthwise2d_grad_weight_cuda\" not implemented for 'Long'"
+
+
+def test_the_3d_backward_makes_upstreams_checks(meta):
+    """Its CUDA kernel is upstream's 3D stub (DepthwiseConv3d.cu), so its Meta kernel says what that says."""
+    assert meta["3d wrong kernel_size"] == "kernel size and weight size mismatch, got [3, 3, 5] and [4, 1, 3, 3, 3]"
+    assert meta["3d wrong grad_output"] == "Expect grad_output to be of same shape as output, got 6 and 7 at dimension 4"
+    assert meta["3d 4-D grad_output"] == "Expect grad_output to be 5D, got 4D."
+    assert meta["3d out_channels"] == "Depthwise out channels should be a multiple of in channels, got 6 and 4"
+    assert meta["3d int64"] == "\"conv_depthwise3d\" not implemented for 'Long'"
+

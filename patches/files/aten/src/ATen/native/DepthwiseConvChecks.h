@@ -8,6 +8,8 @@
 #include <ATen/native/ConvUtils.h>
 #include <c10/util/Exception.h>
 
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -34,6 +36,17 @@ bool all_at_least(ArrayRef<T> values, int64_t least) {
   return true;
 }
 
+template <typename T>
+bool all_at_most(ArrayRef<T> values, int64_t most) {
+  for (const auto& v : values) {
+    if (v > most) return false;
+  }
+  return true;
+}
+
+// The kernels hold a convolution's geometry in int.
+constexpr int64_t kMaxGeometry = std::numeric_limits<int32_t>::max();
+
 // The checks of the arguments and of input and weight, then the output's sizes, which must not be
 // empty. The device is the caller's to check.
 template <typename T>
@@ -50,9 +63,14 @@ std::vector<T> checked_output_sizes(const char* name, int64_t spatial_dims, cons
               spatial_dims == 2 ? "kH, kW" : "kT, kH, kW", "), got ", weight_sizes);
   TORCH_CHECK(kernel_size == weight_sizes.slice(2), name, ": kernel_size ", kernel_size, " does not match the weight's ",
               weight_sizes);
+  TORCH_CHECK(all_at_least(kernel_size, 1), name, ": kernel_size must be positive, got ", kernel_size);
   TORCH_CHECK(all_at_least(stride, 1), name, ": stride must be positive, got ", stride);
   TORCH_CHECK(all_at_least(dilation, 1), name, ": dilation must be positive, got ", dilation);
   TORCH_CHECK(all_at_least(padding, 0), name, ": padding must be non-negative, got ", padding);
+  TORCH_CHECK(all_at_most(kernel_size, kMaxGeometry) && all_at_most(stride, kMaxGeometry) &&
+                  all_at_most(padding, kMaxGeometry) && all_at_most(dilation, kMaxGeometry),
+              name, ": kernel_size, stride, padding and dilation must each be at most ", kMaxGeometry, ", got ",
+              kernel_size, ", ", stride, ", ", padding, ", ", dilation);
   TORCH_CHECK(input.dim() == spatial_dims + 2, name, ": expected a ", spatial_dims + 2, "-D input ",
               spatial_dims == 2 ? "(N, C, H, W)" : "(N, C, T, H, W)", ", got ", input.dim(), "-D");
   TORCH_CHECK(input_sizes[1] > 0 && weight_sizes[0] >= input_sizes[1] && weight_sizes[0] % input_sizes[1] == 0, name,
@@ -84,6 +102,15 @@ void check_grad_output(const char* name, const Tensor& grad_output, const Tensor
               " but grad_output is ", grad_output.scalar_type());
   TORCH_CHECK(sizes_of<T>(grad_output) == ArrayRef<T>(output_sizes), name, "_backward: grad_output has shape ",
               sizes_of<T>(grad_output), " but the convolution's output has shape ", ArrayRef<T>(output_sizes));
+}
+
+// The dtypes the kernels are compiled for (AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16)), refused
+// in the words of that dispatch (`dispatch_name` is the kernel's) for the Meta kernels to say what
+// the CUDA kernels say.
+inline void check_dtype(const char* dispatch_name, const Tensor& t) {
+  const auto dtype = t.scalar_type();
+  TORCH_CHECK(dtype == kDouble || dtype == kFloat || dtype == kHalf || dtype == kBFloat16, '"', dispatch_name,
+              "\" not implemented for '", c10::toString(dtype), "'");
 }
 
 // The 2D kernels' layout, which their output and grad_input take: channels_last where the input

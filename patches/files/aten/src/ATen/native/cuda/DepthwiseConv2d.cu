@@ -347,6 +347,10 @@ Tensor& conv_depthwise2d_cuda_out(
     IntArrayRef dilation,
     Tensor& out) {
   const auto out_sizes = checked_output_sizes(input, weight, kernel_size, stride, padding, dilation);
+  // As upstream's kernel refuses it (in its accessor's words): an out of another dtype would
+  // otherwise take the result through a copy that casts it.
+  TORCH_CHECK(out.scalar_type() == input.scalar_type(), "expected scalar type ", input.scalar_type(), " but found ",
+              out.scalar_type());
   return forward_out(input, weight, bias, conv2d_args(kernel_size, stride, padding, dilation), out_sizes, out);
 }
 
@@ -423,6 +427,10 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     std::array<bool, 2> output_mask) {
   auto [grad_input, grad_weight, grad_bias] = depthwise2d_backward_with_bias_cuda(
       grad_output, self, weight, kernel_size, stride, padding, dilation, {output_mask[0], output_mask[1], false});
+  // The stub's caller is upstream's convolution_backward (cuDNN off, or no cuDNN), which hands it a
+  // channels_last input as it is and returns grad_input as the stub gives it: upstream's stub gives
+  // it contiguous (it computes from grad_output made contiguous), and so does ours, one copy either way.
+  if (grad_input.defined()) grad_input = grad_input.contiguous();
   return std::make_tuple(std::move(grad_input), std::move(grad_weight));
 }
 

@@ -2,12 +2,14 @@
 // (native_functions_overrides/native_functions/depthwise_backward.yaml), and the operator
 // dwconv::conv_depthwise2d_backward with its CUDA kernel.
 //
-// Upstream reaches the depthwise backward kernels only through DispatchStubs. These ops
-// run the very same stubs that convolution_backward runs, so an op call and a
-// convolution backward always run the same kernel, whichever is registered with the stub
-// (the patch set's in a patched build or while the overlay is enabled).
-// The stubs check their arguments; the bias gradient is not theirs to compute (it is
-// grad_output summed over every dimension but the channels, see derivatives/depthwise.yaml).
+// Upstream reaches the depthwise backward kernels only through DispatchStubs. The 3D op runs
+// the stub convolution_backward runs (upstream's 3D kernel); the 2D op runs the patch set's 2D
+// backward (which is what the 2D stub runs too, in a patched build or while the overlay is
+// enabled) in the input's layout: a channels_last input gets a channels_last grad_input with no
+// copy, as _conv_depthwise2d gives a channels_last output (the stub, for upstream's callers, gives
+// upstream's contiguous grad_input). Both check their arguments; the bias gradient is not theirs
+// to compute (it is grad_output summed over every dimension but the channels, see
+// derivatives/depthwise.yaml).
 //
 // dwconv::conv_depthwise2d_backward is the 2D backward with the bias gradient as well
 // (output_mask[2]), summed by the weight-gradient kernel as it reads grad_output, so a training
@@ -43,8 +45,9 @@ std::tuple<Tensor, Tensor> _conv_depthwise2d_backward_cuda(
     IntArrayRef padding,
     IntArrayRef dilation,
     std::array<bool, 2> output_mask) {
-  return conv_depthwise2d_backward_stub(
-      kCUDA, grad_output, self, weight, kernel_size, stride, padding, dilation, output_mask);
+  auto [grad_input, grad_weight, grad_bias] = dwconv::depthwise2d_backward_with_bias_cuda(
+      grad_output, self, weight, kernel_size, stride, padding, dilation, {output_mask[0], output_mask[1], false});
+  return std::make_tuple(std::move(grad_input), std::move(grad_weight));
 }
 
 std::tuple<Tensor, Tensor> _conv_depthwise3d_backward_cuda(
