@@ -169,13 +169,7 @@ class TestRouting(TestCase):
         grad = torch.randn(16, 96, 56, 56, device="cuda", dtype=torch.bfloat16).contiguous(
             memory_format=torch.channels_last)
         with routing("ours"), DeterministicGuard(True):
-            grads = []
-            for _ in range(3):
-                module.weight.grad = None
-                module(x).backward(grad)
-                grads.append(module.weight.grad.clone())
-        for g in grads[1:]:
-            self.assertTrue(torch.equal(g, grads[0]))
+            self.assert_weight_gradients_repeat(module, x, grad)
 
     def test_the_cudnn_route_gives_the_same_bits_every_run_as_stock_does(self):
         """Where the cuDNN route stands in for upstream's native kernel (fp32 NCHW), stock's weight
@@ -186,11 +180,15 @@ class TestRouting(TestCase):
         grad = torch.randn(32, 96, 56, 56, device="cuda")
         with routing("cudnn"):
             self.assertIn("aten::cudnn_convolution", op_names(lambda: train_step(module, x)))
-            grads = []
-            for _ in range(3):
-                module.weight.grad = None
-                module(x).backward(grad)
-                grads.append(module.weight.grad.clone())
+            self.assert_weight_gradients_repeat(module, x, grad)
+
+    def assert_weight_gradients_repeat(self, module, x, grad, runs=3):
+        """The weight gradient of `runs` backward passes, bit for bit the same."""
+        grads = []
+        for _ in range(runs):
+            module.weight.grad = None
+            module(x).backward(grad)
+            grads.append(module.weight.grad.clone())
         for g in grads[1:]:
             self.assertTrue(torch.equal(g, grads[0]))
 
