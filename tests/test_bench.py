@@ -258,6 +258,19 @@ def test_write_report_draws_the_plots(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
+def test_reports_of_two_methods_do_not_merge(tmp_path):
+    """The bench of 2026-11-25 on checks at each problem's own batch and times cuDNN without TF32:
+    its numbers and 11-22's are not one table."""
+    old, new = synthetic_report(), synthetic_report()
+    old["settings"] = {**old["settings"], "check_batch": 2, "cudnn_allow_tf32": True}
+    new["settings"] = {**new["settings"], "check_batch": "problem", "cudnn_allow_tf32": False,
+                       "cudnn_deterministic": True, "l2_multiple": 3}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    with pytest.raises(ValueError, match="new.json was measured as .*'check_batch': 'problem'.*numbers of two methods"):
+        load([tmp_path / "old.json", tmp_path / "new.json"])
+
+
 def test_reports_of_one_run_merge_and_of_two_devices_do_not(tmp_path):
     a, b = synthetic_report(), synthetic_report()
     a["rows"], b["rows"] = a["rows"][:10], b["rows"][10:20]

@@ -53,6 +53,7 @@ SAMPLE = details_csv([
      "", "3.21"),
     (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("barrier"), "", "0.4"),
     (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("wait"), "", "1.07"),
+    (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("selected"), "", "4"),
     (1, FINISH_KERNEL, "(256, 1, 1)", "(24, 1, 1)", SOL, "Duration", "ns", "2,150"),
 ])
 
@@ -129,7 +130,7 @@ def test_the_markdown_has_a_line_a_kernel():
                         "occupancy % | registers | cycles/issue | top stalls (cycles/issue) |")
     assert lines[4] == ("| Mamba conv1d 1536 L=2048 b8 bfloat16 contiguous | backward_weight | "
                         "`grad_weight_row_kernel<BFloat16, int, 4>` | (1536, 4, 1) | (256, 1, 1) | 61,234 ns | "
-                        "1,755,000,000 | 55.1 | 57.3 |  | 71.9 | 48 |  | long_scoreboard 3.2, wait 1.1 |")
+                        "1755 | 55.1 | 57.3 |  | 71.9 | 48 |  | long_scoreboard 3.2, wait 1.1 |")
     assert len(lines) == 6
 
 
@@ -187,6 +188,16 @@ def test_a_target_whose_process_fails_is_recorded_with_its_traceback_and_the_res
     assert "OutOfMemoryError" in (tmp_path / "out" / "profile-1.log").read_text()
 
 
+def test_the_profiled_processs_own_words_do_not_stop_the_run(tmp_path):
+    """Only ncu's own ==ERROR== lines decide that ncu failed: a traceback that happens to say "not
+    supported" is the target's failure, and the next target runs."""
+    crash = stand_in_ncu(tmp_path, "==ERROR== The application returned an error code (1).\n", exit_code=1,
+                         stderr="RuntimeError: CUDA error: operation not supported\n", fail_from=1)
+    with pytest.raises(HarnessError, match="operation not supported"):
+        run_profile(tmp_path / "out", ["Mamba conv1d"], ["backward_weight"], r"1536 L=2048 b8", ncu=crash)
+    assert len((tmp_path / "calls.txt").read_text().splitlines()) == 2
+
+
 def test_a_target_that_profiles_no_kernel_of_ours_is_an_error_not_an_empty_table(tmp_path):
     with pytest.raises(HarnessError, match=r"no kernel of ours was profiled; ==WARNING== No kernels were profiled."):
         run_profile(tmp_path / "out", ["Mamba conv1d"], ["backward_weight"], r"1536 L=2048 b8 bfloat16 contiguous",
@@ -213,5 +224,6 @@ def test_no_target_is_begun_that_would_end_past_the_limit(tmp_path):
 
 
 def test_no_ncu_is_an_error_that_says_how_to_name_it(tmp_path):
-    with pytest.raises(HarnessError, match=r"Nsight Compute's `/nowhere/ncu` is not on PATH \(set NCU="):
+    with pytest.raises(HarnessError, match=r"Nsight Compute's `/nowhere/ncu` is not on PATH, in /usr/local/cuda/bin "
+                                           r"or in /opt/nvidia/nsight-compute/<version> \(set NCU="):
         run_profile(tmp_path, ["Mamba conv1d"], ["backward_weight"], "", ncu="/nowhere/ncu")

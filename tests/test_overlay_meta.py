@@ -25,7 +25,7 @@ def error(fn):
     try:
         fn()
     except RuntimeError as err:
-        return str(err).splitlines()[0]
+        return (type(err).__name__ + ": " if isinstance(err, NotImplementedError) else "") + str(err).splitlines()[0]
 
 x, w, go = meta(2, 6, 9, 11), meta(12, 1, 3, 3), meta(2, 12, 5, 6)
 x_cl = meta(2, 6, 9, 11, fmt=torch.channels_last)
@@ -60,6 +60,11 @@ out = {
                                              [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
     "3d out_channels": error(lambda: op3d(meta(2, 6, 5, 6, 7), meta(2, 4, 5, 6, 7), meta(6, 1, 3, 3, 3),
                                           [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "empty batch int64": described(forward(meta(0, 6, 9, 11, dtype=torch.int64), w.long(), [3, 3], None, *s2[1:])),
+    "3d no channels": error(lambda: op3d(meta(2, 0, 5, 6, 7), meta(2, 0, 5, 6, 7), meta(0, 1, 3, 3, 3),
+                                         [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [True, True])),
+    "dilated span": error(lambda: forward(meta(1, 6, 1, 1), meta(6, 1, 3, 1), [3, 1], None, [1, 1],
+                                          [2 ** 30, 0], [2 ** 30, 1])),
     "3d int64": error(lambda: op3d(meta(2, 4, 5, 6, 7, dtype=torch.int64), meta(2, 4, 5, 6, 7, dtype=torch.int64),
                                    meta(4, 1, 3, 3, 3, dtype=torch.int64), [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1],
                                    [True, True])),
@@ -140,9 +145,15 @@ def test_what_the_kernels_cannot_hold_is_refused_by_name(meta):
     assert meta["forward zero kernel"] == "conv_depthwise2d: kernel_size must be positive, got [0, 3]"
     assert meta["forward huge padding"] == ("conv_depthwise2d: kernel_size, stride, padding and dilation must each be "
                                             "at most 2147483647, got [3, 3], [1, 1], [4294967297, 1], [1, 1]")
-    assert meta["forward int64"] == "\"conv_depthwise2d_forward_cuda\" not implemented for 'Long'"
-    assert meta["backward int64"] == "\"conv_depthwise2d_backward_cuda\" not implemented for 'Long'"
-    assert meta["weight gradient int64"] == "\"conv_depthwise2d_grad_weight_cuda\" not implemented for 'Long'"
+    assert meta["forward int64"] == "NotImplementedError: \"conv_depthwise2d_forward_cuda\" not implemented for 'Long'"
+    assert meta["backward int64"] == "NotImplementedError: \"conv_depthwise2d_backward_cuda\" not implemented for 'Long'"
+    assert meta["weight gradient int64"] == ("NotImplementedError: \"conv_depthwise2d_grad_weight_cuda\" not "
+                                             "implemented for 'Long'")
+    # an empty batch reaches no dispatch in the CUDA kernels: nothing to refuse
+    assert meta["empty batch int64"] == [[0, 12, 5, 6], [360, 30, 6, 1], "torch.int64"]
+    # each value fits int, the span they make does not
+    assert meta["dilated span"].startswith("conv_depthwise2d: the dilated kernel [3, 1] x [1073741824, 1] or the "
+                                           "padded input [1, 6, 1, 1] + 2 x [1073741824, 0] spans more than 2147483647")
 
 
 def test_the_3d_backward_makes_upstreams_checks(meta):
@@ -151,5 +162,7 @@ def test_the_3d_backward_makes_upstreams_checks(meta):
     assert meta["3d wrong grad_output"] == "Expect grad_output to be of same shape as output, got 6 and 7 at dimension 4"
     assert meta["3d 4-D grad_output"] == "Expect grad_output to be 5D, got 4D."
     assert meta["3d out_channels"] == "Depthwise out channels should be a multiple of in channels, got 6 and 4"
-    assert meta["3d int64"] == "\"conv_depthwise3d\" not implemented for 'Long'"
+    assert meta["3d int64"] == "NotImplementedError: \"conv_depthwise3d\" not implemented for 'Long'"
+    # no channels: an error, where upstream's check divides by zero
+    assert meta["3d no channels"] == "Depthwise out channels should be a multiple of in channels, got 0 and 0"
 

@@ -60,9 +60,11 @@ overlay = Overlay(dwconv_overlay)
 def state():
     cudnn = torch.backends.cudnn
     return (dwconv_overlay.enabled(), dwconv_overlay.disabled_kernels(), dwconv_overlay.routing(),
-            "cudnn" + "".join(f" {{flag}}={{int(getattr(cudnn, flag))}}" for flag in ("enabled", "allow_tf32",
-                                                                                   "deterministic")))
+            "cudnn" + "".join(f" {{flag}}={{int(getattr(cudnn, flag))}}" for flag in ("enabled", "benchmark",
+                                                                                   "allow_tf32", "deterministic")))
 dwconv_overlay.set_routing("upstream")
+torch.backends.cudnn.benchmark = True  # not torch's defaults: a variant must leave what it does not set
+torch.backends.cudnn.allow_tf32 = False
 for name in ("stock", "ours", "ours-without-row", "routed", "native", "cudnn"):
     with overlay.variant(name):
         print(name, *state())
@@ -121,14 +123,14 @@ def test_the_environment_sets_the_starting_kernel_paths(overlay_probe):
 
 
 def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
-    defaults = "cudnn enabled=1 allow_tf32=1 deterministic=0"
+    before = "cudnn enabled=1 benchmark=1 allow_tf32=0 deterministic=0"
     assert overlay_probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT))) == [
-        f"stock False [] upstream {defaults}", f"ours True [] upstream {defaults}",
-        f"ours-without-row True ['row'] upstream {defaults}", f"routed True [] auto {defaults}",
-        "native False [] upstream cudnn enabled=0 allow_tf32=1 deterministic=0",
+        f"stock False [] upstream {before}", f"ours True [] upstream {before}",
+        f"ours-without-row True ['row'] upstream {before}", f"routed True [] auto {before}",
+        "native False [] upstream cudnn enabled=0 benchmark=1 allow_tf32=0 deterministic=0",
         # cuDNN as the routing runs it where it stands in for the native kernel
-        "cudnn False [] upstream cudnn enabled=1 allow_tf32=0 deterministic=1",
-        f"after True [] upstream {defaults}"]
+        "cudnn False [] upstream cudnn enabled=1 benchmark=1 allow_tf32=0 deterministic=1",
+        f"after True [] upstream {before}"]
 
 
 # Asked about with meta tensors: no GPU, no memory.

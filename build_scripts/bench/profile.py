@@ -158,12 +158,22 @@ def top_stalls(kernel: dict, count: int = 2) -> str:
     """The reasons warps stalled most, with their cycles per issued instruction: "long_scoreboard 3.1"."""
     stalls = []
     for name, (value, _) in kernel["metrics"].items():
-        if name.startswith(STALL_PREFIX) and STALL_PER_ISSUE in name:
+        # "selected" is the cycle a warp issues in, not a stall
+        if name.startswith(STALL_PREFIX) and STALL_PER_ISSUE in name and "_selected" not in name:
             try:
                 stalls.append((float(value.replace(",", "")), name[len(STALL_PREFIX):name.index(STALL_PER_ISSUE)]))
             except ValueError:
                 continue
     return ", ".join(f"{reason} {cycles:.2g}" for cycles, reason in sorted(stalls, reverse=True)[:count])
+
+
+def megahertz(value: str, unit: str) -> str:
+    """A clock as ncu gives it in base units (hz, or cycle/second; thousands separated by commas) in MHz."""
+    try:
+        hertz = float(value.replace(",", ""))
+    except ValueError:
+        return f"{value} {unit}".strip()
+    return f"{hertz / 1e6:.0f}" if unit.lower() in ("hz", "cycle/second", "") else f"{value} {unit}"
 
 
 def markdown(rows: list[tuple[Target, dict]], header: str, failed: list[tuple[Target, str]] = ()) -> str:
@@ -173,8 +183,10 @@ def markdown(rows: list[tuple[Target, dict]], header: str, failed: list[tuple[Ta
         shown = []
         for _, section, name in SHOWN:
             value, unit = metric(kernel, section, name)
-            shown.append(f"{value} {unit}".strip() if unit and unit not in ("%", "register/thread", "hz", "Hz")
-                         else value)
+            if name == "SM Frequency":
+                shown.append(megahertz(value, unit))
+            else:
+                shown.append(f"{value} {unit}".strip() if unit and unit not in ("%", "register/thread") else value)
         out.append("| " + " | ".join([target.label, target.passname, f"`{short_name(kernel['kernel'])}`",
                                       kernel["grid"], kernel["block"], *shown, top_stalls(kernel)]) + " |")
     if failed:
@@ -188,22 +200,28 @@ def find_ncu(ncu: str) -> str | None:
     found = shutil.which(ncu)
     if found or ncu != "ncu":
         return found
-    candidates = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
+    def version(path: str) -> tuple:  # /opt/nvidia/nsight-compute/2025.10.1/ncu after 2025.9.0
+        return tuple(int(part) for part in re.findall(r"\d+", Path(path).parent.name))
+
+    candidates = ["/usr/local/cuda/bin/ncu",
+                  *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), key=version, reverse=True)]
     return next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
-def failure(proc: subprocess.CompletedProcess) -> str | None:
+def failure(proc: subprocess.CompletedProcess) -> tuple[str, bool] | None:
     """Why a target's ncu run gave nothing to read (None: it profiled our kernels): ncu's errors, and
-    the last lines the profiled process wrote to stderr (its traceback)."""
+    the last lines the profiled process wrote to stderr (its traceback); and whether ncu itself failed
+    (judged on ncu's own lines only), which no later target would escape."""
     lines = (proc.stdout + proc.stderr).splitlines()
     errors = [line for line in lines if line.startswith("==ERROR==")]
     if proc.returncode == 0 and not errors:
         if parse_details(proc.stdout):
             return None
         warnings = [line for line in lines if line.startswith("==WARNING==")]
-        return "; ".join(["no kernel of ours was profiled", *warnings])
+        return "; ".join(["no kernel of ours was profiled", *warnings]), False
     own = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("==")]
-    return "; ".join(errors + own[-10:]) or f"exit {proc.returncode}, no message"
+    reason = "; ".join(errors + own[-10:]) or f"exit {proc.returncode}, no message"
+    return reason, any(NCU_FATAL.search(line) for line in errors)
 
 
 def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match: str, ncu: str = "ncu",
@@ -212,7 +230,8 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
     found = targets(sets, passes, match)
     ncu_path = find_ncu(ncu)
     if ncu_path is None:
-        raise HarnessError(f"profile: Nsight Compute's `{ncu}` is not on PATH (set NCU=/path/to/ncu)")
+        raise HarnessError(f"profile: Nsight Compute's `{ncu}` is not on PATH, in /usr/local/cuda/bin or in "
+                           "/opt/nvidia/nsight-compute/<version> (set NCU=/path/to/ncu)")
     help_run = subprocess.run([ncu_path, "--help"], capture_output=True, text=True)
     version = subprocess.run([ncu_path, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     optional = optional_options(help_run.stdout)
@@ -236,12 +255,13 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
                                                  f"# stderr\n{proc.stderr}")
         raw.append(f"# {target.label} {target.passname}\n{proc.stdout}")
         (out_dir / "profile.csv").write_text("\n".join(raw))
-        reason = failure(proc)
-        if reason is not None:
+        failed_why = failure(proc)
+        if failed_why is not None:
+            reason, ncu_failed = failed_why
             failed.append((target, reason))
             print(f"[{n}/{len(found)}] {target.label} {target.passname}: error: {reason}", flush=True)
             report.write_text(markdown(rows, header, failed))
-            if NCU_FATAL.search(reason):
+            if ncu_failed:
                 raise HarnessError(f"profile: ncu failed on {target.label} {target.passname} "
                                    f"(exit {proc.returncode}): {reason}")
             continue

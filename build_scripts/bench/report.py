@@ -38,6 +38,15 @@ def problem_label(row: dict) -> str:
     return f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}"
 
 
+# What decides how a report's numbers were taken: reports that differ in it are not one run.
+METHOD_SETTINGS = ("check_batch", "cudnn_allow_tf32", "cudnn_deterministic", "l2_multiple")
+
+
+def method(report: dict) -> dict:
+    settings = report.get("settings", {})
+    return {key: settings.get(key) for key in METHOD_SETTINGS}
+
+
 def merge(reports: list[dict], names: list[str]) -> dict:
     """Reports of one card and torch as one (a bench cut short, then the sets it left, or a run of
     other variants): where two timed the same problem, pass and variant, the later stands; a cut
@@ -47,6 +56,9 @@ def merge(reports: list[dict], names: list[str]) -> dict:
         if (r["device"], r["torch"]) != (first["device"], first["torch"]):
             raise ValueError(f"{name} is from {r['device']}, torch {r['torch']}; {names[0]} from "
                              f"{first['device']}, torch {first['torch']}: not one run")
+        if method(r) != method(first):
+            raise ValueError(f"{name} was measured as {method(r)}, {names[0]} as {method(first)}: numbers of two "
+                             "methods do not make one table")
     rows: dict[tuple[str, str], dict] = {}
     for r in reports:
         for row in r["rows"]:
@@ -60,7 +72,7 @@ def merge(reports: list[dict], names: list[str]) -> dict:
     # the variants any of them timed, in order of first appearance: the tables show each
     merged["settings"] = {**first.get("settings", {}), "variants": list(dict.fromkeys(
         v for r in reports for v in r.get("settings", {}).get("variants", [])))}
-    merged["overlay_patchsets"] = list(dict.fromkeys(r.get("overlay_patchset", "") for r in reports))
+    merged["overlay_patchsets"] = list(dict.fromkeys(r["overlay_patchset"] for r in reports if r.get("overlay_patchset")))
     merged["commands"] = [r.get("command", "") for r in reports]
     merged["cut_short"] = [r["cut_short"] for i, r in enumerate(reports)
                            if "cut_short" in r and not any(problem_label(row) == r["cut_short"]["next"]

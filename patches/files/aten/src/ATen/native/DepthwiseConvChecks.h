@@ -78,6 +78,12 @@ std::vector<T> checked_output_sizes(const char* name, int64_t spatial_dims, cons
   TORCH_CHECK(input.scalar_type() == weight.scalar_type(), name, ": input is ", input.scalar_type(), " but weight is ",
               weight.scalar_type());
   TORCH_CHECK(all_at_least(input_sizes.slice(2), 1), name, ": empty spatial input ", input_sizes);
+  for (size_t d = 0; d < dims; ++d) {  // the spans the kernels work out in int
+    TORCH_CHECK((kernel_size[d] - 1) * dilation[d] + 1 <= kMaxGeometry &&
+                    input_sizes[d + 2] + padding[d] * 2 <= kMaxGeometry,
+                name, ": the dilated kernel ", kernel_size, " x ", dilation, " or the padded input ", input_sizes,
+                " + 2 x ", padding, " spans more than ", kMaxGeometry);
+  }
   std::vector<T> sizes = conv_output_size(input_sizes, weight_sizes, padding, stride, dilation);
   TORCH_CHECK(all_at_least(ArrayRef<T>(sizes).slice(2), 1), name, ": the output would be empty: input ", input_sizes,
               ", kernel ", kernel_size, ", stride ", stride, ", padding ", padding, ", dilation ", dilation, " give ",
@@ -105,12 +111,13 @@ void check_grad_output(const char* name, const Tensor& grad_output, const Tensor
 }
 
 // The dtypes the kernels are compiled for (AT_DISPATCH_FLOATING_TYPES_AND2(Half, BFloat16)), refused
-// in the words of that dispatch (`dispatch_name` is the kernel's) for the Meta kernels to say what
-// the CUDA kernels say.
-inline void check_dtype(const char* dispatch_name, const Tensor& t) {
+// as that dispatch refuses them (NotImplementedError, `dispatch_name` the kernel's), for the Meta
+// kernels to do what the CUDA kernels do: which reach no dispatch for an empty batch of `input`.
+inline void check_dtype(const char* dispatch_name, const Tensor& t, const Tensor& input) {
+  if (input.sym_size(0) == 0) return;
   const auto dtype = t.scalar_type();
-  TORCH_CHECK(dtype == kDouble || dtype == kFloat || dtype == kHalf || dtype == kBFloat16, '"', dispatch_name,
-              "\" not implemented for '", c10::toString(dtype), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype == kDouble || dtype == kFloat || dtype == kHalf || dtype == kBFloat16, '"',
+                              dispatch_name, "\" not implemented for '", c10::toString(dtype), "'");
 }
 
 // The 2D kernels' layout, which their output and grad_input take: channels_last where the input

@@ -56,7 +56,8 @@ void upstream_3d_checks(const Tensor& grad_output, const Tensor& input, const Te
               dim + 2, "D, got ", input.dim(), "D");
   TORCH_CHECK(weight.dim() == dim + 2, "Weight dimension should be ", dim + 2, "D, got ", weight.dim(), "D");
   TORCH_CHECK(weight.sym_size(1) == 1, "Depthwise weight should have in_channels=1, got ", weight.sym_size(1));
-  TORCH_CHECK(weight.sym_size(0) % input.sym_size(-dim - 1) == 0,
+  // (Upstream divides by zero here, a process-killing SIGFPE, for an input of no channels.)
+  TORCH_CHECK(input.sym_size(-dim - 1) != 0 && weight.sym_size(0) % input.sym_size(-dim - 1) == 0,
               "Depthwise out channels should be a multiple of in channels, got ", weight.sym_size(0), " and ",
               input.sym_size(-dim - 1));
   for (int64_t i = 0; i < dim; ++i) {
@@ -88,7 +89,7 @@ Tensor _conv_depthwise2d_meta_symint(
   const auto sizes = depthwise_checks::checked_output_sizes("conv_depthwise2d", 2, input, weight, kernel_size, stride,
                                                             padding, dilation);
   depthwise_checks::check_bias("conv_depthwise2d", input, weight, bias_opt);
-  depthwise_checks::check_dtype("conv_depthwise2d_forward_cuda", input);
+  depthwise_checks::check_dtype("conv_depthwise2d_forward_cuda", input, input);
   return at::empty_symint(sizes, input.options().memory_format(depthwise_checks::layout_2d(input)));
 }
 
@@ -107,7 +108,7 @@ std::tuple<Tensor, Tensor> _conv_depthwise2d_backward_meta_symint(
   // The CUDA kernel's dispatch that meets the dtype first: the input gradient's, else the weight's.
   if (output_mask[0] || output_mask[1]) {
     depthwise_checks::check_dtype(
-        output_mask[0] ? "conv_depthwise2d_backward_cuda" : "conv_depthwise2d_grad_weight_cuda", grad_output);
+        output_mask[0] ? "conv_depthwise2d_backward_cuda" : "conv_depthwise2d_grad_weight_cuda", grad_output, self);
   }
   return backward_outputs(grad_output, self, weight, output_mask, depthwise_checks::layout_2d(self));
 }
@@ -122,7 +123,7 @@ std::tuple<Tensor, Tensor> _conv_depthwise3d_backward_meta_symint(
     SymIntArrayRef dilation,
     std::array<bool, 2> output_mask) {
   upstream_3d_checks(grad_output, self, weight, kernel_size, stride, padding, dilation);
-  if (output_mask[0] || output_mask[1]) depthwise_checks::check_dtype("conv_depthwise3d", grad_output);
+  if (output_mask[0] || output_mask[1]) depthwise_checks::check_dtype("conv_depthwise3d", grad_output, self);
   return backward_outputs(grad_output, self, weight, output_mask, MemoryFormat::Contiguous);
 }
 

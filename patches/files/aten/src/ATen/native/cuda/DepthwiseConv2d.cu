@@ -369,8 +369,10 @@ Tensor conv_depthwise2d_cuda(
 }
 
 namespace dwconv {
+namespace {
 
-std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
+// The backward, computed in `layout` (the input's, unless given): its grad_input comes in it.
+std::tuple<Tensor, Tensor, Tensor> backward_in(
     const Tensor& grad_output_,
     const Tensor& self_,
     const Tensor& weight_,
@@ -378,7 +380,8 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
     IntArrayRef stride,
     IntArrayRef padding,
     IntArrayRef dilation,
-    std::array<bool, 3> output_mask) {
+    std::array<bool, 3> output_mask,
+    std::optional<MemoryFormat> compute_layout) {
   const auto out_sizes = checked_output_sizes(self_, weight_, kernel_size, stride, padding, dilation);
   // dwconv::conv_depthwise2d_backward is registered without the same-device check aten's generated
   // wrappers make: a grad_output elsewhere (the CPU) would reach the kernels as a host pointer.
@@ -389,7 +392,7 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
   const c10::cuda::CUDAGuard device_guard(self_.device());
   check_kernels_run_on(self_.device().index());
 
-  const auto layout = depthwise_checks::layout_2d(self_);
+  const auto layout = compute_layout.value_or(depthwise_checks::layout_2d(self_));
   const Tensor grad_output = grad_output_.contiguous(layout);
   const auto g = forward_geometry(self_, weight_, args, out_sizes);
 
@@ -416,6 +419,20 @@ std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
   return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
 }
 
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> depthwise2d_backward_with_bias_cuda(
+    const Tensor& grad_output,
+    const Tensor& self,
+    const Tensor& weight,
+    IntArrayRef kernel_size,
+    IntArrayRef stride,
+    IntArrayRef padding,
+    IntArrayRef dilation,
+    std::array<bool, 3> output_mask) {
+  return backward_in(grad_output, self, weight, kernel_size, stride, padding, dilation, output_mask, std::nullopt);
+}
+
 std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     const Tensor& grad_output,
     const Tensor& self,
@@ -425,12 +442,13 @@ std::tuple<Tensor, Tensor> depthwise2d_backward_cuda(
     IntArrayRef padding,
     IntArrayRef dilation,
     std::array<bool, 2> output_mask) {
-  auto [grad_input, grad_weight, grad_bias] = depthwise2d_backward_with_bias_cuda(
-      grad_output, self, weight, kernel_size, stride, padding, dilation, {output_mask[0], output_mask[1], false});
   // The stub's caller is upstream's convolution_backward (cuDNN off, or no cuDNN), which hands it a
-  // channels_last input as it is and returns grad_input as the stub gives it: upstream's stub gives
-  // it contiguous (it computes from grad_output made contiguous), and so does ours, one copy either way.
-  if (grad_input.defined()) grad_input = grad_input.contiguous();
+  // channels_last input as it is and returns grad_input as the stub gives it: upstream's stub computes
+  // in NCHW (grad_output made contiguous, the input too for the weight gradient) and gives grad_input
+  // contiguous, and so does ours, with the same copies.
+  auto [grad_input, grad_weight, grad_bias] =
+      backward_in(grad_output, self, weight, kernel_size, stride, padding, dilation,
+                  {output_mask[0], output_mask[1], false}, MemoryFormat::Contiguous);
   return std::make_tuple(std::move(grad_input), std::move(grad_weight));
 }
 

@@ -358,8 +358,8 @@ std::tuple<Tensor, Tensor, Tensor> routed_convolution_backward_cuda(
   const auto verdict = depthwise_problem(
       describe(input, weight, nullptr, stride, padding, dilation, transposed, output_padding, groups));
   const Problem& p = verdict.problem;
-  const bool eligible =
-      verdict.eligible && grad_output_matches(grad_output, input, p) && !at::tracer::impl::is_dispatch_enabled();
+  // (No tracer check: the tracer records convolution_backward itself and is off below it.)
+  const bool eligible = verdict.eligible && grad_output_matches(grad_output, input, p);
   const int gpu_arch = eligible ? gpu_arch_of(input.device().index()) : 0;
   const Route input_route = eligible && output_mask[0] ? route_pass(p, Pass::BackwardInput, gpu_arch) : Route::Upstream;
   const Route weight_route =
