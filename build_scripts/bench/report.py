@@ -38,6 +38,11 @@ def problem_label(row: dict) -> str:
     return f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}"
 
 
+def row_key(row: dict) -> tuple:
+    """A row's problem and pass: two reports' rows of one key are one measurement, the later standing."""
+    return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
+
+
 # What decides how a report's numbers were taken: reports that differ in it are not one run.
 METHOD_SETTINGS = ("check_batch", "cudnn_allow_tf32", "cudnn_deterministic", "l2_multiple")
 
@@ -62,7 +67,7 @@ def merge(reports: list[dict], names: list[str]) -> dict:
     rows: dict[tuple[str, str], dict] = {}
     for r in reports:
         for row in r["rows"]:
-            key = (problem_label(row), row["pass"])
+            key = row_key(row)
             earlier = rows.get(key, {})
             # per-variant fields (times, checks, graphs) keep the variants only the earlier run timed
             rows[key] = {**earlier, **row, **{k: {**earlier[k], **v} for k, v in row.items()
@@ -135,19 +140,16 @@ def activation_bytes(row: dict) -> int:
     return row["batch"] * row["channels"] * row["height"] * row["width"] * ELEMENT_BYTES[row["dtype"]]
 
 
-def row_key(row: dict) -> tuple:
-    return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
-
-
 def issue_rows() -> list[dict]:
     """A row (without times) for every problem and pass of the issue's sets: what each target is
     stated over, so that a report that timed part of it says so instead of judging the part."""
     return [problem_row(p, passname, 1.0) for p in problems(list(DEFAULT_SETS)) for passname in p.passes]
 
 
-def _judged(rows: list[dict], wanted, value) -> tuple[list[dict], int]:
-    """The rows a target wants that have a value (their times, checks passed), and how many it wants."""
-    expected = {row_key(r) for r in issue_rows() if wanted(r)}
+def _judged(rows: list[dict], stated_over: list[dict], wanted, value) -> tuple[list[dict], int]:
+    """The rows a target wants that have a value (their times, checks passed), and how many of the rows
+    it is stated over (issue_rows()) it wants."""
+    expected = {row_key(r) for r in stated_over if wanted(r)}
     return [r for r in rows if row_key(r) in expected and value(r) is not None], len(expected)
 
 
@@ -165,25 +167,28 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
     is judged only where every row it is stated over was timed, and its variant passed its check;
     otherwise it shows what was measured, and on how many of the rows."""
     rows = [r for r in rows if r["set"] in DEFAULT_SETS]
+    stated_over = issue_rows()
     out = []
     for dtype, layout in (("bfloat16", "channels_last"), ("float32", "contiguous")):
         for variant in ("ours", "routed"):
-            timed, expected = _judged(rows, lambda r: r["pass"] == "step" and r["set"] in GEOMEAN_SETS
-                                      and r["batch"] > 1 and (r["dtype"], r["layout"]) == (dtype, layout),
+            timed, expected = _judged(rows, stated_over,
+                                      lambda r: r["pass"] == "step" and r["set"] in GEOMEAN_SETS and r["batch"] > 1
+                                      and (r["dtype"], r["layout"]) == (dtype, layout),
                                       lambda r: speedup(r, variant, "stock"))
             g = geomean(speedup(r, variant, "stock") for r in timed)
             out.append((f"training-step geomean {variant} / stock ≥ 2×, {', '.join(GEOMEAN_SETS)}, "
                         f"{CONFIG_TITLES[(dtype, layout)]}",
                         f"{_fmt(g, '.2f')}× over {len(timed)} layers" + _coverage(timed, expected),
                         _verdict(timed, expected, g is not None and g >= 2)))
-    routed, expected = _judged(rows, lambda r: True, lambda r: speedup(r, "routed", "stock"))
+    routed, expected = _judged(rows, stated_over, lambda r: True, lambda r: speedup(r, "routed", "stock"))
     slower = [r for r in routed if speedup(r, "routed", "stock") < 1 - NOISE]
     worst = min((speedup(r, "routed", "stock") for r in slower), default=None)
     out.append(("every layer and pass routed at least as fast as stock",
                 f"{len(slower)} of {len(routed)} rows slower by over {NOISE:.0%}" + (f" (worst {worst:.2f}×)" if worst else "")
                 + _coverage(routed, expected), _verdict(routed, expected, not slower)))
     for passes, goal in ((("forward", "backward_input"), 0.75), (("backward_weight",), 0.60)):
-        big, expected = _judged(rows, lambda r: r["pass"] in passes and r["conv"] == "2d" and max(r["kernel"]) <= 7
+        big, expected = _judged(rows, stated_over,
+                                lambda r: r["pass"] in passes and r["conv"] == "2d" and max(r["kernel"]) <= 7
                                 and activation_bytes(r) >= LARGE_ACTIVATION_BYTES, floor_fraction)
         fractions = [floor_fraction(r) for r in big]
         met = sum(1 for f in fractions if f >= goal)
@@ -195,12 +200,12 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
                         f"; {compute_bound} of them out of reach on CUDA cores (their compute floor is over "
                         f"the floor / {goal:.0%})" if compute_bound else "") + _coverage(big, expected),
                     _verdict(big, expected, met == len(big))))
-    large, expected = _judged(rows, lambda r: r["set"] == "RepLKNet-31B" and r["batch"] > 1,
+    large, expected = _judged(rows, stated_over, lambda r: r["set"] == "RepLKNet-31B" and r["batch"] > 1,
                               lambda r: speedup(r, "ours", "stock"))
     low = min((speedup(r, "ours", "stock") for r in large), default=None)
     out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {_fmt(low, '.2f')}×" + _coverage(large, expected),
                 _verdict(large, expected, low is not None and low >= 2)))
-    conv1d, expected = _judged(rows, lambda r: r["conv"] == "1d", floor_fraction)
+    conv1d, expected = _judged(rows, stated_over, lambda r: r["conv"] == "1d", floor_fraction)
     high = max((1 / floor_fraction(r) for r in conv1d), default=None)
     out.append(("conv1d within 1.3× of the floor", f"worst {_fmt(high, '.2f')}× the floor" + _coverage(conv1d, expected),
                 _verdict(conv1d, expected, high is not None and high <= 1.3)))

@@ -27,6 +27,7 @@ import torch
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
 from .layers import DEFAULT_SETS, Problem, problems
+from .report import problem_label
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
 from .variants import (
@@ -190,7 +191,7 @@ def failed_checks(report: dict) -> list[str]:
     failed = {}
     for row in report["rows"]:
         for variant, result in row["check"].items():
-            label = f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}: {variant}"
+            label = f"{problem_label(row)}: {variant}"
             if not result["ok"]:
                 failed.setdefault(label, f"{label} ({result.get('failed') or result.get('error')})")
     return list(failed.values())
