@@ -25,6 +25,17 @@ def stock_kernels():
 
 
 @contextlib.contextmanager
+def routing(mode):
+    """Run the enclosed code with the overlay's routing set to mode, then the one before."""
+    previous = dwconv_overlay.routing()
+    dwconv_overlay.set_routing(mode)
+    try:
+        yield
+    finally:
+        dwconv_overlay.set_routing(previous)
+
+
+@contextlib.contextmanager
 def kernel_paths_off(paths):
     """Run the enclosed code with the kernel paths `paths` switched off, then every path on again."""
     dwconv_overlay.disable_kernels(list(paths))

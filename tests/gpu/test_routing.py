@@ -10,7 +10,6 @@ layer the table says ours is faster on must run ours, and one it says cuDNN is f
 Run with `make test-gpu`; the rule itself is tested on the CPU (tests/test_routing_rule.py).
 """
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -27,59 +26,17 @@ from torch.testing._internal.common_utils import (  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from build_scripts.bench.variants import cudnn_settings  # noqa: E402
-from overlay_loader import dwconv_overlay, stock_kernels  # noqa: E402
+from conv_modules import (  # noqa: E402
+    CUDNN_OPS, OUR_BACKWARD, OUR_FORWARD, depthwise_module, layout, make_input, train_step,
+)
+from overlay_loader import dwconv_overlay, routing, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 import kernel_cases  # noqa: E402
-
-OUR_FORWARD = "aten::_conv_depthwise2d"
-OUR_BACKWARD = "dwconv::conv_depthwise2d_backward"  # the backward with the bias gradient (DepthwiseConvBackwardOps.cpp)
-CUDNN_OPS = {"aten::cudnn_convolution", "aten::cudnn_convolution_transpose"}
-
-
-@contextlib.contextmanager
-def routing(mode):
-    previous = dwconv_overlay.routing()
-    dwconv_overlay.set_routing(mode)
-    try:
-        yield
-    finally:
-        dwconv_overlay.set_routing(previous)
-
-
-def depthwise_module(conv1d=False, channels=64, kernel=3, stride=1, multiplier=1, bias=True, dtype=torch.bfloat16,
-                     channels_last=True):
-    cls = torch.nn.Conv1d if conv1d else torch.nn.Conv2d
-    padding = 3 if conv1d else kernel // 2
-    m = cls(channels, channels * multiplier, kernel, stride=stride, padding=padding, groups=channels, bias=bias)
-    m = m.to(device="cuda", dtype=dtype)
-    return m.to(memory_format=torch.channels_last) if channels_last and not conv1d else m
-
-
-def make_input(module, batch=4, length=28, channels_last=True):
-    channels = module.in_channels
-    dtype = module.weight.dtype
-    if isinstance(module, torch.nn.Conv1d):
-        x = torch.randn(batch, channels, length, device="cuda", dtype=dtype)
-        return x.transpose(1, 2).contiguous().transpose(1, 2) if channels_last else x
-    x = torch.randn(batch, channels, length, length, device="cuda", dtype=dtype)
-    return x.contiguous(memory_format=torch.channels_last) if channels_last else x
 
 
 def without_tf32():
     """cuDNN in full float32 (the cuDNN route's own setting), so that stock's cuDNN calls compare exactly."""
     return cudnn_settings(allow_tf32=False)
-
-
-def layout(t):
-    """The strides that matter: those of dimensions longer than 1."""
-    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size > 1)
-
-
-def train_step(module, x):
-    x = x.detach().requires_grad_()
-    out = module(x)
-    out.backward(torch.randn_like(out))
-    return out, x.grad, module.weight.grad
 
 
 class TestRouting(TestCase):
