@@ -20,6 +20,7 @@ if not torch.cuda.is_available():
     pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
 
 import torch._dynamo  # noqa: E402
+import torch._inductor.config  # noqa: E402
 from torch.testing._internal.common_utils import (  # noqa: E402
     TestCase, instantiate_parametrized_tests, parametrize, run_tests,
 )
@@ -105,7 +106,8 @@ class TestCompile(TestCase):
         their replays must give eager's values."""
         module, x = CASES["bf16_channels_last"]()
         compiled = torch.compile(module, backend="cudagraphs")
-        self.assert_compiled_step_runs_ours_as_eager(module, x, compiled, warm_up=3)
+        with torch._inductor.config.patch({"triton.cudagraph_or_error": True}):  # a skipped graph fails
+            self.assert_compiled_step_runs_ours_as_eager(module, x, compiled, warm_up=3)
 
     def test_symbolic_batch_runs_ours_at_each_size(self):
         """One graph for every batch size (dynamic=True): the routing and our kernels take sizes that
