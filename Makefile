@@ -93,8 +93,8 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
-export SETS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b REPEATS=n RESULTS=dir)
+export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage REPEATS=n RESULTS=dir)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
@@ -106,7 +106,7 @@ gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-b
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session
 
-profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,b PASSES=backward_weight MATCH=regex OUT=dir)
+profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,b CONFIGS= PASSES=backward_weight MATCH=regex OUT=dir)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench profile $(if $(OUT),--out $(OUT))
 
@@ -119,7 +119,7 @@ routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a b
 resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory and 16-byte accesses per kernel (ARCH=sm_90)
 	$(HARNESS) resource-report
 
-plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, ARCH=sm_90, SETS=, REGISTERS=1)
+plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, ARCH=sm_90, SETS=, CONFIGS=, REGISTERS=1)
 	$(HARNESS) plan-report
 
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)

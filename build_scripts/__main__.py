@@ -58,13 +58,14 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_plan_report(args) -> None:
+    from .bench.layers import parse_configs
     from .plan_report import Gpu, bench_launches, build_driver, markdown
     gpu = Gpu(args.sms, args.arch)  # checked before anything is built
     binary = build_driver(REPO_ROOT / "build" / "plan-report")
     sets = [name for name in args.sets.split(",") if name] or None
     try:
-        launches = bench_launches(binary, gpu, sets)
-    except ValueError as err:  # an unknown layer set
+        launches = bench_launches(binary, gpu, sets, parse_configs(args.configs))
+    except ValueError as err:  # an unknown layer set or configuration
         raise HarnessError(str(err)) from err
     resources = None
     if args.registers:  # L0 compiles the kernels and keeps the compiler's report (cached when unchanged)
@@ -173,6 +174,12 @@ def cmd_bench(args) -> None:
         return
     import datetime
     import shlex
+
+    from .bench.layers import configs_text, parse_configs
+    try:
+        configs_2d = parse_configs(args.configs)
+    except ValueError as err:
+        raise HarnessError(f"bench: {err}") from None
     if args.action == "profile":
         from .bench.profile import DEFAULT_PASSES, run_profile
         from .bench.schema import comma_separated
@@ -180,7 +187,8 @@ def cmd_bench(args) -> None:
         if out_dir is None:
             out_dir = Path(args.results) / "profile" / datetime.date.today().isoformat()
         run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes or DEFAULT_PASSES),
-                    args.match, ncu=os.environ.get("NCU") or "ncu", stop_after_s=args.stop_after)
+                    args.match, ncu=os.environ.get("NCU") or "ncu", stop_after_s=args.stop_after,
+                    configs_2d=configs_2d)
         return
     try:
         import torch
@@ -193,12 +201,12 @@ def cmd_bench(args) -> None:
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = comma_separated(args.sets) or None
-    name = report_file_name(sets or [], comma_separated(args.variants))
+    name = report_file_name(sets or [], comma_separated(args.variants), comma_separated(configs_text(configs_2d)))
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
         report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
-                           stop_after_s=args.stop_after)
+                           stop_after_s=args.stop_after, configs_2d=configs_2d)
     except ValueError as err:
         raise HarnessError(f"bench: {err}") from None
     print(f"wrote {out}")
@@ -286,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
             verb.add_argument("--variants", default=os.environ.get("VARIANTS", ""),
                               help="run: comma-separated variants (default: stock, cudnn, native, ours, routed), "
                                    "ours-without-<kernel path> among them; look-back: ours and ours without each path")
+            verb.add_argument("--configs", default=os.environ.get("CONFIGS", ""),
+                              help="run, profile: the 2D layers' dtype/layout pairs, comma-separated "
+                                   "(float32/channels_last,...), or 'coverage' for those users reach beside the "
+                                   "issue's (default: float32/contiguous, bfloat16/channels_last, "
+                                   "float16/channels_last); conv1d keeps bf16 contiguous and transposed")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
             verb.add_argument("--stop-after", type=float, default=float(os.environ.get("BENCH_STOP_AFTER") or 0) or None,
                               help="run, profile: start no problem (target) that would end past this many seconds "
@@ -307,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "sm_89 (RTX 40, L4) or sm_90 (H100, H200; the default)")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="comma-separated layer sets (default: all)")
+            verb.add_argument("--configs", default=os.environ.get("CONFIGS", ""),
+                              help="the 2D layers' dtype/layout pairs, or 'coverage' (as make bench takes them)")
             verb.add_argument("--registers", action="store_true", default=os.environ.get("REGISTERS") == "1",
                               help="count blocks an SM by registers too, from the compiler's report (runs L0: nvcc)")
         if name == "resource-report":

@@ -10,13 +10,13 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
   tests      make test-gpu but the sanitizer (JUnit XML in OUT/tests.xml), a test that hangs
              stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps)
   sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
-  bench      make bench SETS=... VARIANTS=... , told to start no problem that would end past the
+  bench      make bench SETS=... VARIANTS=... CONFIGS=... , told to start no problem that would end past the
              budget (its report then says where it stopped); its JSON report lands in OUT itself
              (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
              `make bench-report` redraws the markdown and plots from it here
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
-  profile    make profile: Nsight Compute on our kernels of the bench passes SETS, PASSES and
-             MATCH choose (profile.md and profile.csv in OUT)
+  profile    make profile: Nsight Compute on our kernels of the bench passes SETS, CONFIGS,
+             PASSES and MATCH choose (profile.md and profile.csv in OUT)
   upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
 
 Needs only the standard library: it runs in the GPU machine's Python, which has no network.
@@ -80,8 +80,9 @@ def can_stop_hung_tests() -> bool:
 
 
 def steps(out: Path, python: str, make: str, sets: str, variants: str,
-          stop_hung_tests: bool = True) -> dict[str, Step]:
+          stop_hung_tests: bool = True, configs: str = "") -> dict[str, Step]:
     make_vars = ["--no-print-directory", f"GPU_PYTHON={python}"]
+    problem_vars = [f"SETS={sets}", f"CONFIGS={configs}"]
     return {
         "probe": Step("probe", [
             ["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"],
@@ -97,13 +98,13 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
             [make, "test-gpu", *make_vars, f"GPU_TESTS={SANITIZER_TESTS}", f"PYTEST_ARGS=--junitxml={out / 'sanitizer.xml'}"],
         ], PYTEST_SUMMARY),
         "bench": Step("bench", [
-            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", f"VARIANTS={variants}"],
+            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, f"VARIANTS={variants}"],
         ], BENCH_SUMMARY, reports_under="results"),
         "look-back": Step("look-back", [
-            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", f"SETS={sets}", "VARIANTS=look-back"],
+            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, "VARIANTS=look-back"],
         ], BENCH_SUMMARY, reports_under="results"),
         "profile": Step("profile", [
-            [make, "profile", *make_vars, f"OUT={out}", f"SETS={sets}"],
+            [make, "profile", *make_vars, f"OUT={out}", *problem_vars],
         ], re.compile(r"^(\[\d+/\d+\] |wrote |error|stopping)")),
         "upstream": Step("upstream", [
             [make, "test-upstream", *make_vars, f"UPSTREAM_OUT={out / 'upstream'}"],
@@ -236,13 +237,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=float(os.environ.get("BUDGET") or DEFAULT_BUDGET_S))
     parser.add_argument("--sets", default=os.environ.get("SETS", ""))
     parser.add_argument("--variants", default=os.environ.get("VARIANTS", ""))
+    parser.add_argument("--configs", default=os.environ.get("CONFIGS", ""))
     args = parser.parse_args(argv)
     try:
         if not args.out:
             raise HarnessError("gpu-session: say where the logs and results go: OUT=<folder> (on the device: $OUT)")
         out = Path(args.out).resolve()
         available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants,
-                          stop_hung_tests=can_stop_hung_tests())
+                          stop_hung_tests=can_stop_hung_tests(), configs=args.configs)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:

@@ -223,11 +223,12 @@ def instance_registers(resources, arch: str, problem, pass_: str, kernel: str) -
     return max(chosen) if chosen else None
 
 
-def bench_launches(binary: Path, gpu: Gpu, set_names: list[str] | None = None):
+def bench_launches(binary: Path, gpu: Gpu, set_names: list[str] | None = None,
+                   configs_2d: tuple[tuple[str, str], ...] | None = None):
     """(problem, pass, Launch) for every pass of every bench problem, planned for `gpu`."""
     from .bench.layers import problems
 
-    keys = [(problem, pass_) for problem in problems(set_names) for pass_ in problem_passes(problem)]
+    keys = [(problem, pass_) for problem in problems(set_names, configs_2d) for pass_ in problem_passes(problem)]
     answers = run_driver(binary, [bench_call_line(p, pass_, gpu) for p, pass_ in keys], "--plans")
     return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
 

@@ -9,7 +9,7 @@ from build_scripts.errors import HarnessError
 from build_scripts.patchset import PatchSet
 from build_scripts.stamp import ADDED, MODIFIED, STAMP_PATH, read_stamp
 from tests.fake_pytorch import (
-    COMMON_HEADER, KERNEL_2D, SERIES, make_fake_pytorch, pin_for, run, tree_snapshot, write_patch_set,
+    COMMON_HEADER, KERNEL_2D, SERIES, pin_for, run, tree_snapshot, write_patch_set,
 )
 
 
@@ -97,7 +97,7 @@ def test_a_changed_patch_set_replaces_the_applied_one(fake_tree, fake_pin, patch
 def test_unpatch_restores_upstream_exactly(fake_tree, fake_pin, patch_set, tmp_path):
     tree, _ = fake_tree
     pristine = {k: v[0] for k, v in tree_snapshot(tree).items() if k != ".git/index"}
-    stamp = apply_patch_set(tree, patch_set, fake_pin)
+    apply_patch_set(tree, patch_set, fake_pin)
     unapply_patch_set(tree)
     assert {k: v[0] for k, v in tree_snapshot(tree).items() if k != ".git/index"} == pristine
     assert git_status(tree) == []

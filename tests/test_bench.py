@@ -10,8 +10,8 @@ import math
 import pytest
 
 from build_scripts.bench.floor import allocation_bytes, buffer_sets_needed, pass_bytes, pass_macs, rotation_bytes
-from build_scripts.bench.layers import (COVERAGE_SETS, DEFAULT_SETS, SETS, TRAINING_PASSES, Layer, Problem,
-                                       problems)
+from build_scripts.bench.layers import (COVERAGE_CONFIGS_2D, COVERAGE_SETS, DEFAULT_SETS, SETS, TRAINING_PASSES, Layer,
+                                       Problem, configs_text, parse_configs, problems)
 from build_scripts.bench.report import (
     activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
@@ -72,6 +72,41 @@ def test_each_2d_layer_runs_training_at_batch_64_and_inference_at_batch_1_in_thr
     assert {p.dtype for p in conv1d} == {"bfloat16"} and all(p.passes == TRAINING_PASSES for p in conv1d)
     with pytest.raises(ValueError, match="unknown layer set"):
         problems(["ResNet"])
+
+
+def test_configs_picks_the_2d_layers_dtypes_and_layouts_and_leaves_conv1d_as_mamba_runs_it():
+    coverage = parse_configs("coverage")
+    assert coverage == COVERAGE_CONFIGS_2D == (("float32", "channels_last"), ("bfloat16", "contiguous"),
+                                               ("float16", "contiguous"))
+    runs = problems(["MobileNetV2", "Mamba conv1d"], coverage)
+    assert {(p.dtype, p.layout) for p in runs if p.layer.dims == 2} == set(coverage)
+    assert {(p.dtype, p.layout) for p in runs if p.layer.conv1d} == {("bfloat16", "contiguous"),
+                                                                    ("bfloat16", "channels_last")}
+    assert len(runs) == 10 * 3 * 2 + 8 * 2
+    assert parse_configs("") is None and problems(["MobileNetV2"], None) == problems(["MobileNetV2"])
+    picked = parse_configs("float16/contiguous, float32/channels_last,float16/contiguous")
+    assert picked == (("float16", "contiguous"), ("float32", "channels_last"))
+    assert parse_configs(configs_text(picked)) == picked and configs_text(None) == ""
+    for bad in ("float32", "fp32/channels_last", "float32/nhwc", "coverage,float32/contiguous", "float64/contiguous"):
+        with pytest.raises(ValueError, match="unknown configuration"):
+            parse_configs(bad)
+
+
+def test_other_configurations_get_tables_of_their_own_and_judge_no_target():
+    """A coverage run's rows are titled by their configuration and stay out of the targets, which
+    are stated over the issue's configurations."""
+    report = synthetic_report(speed_ours=2.5)
+    judged = targets(report["rows"])
+    for problem in problems(["ConvNeXt-T"], parse_configs("coverage")):
+        for passname in problem.passes:
+            row = problem_row(problem, passname, BANDWIDTH, FMA_RATE)
+            row["ms"] = {"stock": row["floor_ms"], "ours": row["floor_ms"] * 20, "routed": row["floor_ms"] * 20}
+            row["backends"] = {"stock_forward": "Cudnn", "cudnn_gradients": "Cudnn"}
+            report["rows"].append(row)
+    assert targets(report["rows"]) == judged
+    text = markdown(report)
+    for title in ("fp32 channels_last", "bf16 NCHW", "fp16 NCHW"):
+        assert f"## ConvNeXt-T, {title}, batch 64" in text and f"## ConvNeXt-T, {title}, batch 1" in text
 
 
 def test_shapes_and_output_sizes():
@@ -384,6 +419,8 @@ def test_a_merged_report_shows_every_variant_any_run_timed(tmp_path):
 def test_a_reports_file_name_says_what_it_ran_and_fits_a_file_system():
     assert report_file_name(["MobileNetV2", "Mamba conv1d"], ["stock", "routed"]) == \
         "bench-MobileNetV2-Mamba-conv1d-stock-routed.json"
+    assert report_file_name(["MobileNetV2"], ["stock"], ["float32/channels_last", "float16/contiguous"]) == \
+        "bench-MobileNetV2-stock-float32-channels-last-float16-contiguous.json"
     many = ["stock", "cudnn", "ours"] + [f"ours-without-channels_last_window_grad_weight+path_{i}" for i in range(8)]
     name = report_file_name(["MobileNetV2", "EfficientNet-B0", "ConvNeXt-T"], many)
     assert len(name) <= 125 and name.startswith("bench-MobileNetV2-EfficientNet-B0-ConvNeXt-T-stock-cudnn-ours-")

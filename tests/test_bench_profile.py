@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from build_scripts.bench.layers import problems
+from build_scripts.bench.layers import COVERAGE_CONFIGS_2D, parse_configs, problems
 from build_scripts.bench.profile import (
     OUR_KERNELS, SECTIONS, STALL_METRICS, markdown, metric, ncu_command, optional_options, parse_details, run_profile,
     short_name, targets, top_stalls,
@@ -32,10 +32,10 @@ STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 def details_csv(rows):
     lines = ["==PROF== Connected to process 4242 (python3.12)", "==PROF== Profiling \"grad_weight_row_kernel\"", HEADER]
-    for kid, kernel, block, grid, section, metric, unit, value in rows:
-        rule = ("", "", "", "", "") if metric else ("SOLBottleneck", "OPT", "This kernel is memory bound.", "global", "12.5")
+    for kid, kernel, block, grid, section, metric_name, unit, value in rows:
+        rule = ("", "", "", "", "") if metric_name else ("SOLBottleneck", "OPT", "This kernel is memory bound.", "global", "12.5")
         lines.append(",".join(f'"{v}"' for v in (kid, 4242, "python3.12", "127.0.0.1", kernel, 1, 7, block, grid, 0,
-                                                  "9.0", section, metric, unit, value, *rule)) + ",")
+                                                  "9.0", section, metric_name, unit, value, *rule)) + ",")
     return "\n".join(lines) + "\n==PROF== Disconnected from process 4242\n"
 
 
@@ -82,6 +82,16 @@ def test_a_choice_that_names_nothing_is_refused_by_name(sets, passes, match, mes
         targets(sets, passes, match)
 
 
+def test_the_profiled_process_finds_a_problem_of_other_configurations_again():
+    """CONFIGS changes the problem list, so the profiled process is told them beside the index."""
+    [target] = targets(["ConvNeXt-T"], ["forward"], r"96@56 b64 float32 channels_last", COVERAGE_CONFIGS_2D)
+    sets_arg, index_arg, pass_arg, configs_arg = ncu_command("ncu", "python3", target, ["ConvNeXt-T"],
+                                                             configs_2d=COVERAGE_CONFIGS_2D)[-4:]
+    assert problems([sets_arg], parse_configs(configs_arg))[int(index_arg)] == target.problem
+    assert pass_arg == "forward"
+    assert problems([sets_arg])[int(index_arg)] != target.problem  # the issue's list holds another there
+
+
 def test_the_ncu_command_profiles_our_kernels_in_one_process_a_problem():
     [target] = targets(["ConvNeXt-T"], ["backward_weight"], r"96@56 b64 bfloat16")
     command = ncu_command("/usr/bin/ncu", "/gpu/python3", target, ["ConvNeXt-T"], optional_options(HELP_2025))
@@ -92,8 +102,8 @@ def test_the_ncu_command_profiles_our_kernels_in_one_process_a_problem():
     assert [command[i + 1] for i, arg in enumerate(command) if arg == "--section"] == list(SECTIONS)
     assert command[command.index("--metrics") + 1] == STALL_METRICS
     assert re.fullmatch(STALL_METRICS.removeprefix("regex:"), STALL.format("long_scoreboard"))
-    assert command[-6:] == ["/gpu/python3", "-m", "build_scripts.bench.profile", "ConvNeXt-T", str(target.index),
-                            "backward_weight"]
+    assert command[-7:] == ["/gpu/python3", "-m", "build_scripts.bench.profile", "ConvNeXt-T", str(target.index),
+                            "backward_weight", ""]
     # an ncu whose --help does not list them gets neither option
     assert "--rename-kernels" not in ncu_command("ncu", "python3", target, None, optional_options("  --csv\n"))
 

@@ -4,8 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from build_scripts import REPO_ROOT
 
 VERBS = ("source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench "
@@ -28,6 +26,14 @@ def test_bench_without_a_gpu_says_so(tmp_path):
     assert proc.returncode != 0
     assert proc.stderr.startswith("error: make bench ")
     assert "has no torch" in proc.stderr or "needs a CUDA device" in proc.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_and_plan_report_refuse_a_configuration_they_do_not_know(tmp_path):
+    for args in (("bench", "run", "--results", str(tmp_path)), ("plan-report",)):
+        proc = harness(*args, env={"CONFIGS": "float32/nhwc"})
+        assert proc.returncode != 0
+        assert "unknown configuration 'float32/nhwc'" in proc.stderr, proc.stderr
     assert not any(tmp_path.iterdir())
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT, plan_report
-from build_scripts.bench.layers import problems
+from build_scripts.bench.layers import parse_configs, problems
 from build_scripts.bench.profile import DEFAULT_PASSES, targets
 from build_scripts.bench.schema import parse_variants
 from build_scripts.errors import HarnessError
@@ -18,7 +18,7 @@ from build_scripts.gpu_session import steps
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
-KNOWN_SETTINGS = {"STEPS", "SETS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT"}
+KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT"}
 
 
 def planned_calls(notes: str) -> list[str]:
@@ -29,15 +29,20 @@ def planned_calls(notes: str) -> list[str]:
 
 
 def call_problems(call: str) -> list[str]:
-    """What `make gpu-session` would refuse in a call: unknown settings, steps, sets, variants, or
-    a MATCH that picks no bench problem."""
+    """What `make gpu-session` would refuse in a call: unknown settings, steps, sets, configurations,
+    variants, or a MATCH that picks no bench problem."""
     settings = dict(word.split("=", 1) for word in shlex.split(call) if "=" in word)
     found = [f"unknown setting {key}" for key in settings.keys() - KNOWN_SETTINGS]
     step_names = steps(Path("out"), "python3", "make", "", "")
     found += [f"unknown step {name!r}" for name in settings["STEPS"].split(",") if name not in step_names]
     sets = [name for name in settings.get("SETS", "").split(",") if name] or None
     try:
-        problems(sets)
+        configs = parse_configs(settings.get("CONFIGS", ""))
+    except ValueError as err:
+        found.append(str(err))
+        configs = None
+    try:
+        problems(sets, configs)
     except ValueError as err:
         found.append(str(err))
         sets = None
@@ -48,7 +53,7 @@ def call_problems(call: str) -> list[str]:
     if "MATCH" in settings:
         passes = settings.get("PASSES", DEFAULT_PASSES).split(",")
         try:
-            targets(sets, passes, settings["MATCH"])
+            targets(sets, passes, settings["MATCH"], configs)
         except HarnessError as err:
             found.append(str(err))
     return found
@@ -68,6 +73,8 @@ def test_the_plan_for_the_next_gpu_session_names_only_what_the_harness_takes():
     ("STEPS=bench VARIANTS=stock,ours-without-channels_last_streams", "unknown variant 'ours-without-channels_last_streams'"),
     ('STEPS=profile SETS="Mamba conv1d" MATCH="L=4096 b8"', "no bench problem of ['Mamba conv1d'] matches"),
     ("STEPS=bench VARIANT=ours", "unknown setting VARIANT"),
+    ("STEPS=bench CONFIGS=float32/nhwc", "unknown configuration 'float32/nhwc'"),
+    ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"', "no bench problem of ['ConvNeXt-T'] matches"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):
     found = call_problems(call)

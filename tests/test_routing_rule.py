@@ -17,7 +17,7 @@ import pytest
 
 from build_scripts import REPO_ROOT
 from build_scripts.errors import HarnessError
-from build_scripts.routing_table import TABLE, load_report, points_of, render, write_table
+from build_scripts.routing_table import TABLE, points_of, render, write_table
 
 PINNED = "2.11.0+cu130"
 KERNEL_INCLUDE = REPO_ROOT / "patches" / "files" / "aten" / "src"
@@ -279,6 +279,24 @@ def test_unmeasured_calls_follow_the_nearest_measured_layer(tmp_path):
     assert stride3["eligible"]  # no stride-3 point: the nearest kernel and size among all strides
     assert not half["forward"]  # nothing measured for float16: upstream's choice stands
     assert not nchw_bwd["backward_input"]  # nor for a pass without points
+
+
+def test_a_coverage_configuration_routes_calls_of_its_own_dtype_and_layout(tmp_path):
+    """`make bench CONFIGS=coverage` measures fp32 channels_last (where torch.compile's layout
+    optimisation puts an fp32 model's depthwise convs) and bf16/fp16 NCHW (autocast): their points
+    route those calls, and only those."""
+    rows = [
+        row("144@56", "float32", "channels_last", "forward", ours=1.0, stock=2.0),
+        row("144@56", "bfloat16", "contiguous", "forward", ours=3.0, stock=3.0, cudnn=1.0,
+            stock_backend="CudaDepthwise2d"),
+    ]
+    router = Router(tmp_path, rows)
+    fp32_cl, bf16_nchw, fp32_nchw, bf16_cl = router.ask(
+        conv2d(dtype="float32", layout="channels_last"), conv2d(dtype="bfloat16"), conv2d(dtype="float32"),
+        conv2d(dtype="bfloat16", layout="channels_last"))
+    assert fp32_cl["routes"]["forward"] == "ours"
+    assert bf16_nchw["routes"]["forward"] == "cudnn"  # stock runs its native kernel there; cuDNN measured faster
+    assert fp32_nchw["routes"]["forward"] == bf16_cl["routes"]["forward"] == "upstream"  # nothing measured
 
 
 def test_a_layer_at_another_batch_follows_its_own_plane_before_a_nearer_size(tmp_path):

@@ -84,6 +84,14 @@ GEOMEAN_SETS = ("MobileNetV2", "EfficientNet-B0", "ConvNeXt-T")
 # contiguous (B, D, L) and as a transposed (B, L, D) projection output ("channels_last").
 CONFIGS_2D = (("float32", "contiguous"), ("bfloat16", "channels_last"), ("float16", "channels_last"))
 CONFIGS_1D = (("bfloat16", "contiguous"), ("bfloat16", "channels_last"))
+# The 2D configurations users reach beside the issue's, for the routing (`CONFIGS=coverage`): fp32
+# channels_last, where torch.compile's layout optimisation puts an fp32 model's depthwise convs and
+# stock runs cuDNN; bf16 and fp16 NCHW, autocast on an NCHW model, where stock runs its native kernel
+# (bf16) or cuDNN where its workload table says (fp16). The routing has no point for a configuration
+# no bench measured, and keeps stock's choice there.
+COVERAGE_CONFIGS_2D = (("float32", "channels_last"), ("bfloat16", "contiguous"), ("float16", "contiguous"))
+CONFIG_DTYPES = ("float32", "bfloat16", "float16")
+CONFIG_LAYOUTS = ("contiguous", "channels_last")
 
 TRAINING_PASSES = ("forward", "backward_input", "backward_weight", "step")
 INFERENCE_PASSES = ("forward",)
@@ -114,7 +122,30 @@ class Problem:
         return (self.batch, self.layer.channels, *spatial)
 
 
-def problems(set_names: list[str] | None = None) -> list[Problem]:
+def parse_configs(text: str) -> tuple[tuple[str, str], ...] | None:
+    """CONFIGS: comma-separated dtype/layout pairs for the 2D layers ("float32/channels_last"), or
+    "coverage" for COVERAGE_CONFIGS_2D; empty gives None, the issue's CONFIGS_2D."""
+    words = [word.strip() for word in text.split(",") if word.strip()]
+    if words == ["coverage"]:
+        return COVERAGE_CONFIGS_2D
+    configs = []
+    for word in words:
+        dtype, _, layout = word.partition("/")
+        if dtype not in CONFIG_DTYPES or layout not in CONFIG_LAYOUTS:
+            raise ValueError(f"unknown configuration {word!r}: CONFIGS takes 'coverage' or dtype/layout pairs, "
+                             f"dtype one of {', '.join(CONFIG_DTYPES)} and layout one of {', '.join(CONFIG_LAYOUTS)}")
+        configs.append((dtype, layout))
+    return tuple(dict.fromkeys(configs)) or None
+
+
+def configs_text(configs_2d: tuple[tuple[str, str], ...] | None) -> str:
+    """What parse_configs reads back as configs_2d ("" for the issue's)."""
+    return ",".join(f"{dtype}/{layout}" for dtype, layout in configs_2d or ())
+
+
+def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None) -> list[Problem]:
+    """The problems of the sets (default: the issue's), the 2D layers in configs_2d (default: the
+    issue's CONFIGS_2D), conv1d in CONFIGS_1D."""
     chosen = set_names or list(DEFAULT_SETS)
     unknown = [s for s in chosen if s not in SETS]
     if unknown:
@@ -122,7 +153,7 @@ def problems(set_names: list[str] | None = None) -> list[Problem]:
     out = []
     for set_name in chosen:
         for layer in SETS[set_name]:
-            configs = CONFIGS_1D if layer.conv1d else CONFIGS_2D
+            configs = CONFIGS_1D if layer.conv1d else configs_2d or CONFIGS_2D
             for dtype, layout in configs:
                 for batch in layer.batches:
                     inference = batch == INFERENCE_BATCH and not layer.conv1d

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HarnessError
-from .layers import TRAINING_PASSES, Problem, problems
+from .layers import TRAINING_PASSES, Problem, configs_text, parse_configs, problems
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
 DEFAULT_PASSES = "backward_weight"  # PASSES when unset: the pass furthest from its floor
@@ -76,8 +76,10 @@ class Target:
         return f"{p.layer.set} {p.layer.name} b{p.batch} {p.dtype} {p.layout}"
 
 
-def targets(sets: list[str] | None, passes: list[str], match: str = "") -> list[Target]:
-    """The problems of `sets` whose label `match` finds, each with those of `passes` it times."""
+def targets(sets: list[str] | None, passes: list[str], match: str = "",
+            configs_2d: tuple[tuple[str, str], ...] | None = None) -> list[Target]:
+    """The problems of `sets` (2D layers in configs_2d) whose label `match` finds, each with those of
+    `passes` it times."""
     unknown = [p for p in passes if p not in TRAINING_PASSES]
     if unknown:
         raise HarnessError(f"profile: unknown pass(es) {unknown}; PASSES takes {', '.join(TRAINING_PASSES)}")
@@ -86,7 +88,7 @@ def targets(sets: list[str] | None, passes: list[str], match: str = "") -> list[
     except re.error as err:
         raise HarnessError(f"profile: MATCH={match!r} is not a regular expression: {err}") from None
     try:
-        chosen = problems(sets)
+        chosen = problems(sets, configs_2d)
     except ValueError as err:
         raise HarnessError(f"profile: {err}") from None
     found = [Target(i, problem, passname) for i, problem in enumerate(chosen)
@@ -99,11 +101,12 @@ def targets(sets: list[str] | None, passes: list[str], match: str = "") -> list[
 
 
 def ncu_command(ncu: str, python: str, target: Target, sets: list[str] | None,
-                optional: tuple[str, ...] = ()) -> list[str]:
+                optional: tuple[str, ...] = (), configs_2d: tuple[tuple[str, str], ...] | None = None) -> list[str]:
     sections = [arg for name in SECTIONS for arg in ("--section", name)]
     return [ncu, "--csv", "--page", "details", "--print-units", "base", "--kernel-name-base", "demangled",
             "--clock-control", "none", *optional, "-k", OUR_KERNELS, *sections, "--metrics", STALL_METRICS,
-            python, "-m", "build_scripts.bench.profile", ",".join(sets or []), str(target.index), target.passname]
+            python, "-m", "build_scripts.bench.profile", ",".join(sets or []), str(target.index), target.passname,
+            configs_text(configs_2d)]
 
 
 def optional_options(help_text: str) -> tuple[str, ...]:
@@ -225,9 +228,10 @@ def failure(proc: subprocess.CompletedProcess) -> tuple[str, bool] | None:
 
 
 def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match: str, ncu: str = "ncu",
-                python: str = sys.executable, stop_after_s: float | None = None) -> Path:
+                python: str = sys.executable, stop_after_s: float | None = None,
+                configs_2d: tuple[tuple[str, str], ...] | None = None) -> Path:
     started = time.monotonic()
-    found = targets(sets, passes, match)
+    found = targets(sets, passes, match, configs_2d)
     ncu_path = find_ncu(ncu)
     if ncu_path is None:
         raise HarnessError(f"profile: Nsight Compute's `{ncu}` is not on PATH, in /usr/local/cuda/bin or in "
@@ -237,8 +241,10 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
     optional = optional_options(help_run.stdout)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "profile.md"
-    header = (f"# ncu profile of our kernels: SETS={','.join(sets or [])} PASSES={','.join(passes)} MATCH={match!r}"
-              f"\n\n{version[-1] if version else ncu_path}; clocks as the card runs them (--clock-control none)")
+    configs_setting = f" CONFIGS={configs_text(configs_2d)}" if configs_2d else ""
+    header = (f"# ncu profile of our kernels: SETS={','.join(sets or [])}{configs_setting} PASSES={','.join(passes)} "
+              f"MATCH={match!r}\n\n{version[-1] if version else ncu_path}; clocks as the card runs them "
+              "(--clock-control none)")
     raw, rows, failed = [], [], []
     slowest = 0.0
     for n, target in enumerate(found, 1):
@@ -249,7 +255,8 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
                   flush=True)
             break
         target_started = time.monotonic()
-        proc = subprocess.run(ncu_command(ncu_path, python, target, sets, optional), capture_output=True, text=True)
+        proc = subprocess.run(ncu_command(ncu_path, python, target, sets, optional, configs_2d), capture_output=True,
+                              text=True)
         slowest = max(slowest, time.monotonic() - target_started)
         (out_dir / f"profile-{n}.log").write_text(f"# {target.label} {target.passname}\n{proc.stdout}\n"
                                                  f"# stderr\n{proc.stderr}")
@@ -278,14 +285,15 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
     return report
 
 
-def profile_one(sets: list[str] | None, index: int, passname: str) -> None:
+def profile_one(sets: list[str] | None, index: int, passname: str,
+                configs_2d: tuple[tuple[str, str], ...] | None = None) -> None:
     """The process ncu watches: our implementation of one pass of one problem, called once."""
     import torch
 
     from .run import import_overlay
     from .variants import Overlay, make_buffers, passes_of
 
-    problem = problems(sets)[index]
+    problem = problems(sets, configs_2d)[index]
     overlay = Overlay(import_overlay())
     buffers = make_buffers(problem)
     with overlay.variant("ours"):
@@ -294,5 +302,5 @@ def profile_one(sets: list[str] | None, index: int, passname: str) -> None:
 
 
 if __name__ == "__main__":
-    sets_arg, index_arg, pass_arg = sys.argv[1:4]
-    profile_one([s for s in sets_arg.split(",") if s] or None, int(index_arg), pass_arg)
+    sets_arg, index_arg, pass_arg, configs_arg = sys.argv[1:5]
+    profile_one([s for s in sets_arg.split(",") if s] or None, int(index_arg), pass_arg, parse_configs(configs_arg))

@@ -18,8 +18,7 @@ from .schema import problem_row, switched_off_path
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
                "step": "training step"}
-CONFIG_TITLES = {("float32", "contiguous"): "fp32 NCHW", ("bfloat16", "channels_last"): "bf16 channels_last",
-                 ("float16", "channels_last"): "fp16 channels_last", ("bfloat16", "contiguous"): "bf16 contiguous"}
+DTYPE_TITLES = {"float64": "fp64", "float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 VARIANT_TITLES = {"stock": "stock", "cudnn": "cuDNN", "native": "native", "ours": "ours", "routed": "routed"}
 LARGE_ACTIVATION_BYTES = 8 << 20
 # Two timings of one pass closer than this are the same: the same row timed in two runs on the
@@ -97,9 +96,11 @@ def cut_short_lines(report: dict) -> list[str]:
 
 
 def config_title(row: dict) -> str:
-    key = (row["dtype"], row["layout"])
-    title = CONFIG_TITLES.get(key, f"{row['dtype']} {row['layout']}")
-    return f"conv1d {title}" if row["conv"] == "1d" else title
+    """fp32 NCHW, bf16 channels_last, ...; conv1d's layouts are contiguous and channels_last (transposed)."""
+    dtype = DTYPE_TITLES.get(row["dtype"], row["dtype"])
+    if row["conv"] == "1d":
+        return f"conv1d {dtype} {row['layout']}"
+    return f"{dtype} {'NCHW' if row['layout'] == 'contiguous' else row['layout']}"
 
 
 def passed(row: dict, variant: str) -> bool:
@@ -177,7 +178,7 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
                                       lambda r: speedup(r, variant, "stock"))
             g = geomean(speedup(r, variant, "stock") for r in timed)
             out.append((f"training-step geomean {variant} / stock ≥ 2×, {', '.join(GEOMEAN_SETS)}, "
-                        f"{CONFIG_TITLES[(dtype, layout)]}",
+                        f"{config_title({'dtype': dtype, 'layout': layout, 'conv': '2d'})}",
                         f"{_fmt(g, '.2f')}× over {len(timed)} layers" + _coverage(timed, expected),
                         _verdict(timed, expected, g is not None and g >= 2)))
     routed, expected = _judged(rows, stated_over, lambda r: True, lambda r: speedup(r, "routed", "stock"))

@@ -26,7 +26,7 @@ import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
-from .layers import DEFAULT_SETS, Problem, problems
+from .layers import CONFIGS_2D, DEFAULT_SETS, Problem, problems
 from .report import problem_label
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
@@ -106,10 +106,10 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
 
 def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
               warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "",
-              stop_after_s: float | None = None) -> dict:
+              stop_after_s: float | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None) -> dict:
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
-    chosen = problems(set_names)
+    chosen = problems(set_names, configs_2d)
     props = torch.cuda.get_device_properties(0)
     started = time.monotonic()
     bandwidth = copy_bandwidth()
@@ -132,7 +132,8 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": "problem", "tolerance": TOLERANCE,
                      "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False, "cudnn_deterministic": True,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                     "variants": list(variants), "sets": set_names or list(DEFAULT_SETS)},
+                     "variants": list(variants), "sets": set_names or list(DEFAULT_SETS),
+                     "configs_2d": [f"{dtype}/{layout}" for dtype, layout in configs_2d or CONFIGS_2D]},
         "rows": [],
     }
     longest_problem_s = 0.0

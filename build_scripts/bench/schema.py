@@ -100,10 +100,11 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
 
 
-def report_file_name(sets: list[str], variants: list[str]) -> str:
-    """bench-<sets>-<variants>.json, the sets and variants it ran; a name too long for a file
-    system keeps its start and ends in a hash of the whole (the report holds the full lists)."""
-    stem = "-".join(["bench", *map(slug, sets), *map(slug, variants)])
+def report_file_name(sets: list[str], variants: list[str], configs: list[str] = ()) -> str:
+    """bench-<sets>-<variants>[-<configs>].json, the sets, variants and 2D configurations (where not the
+    issue's) it ran; a name too long for a file system keeps its start and ends in a hash of the whole
+    (the report holds the full lists)."""
+    stem = "-".join(["bench", *map(slug, sets), *map(slug, variants), *map(slug, configs)])
     if len(stem) > MAX_REPORT_NAME:
         stem = stem[:MAX_REPORT_NAME - 13] + "-" + hashlib.sha256(stem.encode()).hexdigest()[:12]
     return stem + ".json"

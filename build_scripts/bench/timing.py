@@ -53,7 +53,7 @@ def time_pass(fn: Callable, buffer_sets: list, repeats: int, warmup: int) -> Tim
                 kept.append(fn(buffers))
     except RuntimeError:
         torch.cuda.synchronize()
-        del graph
+        graph = kept = None  # freed before the eager runs
 
         def eager():
             for buffers in buffer_sets:
@@ -63,9 +63,7 @@ def time_pass(fn: Callable, buffer_sets: list, repeats: int, warmup: int) -> Tim
         return Timing(_median_ms(eager, repeats, len(buffer_sets)), graph=False)
     for _ in range(warmup):
         graph.replay()
-    ms = _median_ms(graph.replay, repeats, len(buffer_sets))
-    del kept, graph
-    return Timing(ms, graph=True)
+    return Timing(_median_ms(graph.replay, repeats, len(buffer_sets)), graph=True)
 
 
 def fma_rate(n: int = 8192, repeats: int = 10) -> float:
@@ -81,7 +79,6 @@ def fma_rate(n: int = 8192, repeats: int = 10) -> float:
         ms = _median_ms(lambda: torch.mm(a, b, out=c), repeats, 1)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = allowed
-    del a, b, c
     return n ** 3 / ms
 
 
@@ -91,6 +88,4 @@ def copy_bandwidth(nbytes: int = 1 << 30, repeats: int = 20) -> float:
     dst = torch.empty_like(src)
     for _ in range(3):
         dst.copy_(src)
-    ms = _median_ms(lambda: dst.copy_(src), repeats, 1)
-    del src, dst
-    return 2 * nbytes / ms
+    return 2 * nbytes / _median_ms(lambda: dst.copy_(src), repeats, 1)

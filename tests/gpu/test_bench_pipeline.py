@@ -75,3 +75,28 @@ def test_a_run_past_its_time_limit_stops_between_problems_and_says_where(tmp_pat
     assert whole["settings"]["variants"] == ["ours", *(f"ours-without-{path}" for path in paths)]
     # every path the kernels have (the header's list, which tests/test_kernel_choice.py holds the rows to)
     assert sorted(paths) == sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS)
+
+
+def test_a_coverage_run_times_the_other_configurations_and_routes_by_them(tmp_path, one_layer_set):
+    """CONFIGS=coverage: the 2D layer in fp32 channels_last and bf16/fp16 NCHW (stock's own choices
+    there: cuDNN, its native kernel, and cuDNN or native by its workload table), conv1d as always;
+    the routing table takes the rows."""
+    from build_scripts.pin import load_pin
+    from build_scripts.routing_table import write_table
+
+    out = tmp_path / "bench.json"
+    report = run_bench(out, one_layer_set, "stock,cudnn,ours", repeats=3, warmup=1, command="test",
+                       configs_2d=layers.COVERAGE_CONFIGS_2D)
+    assert failed_checks(report) == []
+    rows = report["rows"]
+    assert {(r["dtype"], r["layout"]) for r in rows if r["conv"] == "2d"} == set(layers.COVERAGE_CONFIGS_2D)
+    assert len(rows) == 3 * (4 + 1) + 2 * 4
+    assert report["settings"]["configs_2d"] == ["float32/channels_last", "bfloat16/contiguous", "float16/contiguous"]
+    backends = {(r["dtype"], r["layout"]): r["backends"]["stock_forward"] for r in rows if r["conv"] == "2d"}
+    assert backends[("float32", "channels_last")] == "Cudnn"
+    assert backends[("bfloat16", "contiguous")] == "CudaDepthwise2d"
+    text = markdown({**report, "commands": [report["command"]]})
+    assert "## Tiny, fp32 channels_last, batch 8" in text and "## Tiny, bf16 NCHW, batch 1" in text
+    table = tmp_path / "DepthwiseConvRoutingTable.h"
+    write_table([out], load_pin().stock_version, table)
+    assert "DType::Float32, Layout::ChannelsLast" in table.read_text()
