@@ -101,7 +101,7 @@ bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,profile,upstream within BUDGET s (540), logs in OUT
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,profile,upstream within BUDGET s (540), logs in OUT (SETS, CONFIGS, VARIANTS as bench)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session

@@ -58,15 +58,16 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_plan_report(args) -> None:
-    from .bench.layers import parse_configs
+    from .bench.layers import parse_configs, problems
     from .plan_report import Gpu, bench_launches, build_driver, markdown
-    gpu = Gpu(args.sms, args.arch)  # checked before anything is built
-    binary = build_driver(REPO_ROOT / "build" / "plan-report")
+    gpu = Gpu(args.sms, args.arch)  # checked before anything is built, as are the sets and configurations
     sets = [name for name in args.sets.split(",") if name] or None
     try:
-        launches = bench_launches(binary, gpu, sets, parse_configs(args.configs))
+        configs_2d = parse_configs(args.configs)
+        problems(sets, configs_2d)
     except ValueError as err:  # an unknown layer set or configuration
         raise HarnessError(str(err)) from err
+    launches = bench_launches(build_driver(REPO_ROOT / "build" / "plan-report"), gpu, sets, configs_2d)
     resources = None
     if args.registers:  # L0 compiles the kernels and keeps the compiler's report (cached when unchanged)
         from .check import run_l0
@@ -175,7 +176,7 @@ def cmd_bench(args) -> None:
     import datetime
     import shlex
 
-    from .bench.layers import configs_text, parse_configs
+    from .bench.layers import COVERAGE_CONFIGS_2D, configs_text, parse_configs
     try:
         configs_2d = parse_configs(args.configs)
     except ValueError as err:
@@ -201,7 +202,8 @@ def cmd_bench(args) -> None:
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = comma_separated(args.sets) or None
-    name = report_file_name(sets or [], comma_separated(args.variants), comma_separated(configs_text(configs_2d)))
+    configs_named = ["coverage"] if configs_2d == COVERAGE_CONFIGS_2D else comma_separated(configs_text(configs_2d))
+    name = report_file_name(sets or [], comma_separated(args.variants), configs_named)
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:

@@ -203,18 +203,21 @@ def template_arguments(instance: str) -> tuple[str, list[str]]:
 def instance_registers(resources, arch: str, problem, pass_: str, kernel: str) -> int | None:
     """The registers of `kernel`'s instance for this pass of a bench problem, from the compiler's
     report (resource_report.KernelResources rows): the dtype's 32-bit-index instances, with the
-    pass's direction where the kernel takes one, and among those the ones compiled for the
+    pass's direction (and layout) where the kernel takes one, and among those the ones compiled for the
     layer's filter and stride (template integers drawn from its kernel size, stride, taps and
     padding parity); the most registers any of them takes. None where no instance matches."""
     layer = problem.layer
-    wanted_bool = "true" if pass_ == "backward-input" else "false"
+    # A kernel's bool template arguments: its direction, then (the pixel kernel's) its layout.
+    wanted_bools = ["true" if pass_ == "backward-input" else "false",
+                    "true" if problem.layout == "channels_last" else "false"]
     plausible = {layer.kernel, layer.stride, layer.kernel * layer.kernel, layer.pad % 2}
     matching, compiled_for_layer = [], []
     for row in resources:
         name, args = template_arguments(row.name)
         if row.arch != arch or name != kernel or not args or args[0] != RESOURCE_DTYPES[problem.dtype]:
             continue
-        if "long" in args or any(a in ("true", "false") and a != wanted_bool for a in args):
+        bools = [a for a in args if a in ("true", "false")]
+        if "long" in args or bools != wanted_bools[:len(bools)]:
             continue
         matching.append(row.registers)
         if all(int(a) in plausible for a in args if a.isdigit()):

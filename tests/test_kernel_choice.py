@@ -389,7 +389,10 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
                  row("channels_last_register_tiled_kernel<float, int, false, 3, 1>", 72),
                  row("channels_last_register_tiled_kernel<BFloat16, int, false, 3, 1>", 85, "sm_80"),
                  row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 0>", 65),
-                 row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 1>", 76)]
+                 row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 1>", 76),
+                 row("pixel_kernel<BFloat16, false, 3, 1, false>", 30),
+                 row("pixel_kernel<BFloat16, false, 3, 1, true>", 40),
+                 row("pixel_kernel<BFloat16, true, 3, 1, true>", 41)]
     layer = Layer("MobileNetV2", "144@56", 144, 56, kernel=3)
     problem = Problem(layer, 64, "bfloat16", "channels_last", plan_report.PASSES)
 
@@ -402,6 +405,10 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
                       plan_report.PASSES)
     assert registers("backward-input", "stride2_grad_input_channels_last_kernel", strided) == 76  # padding 1: parity 1
     assert registers("forward", "row_kernel") is None
+    # the pixel kernel's second bool is its layout: a channels_last pass takes the channels_last instance
+    assert registers("forward", "pixel_kernel") == 40 and registers("backward-input", "pixel_kernel") == 41
+    nchw = Problem(layer, 1, "bfloat16", "contiguous", ("forward",))
+    assert registers("forward", "pixel_kernel", nchw) == 30
 
 
 @pytest.mark.parametrize("args, message", [

@@ -66,7 +66,7 @@ NCU_FATAL = re.compile(r"ERR_NVGPUCTRPERM|LibraryNotLoaded|Failed to initialize|
 
 @dataclass(frozen=True)
 class Target:
-    index: int  # in problems(sets): how the profiled process finds it again
+    index: int  # in problems(sets, configs_2d): how the profiled process finds it again
     problem: Problem
     passname: str
 

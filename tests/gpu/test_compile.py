@@ -21,6 +21,7 @@ if not torch.cuda.is_available():
 
 import torch._dynamo  # noqa: E402
 import torch._inductor.config  # noqa: E402
+import torch.profiler._utils  # noqa: E402
 from torch.testing._internal.common_utils import (  # noqa: E402
     TestCase, instantiate_parametrized_tests, parametrize, run_tests,
 )
@@ -65,9 +66,10 @@ class TestCompile(TestCase):
     def tearDown(self):
         torch._dynamo.reset()
 
-    def assert_compiled_step_runs_ours_as_eager(self, module, x, compiled, warm_up=0):
-        """One compiled training step, after warm_up others, runs our kernels and gives eager's values
-        in eager's layouts. A replayed CUDA graph calls no operator: there only kernel names show."""
+    def assert_compiled_step_runs_ours_as_eager(self, module, x, compiled, replayed=False, warm_up=0):
+        """One compiled training step, after warm_up others, runs our kernels (a weight-gradient kernel
+        and a forward or backward-input one) and gives eager's values in eager's layouts. A replayed
+        CUDA graph calls no operator: there only its launch and the kernels' names show."""
         grad = torch.randn_like(module(x))
         with routing("ours"):
             eager = training_step(module, x, grad)
@@ -75,8 +77,13 @@ class TestCompile(TestCase):
                 training_step(compiled, x, grad)
             names = op_names(lambda: training_step(compiled, x, grad))
             got = training_step(compiled, x, grad)
-        self.assertTrue(any(OUR_KERNELS in name for name in names), f"no kernel of ours ran: {sorted(names)}")
-        if not warm_up:
+        ours = {name for name in names if OUR_KERNELS in name}
+        self.assertTrue({name for name in ours if "grad_weight" in name}, f"no weight gradient of ours: {sorted(names)}")
+        self.assertTrue({name for name in ours if "grad_weight" not in name}, f"no forward of ours: {sorted(names)}")
+        if replayed:
+            self.assertIn("cudaGraphLaunch", names)
+            self.assertNotIn(OUR_FORWARD, names)  # the step ran as a graph, not through the dispatcher
+        else:
             self.assertIn(OUR_FORWARD, names)
             self.assertIn(OUR_BACKWARD, names)
             self.assertFalse(names & CUDNN_OPS, f"cuDNN ran: {names & CUDNN_OPS}")
@@ -87,7 +94,8 @@ class TestCompile(TestCase):
 
     @parametrize("case", sorted(CASES))
     def test_aot_autograd_graph_runs_ours(self, case):
-        """AOTAutograd's graphs, run eagerly: the fake tensors' layouts against what ours returns."""
+        """AOTAutograd's forward and backward graphs, run op by op (no strides asserted there: the
+        Inductor cases hold ours to the fake tensors' layouts)."""
         module, x = CASES[case]()
         self.assert_compiled_step_runs_ours_as_eager(module, x, torch.compile(module, backend="aot_eager",
                                                                               fullgraph=True))
@@ -100,24 +108,37 @@ class TestCompile(TestCase):
         module, x = CASES[case]()
         self.assert_compiled_step_runs_ours_as_eager(module, x, torch.compile(module, fullgraph=True))
 
+    def test_inductor_layout_optimisation_runs_ours_in_channels_last(self):
+        """Inductor's layout optimisation (here forced; by its own rule in a model whose convolutions
+        are not all small) calls an fp32 NCHW module's convolution in channels_last: the configuration
+        `make bench CONFIGS=coverage` measures for the routing."""
+        if not has_triton():
+            self.skipTest("Inductor needs Triton for CUDA code, and it is not installed here")
+        module, x = CASES["fp32_nchw"]()
+        with torch._inductor.config.patch(force_layout_optimization=True):
+            self.assert_compiled_step_runs_ours_as_eager(module, x, torch.compile(module, fullgraph=True))
+
     def test_cuda_graph_replays_run_ours(self):
         """The cudagraphs backend records the step once warmed up and replays it from then on: our
         launches must be capturable (no synchronisation, no allocation outside torch's pools), and
         their replays must give eager's values."""
+        torch.profiler._utils._init_for_cuda_graphs()  # the profiler started before any capture, as it must be
         module, x = CASES["bf16_channels_last"]()
         compiled = torch.compile(module, backend="cudagraphs")
         with torch._inductor.config.patch({"triton.cudagraph_or_error": True}):  # a skipped graph fails
-            self.assert_compiled_step_runs_ours_as_eager(module, x, compiled, warm_up=3)
+            self.assert_compiled_step_runs_ours_as_eager(module, x, compiled, replayed=True, warm_up=3)
 
     def test_symbolic_batch_runs_ours_at_each_size(self):
-        """One graph for every batch size (dynamic=True): the routing and our kernels take sizes that
-        are symbols at compile time."""
+        """One graph for every batch size (dynamic=True; a recompile fails the test): the routing and
+        our kernels take sizes that are symbols at compile time."""
         module = depthwise_module(dtype=torch.float32, channels_last=False)
         compiled = torch.compile(module, backend="aot_eager", dynamic=True, fullgraph=True)
         for batch in (3, 5, 8):
             with self.subTest(batch=batch):
                 x = make_input(module, batch=batch, length=20, channels_last=False)
-                self.assert_compiled_step_runs_ours_as_eager(module, x, compiled)
+                stance = "default" if batch == 3 else "fail_on_recompile"
+                with torch.compiler.set_stance(stance):
+                    self.assert_compiled_step_runs_ours_as_eager(module, x, compiled)
 
 
 instantiate_parametrized_tests(TestCompile)
