@@ -58,7 +58,8 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_plan_report(args) -> None:
-    from .bench.layers import parse_configs, problems
+    from .bench.layers import problems
+    from .bench.schema import parse_configs
     from .plan_report import Gpu, bench_launches, build_driver, markdown
     gpu = Gpu(args.sms, args.arch)  # checked before anything is built, as are the sets and configurations
     sets = [name for name in args.sets.split(",") if name] or None
@@ -176,7 +177,7 @@ def cmd_bench(args) -> None:
     import datetime
     import shlex
 
-    from .bench.layers import COVERAGE_CONFIGS_2D, configs_text, parse_configs
+    from .bench.schema import parse_configs
     try:
         configs_2d = parse_configs(args.configs)
     except ValueError as err:
@@ -202,8 +203,7 @@ def cmd_bench(args) -> None:
         raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
                            "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = comma_separated(args.sets) or None
-    configs_named = ["coverage"] if configs_2d == COVERAGE_CONFIGS_2D else comma_separated(configs_text(configs_2d))
-    name = report_file_name(sets or [], comma_separated(args.variants), configs_named)
+    name = report_file_name(sets or [], comma_separated(args.variants), comma_separated(args.configs))
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:

@@ -11,12 +11,12 @@ import pytest
 
 from build_scripts.bench.floor import allocation_bytes, buffer_sets_needed, pass_bytes, pass_macs, rotation_bytes
 from build_scripts.bench.layers import (COVERAGE_CONFIGS_2D, COVERAGE_SETS, DEFAULT_SETS, SETS, TRAINING_PASSES, Layer,
-                                       Problem, configs_text, parse_configs, problems)
+                                       Problem, problems)
 from build_scripts.bench.report import (
     activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
-from build_scripts.bench.schema import (SCHEMA, VARIANTS, ends_in_time, parse_variants, problem_row,
-                                        report_file_name, switched_off_paths)
+from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, parse_configs, parse_variants,
+                                        problem_row, report_file_name, switched_off_paths)
 from build_scripts.errors import HarnessError
 from build_scripts.routing_table import points_of, write_table
 

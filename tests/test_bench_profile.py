@@ -9,11 +9,12 @@ import textwrap
 
 import pytest
 
-from build_scripts.bench.layers import COVERAGE_CONFIGS_2D, parse_configs, problems
+from build_scripts.bench.layers import COVERAGE_CONFIGS_2D, problems
 from build_scripts.bench.profile import (
     OUR_KERNELS, SECTIONS, STALL_METRICS, markdown, metric, ncu_command, optional_options, parse_details, run_profile,
     short_name, targets, top_stalls,
 )
+from build_scripts.bench.schema import parse_configs
 from build_scripts.errors import HarnessError
 
 # What Nsight Compute 2025's --csv --page details prints: rule columns after the metric's, a

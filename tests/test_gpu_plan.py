@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT, plan_report
-from build_scripts.bench.layers import parse_configs, problems
+from build_scripts.bench.layers import problems
 from build_scripts.bench.profile import DEFAULT_PASSES, targets
-from build_scripts.bench.schema import parse_variants
+from build_scripts.bench.schema import parse_configs, parse_variants
 from build_scripts.errors import HarnessError
 from build_scripts.gpu_session import steps
 

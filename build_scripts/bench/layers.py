@@ -122,27 +122,6 @@ class Problem:
         return (self.batch, self.layer.channels, *spatial)
 
 
-def parse_configs(text: str) -> tuple[tuple[str, str], ...] | None:
-    """CONFIGS: comma-separated dtype/layout pairs for the 2D layers ("float32/channels_last"), or
-    "coverage" for COVERAGE_CONFIGS_2D; empty gives None, the issue's CONFIGS_2D."""
-    words = [word.strip() for word in text.split(",") if word.strip()]
-    if words == ["coverage"]:
-        return COVERAGE_CONFIGS_2D
-    configs = []
-    for word in words:
-        dtype, _, layout = word.partition("/")
-        if dtype not in CONFIG_DTYPES or layout not in CONFIG_LAYOUTS:
-            raise ValueError(f"unknown configuration {word!r}: CONFIGS takes 'coverage' or dtype/layout pairs, "
-                             f"dtype one of {', '.join(CONFIG_DTYPES)} and layout one of {', '.join(CONFIG_LAYOUTS)}")
-        configs.append((dtype, layout))
-    return tuple(dict.fromkeys(configs)) or None
-
-
-def configs_text(configs_2d: tuple[tuple[str, str], ...] | None) -> str:
-    """What parse_configs reads back as configs_2d ("" for the issue's)."""
-    return ",".join(f"{dtype}/{layout}" for dtype, layout in configs_2d or ())
-
-
 def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None) -> list[Problem]:
     """The problems of the sets (default: the issue's), the 2D layers in configs_2d (default: the
     issue's CONFIGS_2D), conv1d in CONFIGS_1D."""

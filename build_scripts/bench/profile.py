@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HarnessError
-from .layers import TRAINING_PASSES, Problem, configs_text, parse_configs, problems
+from .layers import TRAINING_PASSES, Problem, problems
+from .schema import configs_text, parse_configs
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
 DEFAULT_PASSES = "backward_weight"  # PASSES when unset: the pass furthest from its floor

@@ -24,7 +24,7 @@ import hashlib
 import re
 
 from .floor import compute_floor_ms, floor_ms, pass_bytes, pass_macs
-from .layers import Problem
+from .layers import CONFIG_DTYPES, CONFIG_LAYOUTS, COVERAGE_CONFIGS_2D, Problem
 
 SCHEMA = "dwconv-bench/1"
 VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
@@ -98,6 +98,27 @@ MAX_REPORT_NAME = 120  # file systems allow 255 bytes a name; a long VARIANTS li
 
 def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")
+
+
+def parse_configs(text: str) -> tuple[tuple[str, str], ...] | None:
+    """CONFIGS: comma-separated dtype/layout pairs for the 2D layers ("float32/channels_last"), or
+    "coverage" for COVERAGE_CONFIGS_2D; empty gives None, the issue's CONFIGS_2D."""
+    words = comma_separated(text)
+    if words == ["coverage"]:
+        return COVERAGE_CONFIGS_2D
+    configs = []
+    for word in words:
+        dtype, _, layout = word.partition("/")
+        if dtype not in CONFIG_DTYPES or layout not in CONFIG_LAYOUTS:
+            raise ValueError(f"unknown configuration {word!r}: CONFIGS takes 'coverage' or dtype/layout pairs, "
+                             f"dtype one of {', '.join(CONFIG_DTYPES)} and layout one of {', '.join(CONFIG_LAYOUTS)}")
+        configs.append((dtype, layout))
+    return tuple(dict.fromkeys(configs)) or None
+
+
+def configs_text(configs_2d: tuple[tuple[str, str], ...] | None) -> str:
+    """What parse_configs reads back as configs_2d ("" for the issue's)."""
+    return ",".join(f"{dtype}/{layout}" for dtype, layout in configs_2d or ())
 
 
 def report_file_name(sets: list[str], variants: list[str], configs: list[str] = ()) -> str:

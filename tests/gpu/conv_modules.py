@@ -33,8 +33,12 @@ def layout(t):
     return tuple(stride for size, stride in zip(t.shape, t.stride()) if size > 1)
 
 
-def train_step(module, x):
+def train_step(module, x, grad=None):
+    """Output, grad_input, grad_weight and grad_bias (None without a bias) of one training step with
+    the gradient `grad` (random if not given), the parameters' gradients set anew."""
+    module.zero_grad(set_to_none=True)
     x = x.detach().requires_grad_()
     out = module(x)
-    out.backward(torch.randn_like(out))
-    return out, x.grad, module.weight.grad
+    out.backward(torch.randn_like(out) if grad is None else grad)
+    # a copy of the output: a replayed CUDA graph writes the next step's into the same memory
+    return out.detach().clone(), x.grad, module.weight.grad, None if module.bias is None else module.bias.grad

@@ -29,7 +29,7 @@ from torch.utils._triton import has_triton  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conv_modules import (  # noqa: E402
-    CUDNN_OPS, OUR_BACKWARD, OUR_FORWARD, OUR_KERNELS, depthwise_module, layout, make_input,
+    CUDNN_OPS, OUR_BACKWARD, OUR_FORWARD, OUR_KERNELS, depthwise_module, layout, make_input, train_step,
 )
 from overlay_loader import dwconv_overlay, routing  # noqa: E402
 from profiling import op_names  # noqa: E402
@@ -49,15 +49,6 @@ def _module_and_input(module, length, channels_last=True):
     return module, make_input(module, batch=4, length=length, channels_last=channels_last)
 
 
-def training_step(module, x, grad):
-    """Output, grad_input, grad_weight and grad_bias of one step, each a fresh tensor."""
-    module.zero_grad(set_to_none=True)
-    x = x.detach().requires_grad_()
-    out = module(x)
-    out.backward(grad)
-    return out.detach().clone(), x.grad, module.weight.grad, module.bias.grad
-
-
 class TestCompile(TestCase):
     def setUp(self):
         dwconv_overlay.enable()
@@ -72,11 +63,11 @@ class TestCompile(TestCase):
         CUDA graph calls no operator: there only its launch and the kernels' names show."""
         grad = torch.randn_like(module(x))
         with routing("ours"):
-            eager = training_step(module, x, grad)
+            eager = train_step(module, x, grad)
             for _ in range(warm_up):
-                training_step(compiled, x, grad)
-            names = op_names(lambda: training_step(compiled, x, grad))
-            got = training_step(compiled, x, grad)
+                train_step(compiled, x, grad)
+            names = op_names(lambda: train_step(compiled, x, grad))
+            got = train_step(compiled, x, grad)
         ours = {name for name in names if OUR_KERNELS in name}
         self.assertTrue({name for name in ours if "grad_weight" in name}, f"no weight gradient of ours: {sorted(names)}")
         self.assertTrue({name for name in ours if "grad_weight" not in name}, f"no forward of ours: {sorted(names)}")
