@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-report profile routing-table resource-report plan-report clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -98,10 +98,17 @@ bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
+# Whole networks (build_scripts/bench/models.py), stock against the overlay: RESULTS/<device>/<date>/models-*.json,
+# models.md and models.png.
+export MODELS
+bench-models:  ## (GPU) whole models' training step and inference: stock, cuDNN, ours, routed (MODELS=a,b CONFIGS= VARIANTS= REPEATS=n)
+	@$(REQUIRE_STAGED_OVERLAY)
+	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench models
+
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,profile,upstream within BUDGET s (540), logs in OUT (SETS, CONFIGS, VARIANTS as bench)
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,models,profile,upstream within BUDGET s (540), logs in OUT (SETS, CONFIGS, VARIANTS as bench; MODELS as bench-models)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session
@@ -110,7 +117,7 @@ profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench profile $(if $(OUT),--out $(OUT))
 
-bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...")
+bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...") or of a bench-models one
 	$(HARNESS) bench report $(BENCH)
 
 routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a bench report (BENCH=<report.json>); print how they route layers held out

@@ -164,15 +164,7 @@ def cmd_test_upstream(args) -> None:
 
 def cmd_bench(args) -> None:
     if args.action == "report":
-        from .bench.report import write_report
-        if not args.reports:
-            raise HarnessError("bench report: name the report(s), e.g. BENCH=results/<device>/<date>/bench.json")
-        paths = [Path(p) for p in args.reports]
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise HarnessError(f"bench report: no such report: {', '.join(missing)}")
-        for path in write_report(paths, Path(args.out) if args.out else paths[0].parent):
-            print(f"wrote {path}")
+        _bench_report(args)
         return
     import datetime
     import shlex
@@ -192,16 +184,12 @@ def cmd_bench(args) -> None:
                     args.match, ncu=os.environ.get("NCU") or "ncu", stop_after_s=args.stop_after,
                     configs_2d=configs_2d)
         return
-    try:
-        import torch
-    except ImportError:
-        raise HarnessError("make bench runs in a Python with torch 2.11.0+cu130 and a GPU (GPU_PYTHON); "
-                           f"{sys.executable} has no torch") from None
+    if args.action == "models":
+        _bench_models(args, configs_2d)
+        return
+    torch = _gpu_torch("make bench")
     from .bench.run import failed_checks, run_bench
     from .bench.schema import comma_separated, report_file_name, slug
-    if not torch.cuda.is_available():
-        raise HarnessError("make bench needs a CUDA device and torch 2.11.0+cu130; this Python has none "
-                           "(run it on the GPU machine, or set GPU_PYTHON)")
     sets = comma_separated(args.sets) or None
     name = report_file_name(sets or [], comma_separated(args.variants), comma_separated(args.configs))
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
@@ -221,6 +209,73 @@ def cmd_bench(args) -> None:
     failures = failed_checks(report)
     if failures:
         raise HarnessError("implementations failed the float64 check:\n  " + "\n  ".join(failures))
+
+
+def _bench_report(args) -> None:
+    """bench.md and its plots from bench reports, or models.md and its plot from a bench-models one."""
+    import json
+    if not args.reports:
+        raise HarnessError("bench report: name the report(s), e.g. BENCH=results/<device>/<date>/bench.json")
+    paths = [Path(p) for p in args.reports]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise HarnessError(f"bench report: no such report: {', '.join(missing)}")
+    out_dir = Path(args.out) if args.out else paths[0].parent
+    from .bench.schema import MODELS_SCHEMA
+    model_reports = [p for p in paths if json.loads(p.read_text()).get("schema") == MODELS_SCHEMA]
+    if model_reports and len(paths) > 1:
+        raise HarnessError(f"bench report: {', '.join(map(str, model_reports))} is a bench-models report: "
+                           "give it alone")
+    if model_reports:
+        from .bench.model_report import write_model_report
+        written = write_model_report(paths[0], out_dir)
+    else:
+        from .bench.report import write_report
+        written = write_report(paths, out_dir)
+    for path in written:
+        print(f"wrote {path}")
+
+
+def _gpu_torch(verb: str):
+    try:
+        import torch
+    except ImportError:
+        raise HarnessError(f"{verb} runs in a Python with torch 2.11.0+cu130 and a GPU (GPU_PYTHON); "
+                           f"{sys.executable} has no torch") from None
+    if not torch.cuda.is_available():
+        raise HarnessError(f"{verb} needs a CUDA device and torch 2.11.0+cu130; this Python has none "
+                           "(run it on the GPU machine, or set GPU_PYTHON)")
+    return torch
+
+
+def _bench_models(args, configs) -> None:
+    import datetime
+    import shlex
+
+    from .bench.schema import comma_separated, parse_model_variants, parse_models, report_file_name, slug
+    try:
+        models = parse_models(args.models)
+        parse_model_variants(args.variants)
+    except ValueError as err:
+        raise HarnessError(f"bench-models: {err}") from None
+    torch = _gpu_torch("make bench-models")
+    from .bench.model_run import failed_checks, run_models
+    name = report_file_name(models or [], comma_separated(args.variants), comma_separated(args.configs),
+                            kind="models")
+    out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
+    command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        report = run_models(out, models, args.variants, repeats=args.repeats, command=command,
+                            stop_after_s=args.stop_after, configs=configs)
+    except ValueError as err:
+        raise HarnessError(f"bench-models: {err}") from None
+    print(f"wrote {out}")
+    from .bench.model_report import write_model_report
+    for path in write_model_report(out, out.parent, with_plot=_has_matplotlib()):
+        print(f"wrote {path}")
+    failures = failed_checks(report)
+    if failures:
+        raise HarnessError("variants failed the whole-model check:\n  " + "\n  ".join(failures))
 
 
 def _has_matplotlib() -> bool:
@@ -287,9 +342,12 @@ def main(argv: list[str] | None = None) -> int:
                               help="comma-separated: requirements (pip install the build requirements), compile")
             verb.add_argument("--out", default=str(REPO_ROOT / "dist"), help="where the wheel goes")
         if name == "bench":
-            verb.add_argument("action", nargs="?", choices=("run", "report", "profile"), default="run",
+            verb.add_argument("action", nargs="?", choices=("run", "report", "profile", "models"), default="run",
                               help="run: time on this GPU (default); report: markdown and plots of reports; "
-                                   "profile: Nsight Compute on our kernels of chosen passes")
+                                   "profile: Nsight Compute on our kernels of chosen passes; models: whole "
+                                   "networks' training steps and inference on this GPU (make bench-models)")
+            verb.add_argument("--models", default=os.environ.get("MODELS", ""),
+                              help="models: comma-separated (default: MobileNetV2, EfficientNet-B0, ConvNeXt-T)")
             verb.add_argument("reports", nargs="*", help="report: the bench JSON file(s) of one run")
             verb.add_argument("--sets", default=os.environ.get("SETS", ""),
                               help="run: comma-separated layer sets (default: all)")

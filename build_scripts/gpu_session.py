@@ -15,6 +15,8 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
              (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
              `make bench-report` redraws the markdown and plots from it here
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
+  models     make bench-models MODELS=... CONFIGS=...: whole networks, stock against the overlay (its
+             JSON report lands in OUT, as the bench's; `make bench-report` redraws models.md here)
   profile    make profile: Nsight Compute on our kernels of the bench passes SETS, CONFIGS,
              PASSES and MATCH choose (profile.md and profile.csv in OUT)
   upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
@@ -51,6 +53,7 @@ FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go i
 TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
 SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowest: a step of its own
 BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
+MODELS_SUMMARY = re.compile(r"^(\[\d+/\d+ |wrote |given back: |stopping: |make bench-models: |error|variants failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
 
 NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.mem,power.draw,power.limit,"
@@ -80,7 +83,7 @@ def can_stop_hung_tests() -> bool:
 
 
 def steps(out: Path, python: str, make: str, sets: str, variants: str,
-          stop_hung_tests: bool = True, configs: str = "") -> dict[str, Step]:
+          stop_hung_tests: bool = True, configs: str = "", models: str = "") -> dict[str, Step]:
     make_vars = ["--no-print-directory", f"GPU_PYTHON={python}"]
     problem_vars = [f"SETS={sets}", f"CONFIGS={configs}"]
     return {
@@ -103,6 +106,9 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         "look-back": Step("look-back", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, "VARIANTS=look-back"],
         ], BENCH_SUMMARY, reports_under="results"),
+        "models": Step("models", [
+            [make, "bench-models", *make_vars, f"RESULTS={out / 'results'}", f"MODELS={models}", f"CONFIGS={configs}"],
+        ], MODELS_SUMMARY, reports_under="results"),
         "profile": Step("profile", [
             [make, "profile", *make_vars, f"OUT={out}", *problem_vars],
         ], re.compile(r"^(\[\d+/\d+\] |wrote |error|stopping)")),
@@ -238,13 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default=os.environ.get("SETS", ""))
     parser.add_argument("--variants", default=os.environ.get("VARIANTS", ""))
     parser.add_argument("--configs", default=os.environ.get("CONFIGS", ""))
+    parser.add_argument("--models", default=os.environ.get("MODELS", ""))
     args = parser.parse_args(argv)
     try:
         if not args.out:
             raise HarnessError("gpu-session: say where the logs and results go: OUT=<folder> (on the device: $OUT)")
         out = Path(args.out).resolve()
         available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants,
-                          stop_hung_tests=can_stop_hung_tests(), configs=args.configs)
+                          stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:

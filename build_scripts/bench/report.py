@@ -133,7 +133,7 @@ def geomean(values) -> float | None:
     return exp(sum(log(v) for v in values) / len(values)) if values else None
 
 
-def _fmt(value, spec=".3f", none="–") -> str:
+def fmt(value, spec=".3f", none="–") -> str:
     return none if value is None else format(value, spec)
 
 
@@ -179,7 +179,7 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
             g = geomean(speedup(r, variant, "stock") for r in timed)
             out.append((f"training-step geomean {variant} / stock ≥ 2×, {', '.join(GEOMEAN_SETS)}, "
                         f"{config_title({'dtype': dtype, 'layout': layout, 'conv': '2d'})}",
-                        f"{_fmt(g, '.2f')}× over {len(timed)} layers" + _coverage(timed, expected),
+                        f"{fmt(g, '.2f')}× over {len(timed)} layers" + _coverage(timed, expected),
                         _verdict(timed, expected, g is not None and g >= 2)))
     routed, expected = _judged(rows, stated_over, lambda r: True, lambda r: speedup(r, "routed", "stock"))
     slower = [r for r in routed if speedup(r, "routed", "stock") < 1 - NOISE]
@@ -197,18 +197,18 @@ def targets(rows: list[dict]) -> list[tuple[str, str, str]]:
         # At the measured FMA rate, these rows' multiply-adds alone take longer than the goal allows.
         compute_bound = sum(1 for r in big if (r.get("compute_floor_ms") or 0) > r["floor_ms"] / goal)
         out.append((f"{' and '.join(PASS_TITLES[p] for p in passes)} ≥ {goal:.0%} of the floor (k ≤ 7, ≥ 8 MB of "
-                    f"activations)", f"{met} of {len(big)} rows; lowest {_fmt(low and 100 * low, '.0f')}%" + (
+                    f"activations)", f"{met} of {len(big)} rows; lowest {fmt(low and 100 * low, '.0f')}%" + (
                         f"; {compute_bound} of them out of reach on CUDA cores (their compute floor is over "
                         f"the floor / {goal:.0%})" if compute_bound else "") + _coverage(big, expected),
                     _verdict(big, expected, met == len(big))))
     large, expected = _judged(rows, stated_over, lambda r: r["set"] == "RepLKNet-31B" and r["batch"] > 1,
                               lambda r: speedup(r, "ours", "stock"))
     low = min((speedup(r, "ours", "stock") for r in large), default=None)
-    out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {_fmt(low, '.2f')}×" + _coverage(large, expected),
+    out.append(("large kernels ≥ 2× over stock (every pass)", f"lowest {fmt(low, '.2f')}×" + _coverage(large, expected),
                 _verdict(large, expected, low is not None and low >= 2)))
     conv1d, expected = _judged(rows, stated_over, lambda r: r["conv"] == "1d", floor_fraction)
     high = max((1 / floor_fraction(r) for r in conv1d), default=None)
-    out.append(("conv1d within 1.3× of the floor", f"worst {_fmt(high, '.2f')}× the floor" + _coverage(conv1d, expected),
+    out.append(("conv1d within 1.3× of the floor", f"worst {fmt(high, '.2f')}× the floor" + _coverage(conv1d, expected),
                 _verdict(conv1d, expected, high is not None and high <= 1.3)))
     return out
 
@@ -280,8 +280,8 @@ def markdown(report: dict) -> str:
                   f"Time with the path switched off / time with it on (ours), over the rows where that moves by "
                   f"{NOISE:.0%} or more; above 1× the path is faster.", "",
                   "| kernel path | rows changed | geomean | best | worst |", "| --- | ---: | ---: | ---: | ---: |"]
-        lines += [f"| {path} | {count} of {len(rows)} | {_fmt(g, '.2f')}× | {_fmt(best, '.2f')}× | "
-                  f"{_fmt(worst, '.2f')}× |" for path, count, g, best, worst in paths]
+        lines += [f"| {path} | {count} of {len(rows)} | {fmt(g, '.2f')}× | {fmt(best, '.2f')}× | "
+                  f"{fmt(worst, '.2f')}× |" for path, count, g, best, worst in paths]
     bad = [r for r in rows if any(not c["ok"] for c in r["check"].values())]
     if bad:
         lines += ["", "## Failed checks", ""]
@@ -296,12 +296,12 @@ def markdown(report: dict) -> str:
                   + " | floor | ours % of floor | ours % of roofline | ours / stock | ours / cuDNN | stock runs |",
                   "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | ---: | --- |"]
         for r in group:
-            times = " | ".join(_fmt(r["ms"].get(v), ".4f") for v in variants)
+            times = " | ".join(fmt(r["ms"].get(v), ".4f") for v in variants)
             lines.append(
                 f"| {r['layer']} | {PASS_TITLES[r['pass']]} | {times} | {r['floor_ms']:.4f} | "
-                f"{_fmt(floor_fraction(r) and 100 * floor_fraction(r), '.0f')} | "
-                f"{_fmt(roofline_fraction(r) and 100 * roofline_fraction(r), '.0f')} | "
-                f"{_fmt(speedup(r, 'ours', 'stock'), '.2f')}× | {_fmt(speedup(r, 'ours', 'cudnn'), '.2f')}× | "
+                f"{fmt(floor_fraction(r) and 100 * floor_fraction(r), '.0f')} | "
+                f"{fmt(roofline_fraction(r) and 100 * roofline_fraction(r), '.0f')} | "
+                f"{fmt(speedup(r, 'ours', 'stock'), '.2f')}× | {fmt(speedup(r, 'ours', 'cudnn'), '.2f')}× | "
                 f"{r['backends']['stock_forward']} |")
     return "\n".join(lines) + "\n"
 

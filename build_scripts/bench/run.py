@@ -144,7 +144,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                                            f"{problem.dtype} {problem.layout}"}
             print(f"stopping: {index - 1} of {len(chosen)} problems measured, the next would end past "
                   f"{stop_after_s:.0f} s", flush=True)
-            _write(out_path, report)
+            write_json(out_path, report)
             break
         problem_started = time.monotonic()
         checks = check(problem, overlay, variants)
@@ -175,12 +175,12 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                   flush=True)
         del buffer_sets
         torch.cuda.empty_cache()
-        _write(out_path, report)
+        write_json(out_path, report)
         longest_problem_s = max(longest_problem_s, time.monotonic() - problem_started)
     return report
 
 
-def _write(path: Path, report: dict) -> None:
+def write_json(path: Path, report: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
     partial.write_text(json.dumps(report, indent=1))

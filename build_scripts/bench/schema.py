@@ -121,11 +121,35 @@ def configs_text(configs_2d: tuple[tuple[str, str], ...] | None) -> str:
     return ",".join(f"{dtype}/{layout}" for dtype, layout in configs_2d or ())
 
 
-def report_file_name(sets: list[str], variants: list[str], configs: list[str] = ()) -> str:
-    """bench-<sets>-<variants>[-<configs>].json, the sets, variants and 2D configurations (where not the
-    issue's) it ran; a name too long for a file system keeps its start and ends in a hash of the whole
-    (the report holds the full lists)."""
-    stem = "-".join(["bench", *map(slug, sets), *map(slug, variants), *map(slug, configs)])
+def report_file_name(sets: list[str], variants: list[str], configs: list[str] = (), kind: str = "bench") -> str:
+    """<kind>-<sets>-<variants>[-<configs>].json, the sets (or models), variants and 2D configurations (where
+    not the issue's) it ran; a name too long for a file system keeps its start and ends in a hash of the
+    whole (the report holds the full lists)."""
+    stem = "-".join([kind, *map(slug, sets), *map(slug, variants), *map(slug, configs)])
     if len(stem) > MAX_REPORT_NAME:
         stem = stem[:MAX_REPORT_NAME - 13] + "-" + hashlib.sha256(stem.encode()).hexdigest()[:12]
     return stem + ".json"
+
+
+# `make bench-models` (model_run.py): whole networks, its report (model_report.py) and its settings.
+MODELS_SCHEMA = "dwconv-model-bench/1"
+MODEL_NAMES = ("MobileNetV2", "EfficientNet-B0", "ConvNeXt-T")  # models.py builds them
+MODEL_VARIANTS = ("stock", "cudnn", "ours", "routed")
+
+
+def parse_models(text: str) -> list[str] | None:
+    """MODELS=a,b: names of MODEL_NAMES; empty gives None, all of them."""
+    names = comma_separated(text)
+    unknown = [name for name in names if name not in MODEL_NAMES]
+    if unknown:
+        raise ValueError(f"unknown model(s) {unknown}; the models are {', '.join(MODEL_NAMES)}")
+    return list(dict.fromkeys(names)) or None
+
+
+def parse_model_variants(text: str) -> tuple[str, ...]:
+    """VARIANTS=a,b for bench-models: names of MODEL_VARIANTS; empty gives all of them."""
+    names = comma_separated(text)
+    unknown = [name for name in names if name not in MODEL_VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown variant(s) {unknown} for bench-models; its variants are {', '.join(MODEL_VARIANTS)}")
+    return tuple(dict.fromkeys(names)) or MODEL_VARIANTS
