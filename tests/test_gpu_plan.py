@@ -11,14 +11,14 @@ import pytest
 from build_scripts import REPO_ROOT, plan_report
 from build_scripts.bench.layers import problems
 from build_scripts.bench.profile import DEFAULT_PASSES, targets
-from build_scripts.bench.schema import parse_configs, parse_variants
+from build_scripts.bench.schema import parse_configs, parse_models, parse_variants
 from build_scripts.errors import HarnessError
 from build_scripts.gpu_session import steps
 
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
-KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT"}
+KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS"}
 
 
 def planned_calls(notes: str) -> list[str]:
@@ -50,6 +50,10 @@ def call_problems(call: str) -> list[str]:
         parse_variants(settings.get("VARIANTS", ""), plan_report.kernel_path_names())
     except ValueError as err:
         found.append(str(err))
+    try:
+        parse_models(settings.get("MODELS", ""))
+    except ValueError as err:
+        found.append(str(err))
     if "MATCH" in settings:
         passes = settings.get("PASSES", DEFAULT_PASSES).split(",")
         try:
@@ -74,6 +78,7 @@ def test_the_plan_for_the_next_gpu_session_names_only_what_the_harness_takes():
     ('STEPS=profile SETS="Mamba conv1d" MATCH="L=4096 b8"', "no bench problem of ['Mamba conv1d'] matches"),
     ("STEPS=bench VARIANT=ours", "unknown setting VARIANT"),
     ("STEPS=bench CONFIGS=float32/nhwc", "unknown configuration 'float32/nhwc'"),
+    ("STEPS=models MODELS=MobileNetV3", "unknown model(s) ['MobileNetV3']"),
     ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"', "no bench problem of ['ConvNeXt-T'] matches"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):

@@ -89,14 +89,15 @@ def test_the_summary_keeps_the_lines_that_say_how_a_step_went(tmp_path, quick_li
 def test_unknown_steps_are_refused_with_the_list_and_nothing_runs(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(HarnessError, match=r"unknown step\(s\) \['benchmark'\]; STEPS takes a comma-separated list "
-                                           r"of probe, tests, sanitizer, bench, look-back, profile, upstream"):
+                                           r"of probe, tests, sanitizer, bench, look-back, models, profile, upstream"):
         run_session(["probe", "benchmark"], out, 60, steps(out, "python", "make", "", ""))
     assert not out.exists()
 
 
 def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path):
-    real = steps(tmp_path, "/gpu/python3", "make", "MobileNetV2,Mamba conv1d", "ours,ours-without-row")
-    assert list(real) == ["probe", "tests", "sanitizer", "bench", "look-back", "profile", "upstream"]
+    real = steps(tmp_path, "/gpu/python3", "make", "MobileNetV2,Mamba conv1d", "ours,ours-without-row",
+                 configs="coverage", models="ConvNeXt-T")
+    assert list(real) == ["probe", "tests", "sanitizer", "bench", "look-back", "models", "profile", "upstream"]
     make_gpu = ["make", "test-gpu", "--no-print-directory", "GPU_PYTHON=/gpu/python3"]
     assert real["tests"].commands == [[*make_gpu, "GPU_TESTS=tests/gpu --ignore=tests/gpu/test_sanitizer.py",
                                        f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'} --timeout=300 "
@@ -110,6 +111,8 @@ def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path)
     assert f"RESULTS={tmp_path / 'results'}" in bench and "SETS=MobileNetV2,Mamba conv1d" in bench
     assert "VARIANTS=ours,ours-without-row" in bench
     assert "VARIANTS=look-back" in real["look-back"].commands[0]
+    assert real["models"].commands == [["make", "bench-models", "--no-print-directory", "GPU_PYTHON=/gpu/python3",
+                                        f"RESULTS={tmp_path / 'results'}", "MODELS=ConvNeXt-T", "CONFIGS=coverage"]]
     profile = real["profile"].commands[0]
     assert profile[:2] == ["make", "profile"] and f"OUT={tmp_path}" in profile and "SETS=MobileNetV2,Mamba conv1d" in profile
     assert real["probe"].commands[-1] == ["/gpu/python3", "docker/runtime/selftest.py", "--overlay"]
@@ -136,4 +139,4 @@ def test_bench_reports_come_up_to_where_the_device_gives_them_back(tmp_path, qui
     assert not (tmp_path / "results").exists()
     assert f"given back: {tmp_path / 'bench-Tiny.json'}" in (tmp_path / "bench.log").read_text()
     assert all(s.reports_under == "results" for name, s in steps(tmp_path, "py", "make", "", "").items()
-               if name in ("bench", "look-back"))
+               if name in ("bench", "look-back", "models"))

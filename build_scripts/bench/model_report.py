@@ -44,6 +44,7 @@ def check_text(row: dict, variant: str) -> str:
 def markdown(report: dict) -> str:
     variants = report["settings"]["variants"]
     s = report["settings"]
+    tolerances = ", ".join(f"{DTYPE_TITLES[dtype]} {value:g}" for dtype, value in s["tolerance"].items())
     lines = [
         f"# Whole-model benchmark: {report['device']}, torch {report['torch']}, {report['date']}", "",
         f"Command: `{report['command']}`", "",
@@ -54,8 +55,9 @@ def markdown(report: dict) -> str:
         f"(CUDA-graph replays where the step could be captured) after {s['warmup']} warm-up runs, random "
         f"{s['image_size']}x{s['image_size']} images. Variants: stock (overlay off); the overlay routing every "
         f"depthwise convolution to cuDNN, to ours, or as its table says (routed, what a user gets). Each variant's "
-        f"training step at batch {s['check_batch']} is checked against float64 first (logits and every parameter "
-        f"gradient within {s['slack']:g}x stock's own error plus {s['tolerance']}). \"ours' share\": our kernels' "
+        f"forward, loss and backward at batch {s['check_batch']} are checked against float64 first (eval mode, "
+        f"BatchNorm statistics taken from that batch; logits and every parameter gradient within {s['slack']:g}x "
+        f"stock's own error plus {tolerances}). \"ours' share\": our kernels' "
         f"part of the step's GPU time (one profiled step); \"depthwise floor\": the byte floor of the model's "
         f"depthwise layers, the least their part of the step can take.", "",
     ]

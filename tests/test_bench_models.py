@@ -1,0 +1,174 @@
+"""`make bench-models` on the CPU: the networks (parameter counts, depthwise layers), the float64
+check with a correct variant and a planted bug, the steps, the depthwise floor (in the pinned torch,
+tests/run_models_on_cpu.py); the settings, the report and the CLI (here)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.__main__ import main
+from build_scripts.bench.layers import CONVNEXT_T, EFFICIENTNET_B0, MOBILENET_V2
+from build_scripts.bench.model_report import markdown, write_model_report
+from build_scripts.bench.schema import (
+    MODEL_NAMES, MODEL_VARIANTS, MODELS_SCHEMA, parse_model_variants, parse_models, report_file_name,
+)
+
+# torchvision's builds of the same models (their weights' meta["num_params"]).
+TORCHVISION_PARAMETERS = {"MobileNetV2": 3_504_872, "EfficientNet-B0": 5_288_548, "ConvNeXt-T": 28_589_128}
+
+
+@pytest.fixture(scope="module")
+def found():
+    from build_scripts.pin import load_pin
+    from build_scripts.runtime_env import ensure_runtime_env
+    from build_scripts.wheel_cache import cache_dir
+    python = ensure_runtime_env(load_pin(), cache_dir())
+    proc = subprocess.run([str(python), str(REPO_ROOT / "tests" / "run_models_on_cpu.py")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _layer_keys(layers):
+    return {(layer.channels, layer.length, layer.kernel, layer.stride, layer.bias) for layer in layers}
+
+
+@pytest.mark.l0
+def test_the_networks_are_torchvisions_by_their_parameter_counts(found):
+    assert found["parameters"] == TORCHVISION_PARAMETERS
+    assert tuple(found["parameters"]) == MODEL_NAMES
+
+
+@pytest.mark.l0
+def test_their_depthwise_layers_are_those_the_bench_times(found):
+    census = {name: [tuple(layer) for layer in layers] for name, layers in found["census"].items()}
+    assert {name: len(layers) for name, layers in census.items()} == {
+        "MobileNetV2": 17, "EfficientNet-B0": 16, "ConvNeXt-T": 18}
+    assert set(census["MobileNetV2"]) == _layer_keys(MOBILENET_V2)
+    assert set(census["ConvNeXt-T"]) == _layer_keys(CONVNEXT_T)
+    # the issue's EfficientNet-B0 set leaves out three the model has: 144@56 k3 (MobileNetV2's 144@56),
+    # 480@14 k5 and 1152@7 k3
+    assert set(census["EfficientNet-B0"]) - _layer_keys(EFFICIENTNET_B0) == {
+        (144, 56, 3, 1, False), (480, 14, 5, 1, False), (1152, 7, 3, 1, False)}
+    assert _layer_keys(EFFICIENTNET_B0) <= set(census["EfficientNet-B0"])
+
+
+@pytest.mark.l0
+def test_the_depthwise_floor_counts_every_depthwise_layer_of_the_model(found):
+    # ConvNeXt-T's inference, fp32 NCHW, batch 1, at 1 byte/ms: 3, 3, 9 and 3 blocks of 96@56, 192@28,
+    # 384@14 and 768@7, each reading its input, 7x7 weights and bias, and writing its output
+    blocks = ((3, 96, 56), (3, 192, 28), (9, 384, 14), (3, 768, 7))
+    expected = sum(n * 4 * (2 * c * h * h + c * 49 + c) for n, c, h in blocks)
+    assert found["floor"]["ConvNeXt-T"] == expected
+
+
+@pytest.mark.l0
+@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("config", ["float32 contiguous", "bfloat16 channels_last"])
+def test_the_check_passes_a_correct_variant_and_catches_a_flipped_filter(found, model, config):
+    correct, flipped = (found["check"][f"{model} {config} {bug}"] for bug in ("correct", "flipped"))
+    assert correct["stock"]["ok"] and correct["ours"]["ok"], correct
+    assert correct["ours"]["error"] == correct["stock"]["error"]  # the same convolutions, on the CPU
+    assert flipped["stock"]["ok"] and not flipped["ours"]["ok"], flipped
+    assert flipped["ours"]["of_bound"] > 2, flipped  # caught with room: 2.6x to 2.4e6x on 2026-11-25
+
+
+@pytest.mark.l0
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_the_steps_train_and_infer(found, model):
+    step = found["steps"][model]
+    assert 5 < step["loss"] < 9 and not step["loss_requires_grad"]  # cross-entropy of 1000 classes at random
+    assert step["all_gradients"]
+    assert step["logits"] == [2, 1000] and step["logits_dtype"] == "torch.bfloat16"  # autocast's
+    assert not step["logits_requires_grad"]
+
+
+def test_models_and_variants_are_checked_by_name():
+    assert parse_models("") is None and parse_models("ConvNeXt-T, MobileNetV2") == ["ConvNeXt-T", "MobileNetV2"]
+    with pytest.raises(ValueError, match=r"unknown model\(s\) \['ResNet-50'\]; the models are MobileNetV2, "
+                                         r"EfficientNet-B0, ConvNeXt-T"):
+        parse_models("MobileNetV2,ResNet-50")
+    assert parse_model_variants("") == MODEL_VARIANTS and parse_model_variants("routed,stock") == ("routed", "stock")
+    with pytest.raises(ValueError, match=r"unknown variant\(s\) \['native'\] for bench-models"):
+        parse_model_variants("stock,native")
+    assert report_file_name(["ConvNeXt-T"], [], [], kind="models") == "models-ConvNeXt-T.json"
+
+
+def _row(model, dtype, layout, mode, ms, checks=None, kernels=None):
+    return {"model": model, "dtype": dtype, "layout": layout, "mode": mode, "batch": 64 if mode == "training" else 1,
+            "depthwise_floor_ms": 0.5, "ms": ms, "graph": {v: True for v in ms}, "errors": {},
+            "kernels": kernels or {v: {"ours": 0 if v in ("stock", "cudnn") else 34, "ours_ms": 0.0 if v in (
+                "stock", "cudnn") else 2.0, "all_ms": 10.0} for v in ms},
+            "check": checks or {v: {"ok": True, "worst": "logits", "error": 1e-4, "stock_error": 1e-4,
+                                    "of_bound": 0.1} for v in ms}}
+
+
+def _report(rows, **extra):
+    return {"schema": MODELS_SCHEMA, "command": "python -m build_scripts bench models", "date": "2026-11-25",
+            "device": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91900,
+            "overlay_patchset": "abc123", "routing_measured_on": "H100", "copy_bandwidth_GBps": 3000.0,
+            "settings": {"repeats": 30, "warmup": 3, "check_batch": 4, "slack": 3.0, "tolerance": {"float32": 1e-3},
+                         "modes": {"training": 64, "inference": 1}, "image_size": 224, "variants": list(MODEL_VARIANTS),
+                         "models": list(MODEL_NAMES), "cudnn_benchmark": False, "cudnn_allow_tf32": True,
+                         "configs": ["float32/contiguous"]},
+            "rows": rows, **extra}
+
+
+def test_the_markdown_gives_each_variants_time_the_speedups_and_the_failed_checks():
+    ms = {"stock": 40.0, "cudnn": 41.0, "ours": 25.0, "routed": 20.0}
+    failed = {"stock": {"ok": True, "worst": "logits", "error": 1e-4, "stock_error": 1e-4, "of_bound": 0.1},
+              "cudnn": {"ok": True, "worst": "logits", "error": 1e-4, "stock_error": 1e-4, "of_bound": 0.1},
+              "ours": {"ok": False, "worst": "grad 3.weight", "error": 2.0, "stock_error": 1e-5, "of_bound": 1900.0},
+              "routed": {"failed": "RuntimeError: boom", "ok": False}}
+    text = markdown(_report([
+        _row("MobileNetV2", "float32", "contiguous", "training", ms),
+        _row("ConvNeXt-T", "bfloat16", "channels_last", "training", {"stock": 10.0, "cudnn": 10.0, "ours": 8.0,
+                                                                       "routed": 5.0}, checks=failed),
+        _row("MobileNetV2", "float32", "contiguous", "inference", {"stock": 2.0, "cudnn": 2.0, "ours": 1.0,
+                                                                     "routed": 1.0}),
+    ], cut_short={"stop_after_s": 500.0, "problems_done": 2, "problems": 9, "next": "EfficientNet-B0 float32 contiguous"}))
+    assert "## training step (forward, loss, backward), batch 64" in text
+    assert "## inference (forward, no_grad), batch 1" in text
+    assert ("| MobileNetV2 | fp32 NCHW | 40.000 | 41.000 | 25.000 | 20.000 | 2.00× | 1.60× | 20 % | 0.500 | 34, 34 "
+            "| all ok |") in text
+    # a variant that failed its check has no speedup: its time proves nothing
+    assert "| ConvNeXt-T | bf16 channels_last (autocast) | 10.000 | 10.000 | 8.000 | 5.000 | –× | –× |" in text
+    assert "ours: FAILED (190000 % of bound); routed: failed: RuntimeError: boom |" in text
+    assert "- fp32 NCHW: routed / stock, geomean over the models: 2.00×" in text
+    assert "- bf16 channels_last (autocast): routed / stock, geomean over the models: –×" in text
+    assert "**Cut short** at 500 s: 2 of 9 model configurations measured; not measured from EfficientNet-B0" in text
+
+
+def test_bench_report_draws_a_models_report_and_refuses_it_beside_a_bench_one(tmp_path, capsys):
+    report = tmp_path / "models-MobileNetV2.json"
+    report.write_text(json.dumps(_report([_row("MobileNetV2", "float32", "contiguous", "training",
+                                               {"stock": 4.0, "cudnn": 4.0, "ours": 2.0, "routed": 2.0})])))
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"schema": "dwconv-bench/1", "rows": []}))
+    assert main(["bench", "report", str(report), "--out", str(tmp_path / "out")]) == 0
+    assert "| MobileNetV2 | fp32 NCHW | 4.000 |" in (tmp_path / "out" / "models.md").read_text()
+    assert (tmp_path / "out" / "models.png").stat().st_size > 10_000
+    assert main(["bench", "report", str(bench), str(report)]) == 1
+    assert f"{report} is a bench-models report: give it alone" in capsys.readouterr().err
+
+
+def test_write_model_report_writes_markdown_without_matplotlib(tmp_path):
+    report = tmp_path / "models.json"
+    report.write_text(json.dumps(_report([_row("ConvNeXt-T", "float32", "contiguous", "inference",
+                                               {"stock": 1.0, "cudnn": 1.0, "ours": 0.5, "routed": 0.5})])))
+    assert write_model_report(report, tmp_path, with_plot=False) == [tmp_path / "models.md"]
+
+
+def test_bench_models_refuses_an_unknown_model_before_it_looks_for_a_gpu(capsys):
+    assert main(["bench", "models", "--models", "MobileNetV2,ResNet-50"]) == 1
+    assert "bench-models: unknown model(s) ['ResNet-50']" in capsys.readouterr().err
+
+
+def test_bench_models_needs_a_gpu_python():
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "bench", "models"], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "make bench-models runs in a Python with torch 2.11.0+cu130 and a GPU" in proc.stderr
