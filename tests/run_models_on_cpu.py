@@ -9,6 +9,8 @@ on the CPU. Prints one JSON line of findings for tests/test_bench_models.py:
                                         planted bug, which the check must catch)
   steps {case: ...}                     the training and inference steps run once: the loss, and whether
                                         every parameter got a gradient
+  run {...}                             model_run.run_models on the CPU, its timing and profiling stood in
+                                        for (each runs the step once): the report's rows, and a run cut short
 
 The overlay's routing changes nothing on the CPU, so the stand-in's modes stand for it: stock and
 cuDNN leave torch's convolution alone, "ours" (and routed) swap in the variant under test through a
@@ -27,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from build_scripts.bench import model_run  # noqa: E402
+from build_scripts.bench import model_report, model_run  # noqa: E402
 from build_scripts.bench.models import MODELS, depthwise_census, is_depthwise  # noqa: E402
+from build_scripts.bench.timing import Timing  # noqa: E402
 
 
 class OverlayStandIn:
@@ -82,6 +85,59 @@ def image_size(size):
         model_run.IMAGE_SIZE = saved
 
 
+class TimedOverlay(OverlayStandIn):
+    PATCHSET_HASH = "cpu-test"
+
+    def routing_measured_on(self):
+        return "nowhere"
+
+
+def orchestration():
+    """run_models end to end on the CPU, with stand-ins for what needs a GPU: the copy bandwidth (1e6
+    bytes/ms), the profiled step (the step run once; 0 kernels of ours under stock and the cuDNN
+    routing, 7 otherwise) and the timing (the step run once on the first batch; 2 ms under stock,
+    1 ms otherwise)."""
+    import tempfile
+    overlay = TimedOverlay(correct)
+    uses_ours = lambda: overlay.on and overlay.mode in ("ours", "auto")  # noqa: E731
+
+    def kernel_share(step, batch):
+        step(batch)
+        return {"ours": 7 if uses_ours() else 0, "ours_ms": 0.5 if uses_ours() else 0.0, "all_ms": 4.0}
+
+    def time_pass(fn, buffer_sets, repeats, warmup):
+        fn(buffer_sets[0])
+        return Timing(1.0 if uses_ours() else 2.0, graph=True)
+
+    stand_ins = {"import_overlay": lambda: overlay, "copy_bandwidth": lambda: 1e6, "our_kernel_share": kernel_share,
+                 "time_pass": time_pass}
+    saved = {name: getattr(model_run, name) for name in stand_ins}
+    for name, stand_in in stand_ins.items():
+        setattr(model_run, name, stand_in)
+    saved_modes = dict(model_run.MODES)
+    model_run.MODES.update(training=2)  # at 32x32: the orchestration, not the numbers
+    try:
+        with image_size(32), tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "models.json"
+            configs = (("float32", "contiguous"), ("bfloat16", "channels_last"))
+            report = model_run.run_models(out, ["MobileNetV2"], "", repeats=3, warmup=1, command="cpu test",
+                                          configs=configs, device="cpu")
+            written = json.loads(out.read_text())
+            cut = model_run.run_models(out, ["ConvNeXt-T"], "stock,ours", configs=configs, device="cpu",
+                                       stop_after_s=0.0)
+    finally:
+        for name, original in saved.items():
+            setattr(model_run, name, original)
+        model_run.MODES.update(saved_modes)
+        overlay.disable()
+    return {"written_equals_returned": written == report, "schema": report["schema"],
+            "variants": report["settings"]["variants"], "failed": model_run.failed_checks(report),
+            "rows": [{key: row[key] for key in ("model", "dtype", "layout", "mode", "batch", "ms", "graph", "kernels",
+                                                "errors")} | {"floor": row["depthwise_floor_ms"],
+                                                              "checked": sorted(row["check"])} for row in report["rows"]],
+            "markdown": model_report.markdown(report), "cut": cut.get("cut_short"), "cut_rows": len(cut["rows"])}
+
+
 def main():
     found = {"parameters": {}, "census": {}, "floor": {}, "check": {}, "steps": {}}
     for name, build in MODELS.items():
@@ -113,6 +169,7 @@ def main():
                 "logits": list(logits.shape), "logits_dtype": str(logits.dtype),
                 "logits_requires_grad": logits.requires_grad,
             }
+    found["run"] = orchestration()
     print(json.dumps(found))
 
 

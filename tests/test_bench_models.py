@@ -86,6 +86,29 @@ def test_the_steps_train_and_infer(found, model):
     assert not step["logits_requires_grad"]
 
 
+@pytest.mark.l0
+def test_a_run_checks_profiles_and_times_every_variant_in_each_mode_and_writes_as_it_goes(found):
+    run = found["run"]  # MobileNetV2 at 32x32 on the CPU, the timing and profiling stood in for
+    assert run["schema"] == MODELS_SCHEMA and run["variants"] == list(MODEL_VARIANTS)
+    assert run["written_equals_returned"] and run["failed"] == []
+    rows = run["rows"]
+    assert [(r["dtype"], r["layout"], r["mode"], r["batch"]) for r in rows] == [
+        ("float32", "contiguous", "training", 2), ("float32", "contiguous", "inference", 1),
+        ("bfloat16", "channels_last", "training", 2), ("bfloat16", "channels_last", "inference", 1)]
+    for row in rows:
+        # the variant each time was taken under: the overlay off for stock, routing cudnn, ours, auto
+        assert row["ms"] == {"stock": 2.0, "cudnn": 2.0, "ours": 1.0, "routed": 1.0}, row
+        assert {v: k["ours"] for v, k in row["kernels"].items()} == {"stock": 0, "cudnn": 0, "ours": 7, "routed": 7}
+        assert row["errors"] == {} and row["checked"] == sorted(MODEL_VARIANTS) and all(row["graph"].values())
+    # the depthwise floor counts the passes of the mode, in the dtype's bytes, at the mode's batch
+    assert rows[0]["floor"] == pytest.approx(2 * rows[2]["floor"])  # fp32 against bf16
+    assert rows[0]["floor"] > 2 * 2 * rows[1]["floor"]  # three passes at batch 2 against one at batch 1
+    assert "| MobileNetV2 | bf16 channels_last (autocast) | 2.000 | 2.000 | 1.000 | 1.000 | 2.00× | 2.00× | 12 % |" \
+        in run["markdown"]
+    assert run["cut"] == {"problems_done": 0, "problems": 2, "stop_after_s": 0.0, "next": "ConvNeXt-T float32 contiguous"}
+    assert run["cut_rows"] == 0
+
+
 def test_models_and_variants_are_checked_by_name():
     assert parse_models("") is None and parse_models("ConvNeXt-T, MobileNetV2") == ["ConvNeXt-T", "MobileNetV2"]
     with pytest.raises(ValueError, match=r"unknown model\(s\) \['ResNet-50'\]; the models are MobileNetV2, "

@@ -219,7 +219,7 @@ def depthwise_floor_ms(problem: ModelProblem, mode: str, bandwidth_bytes_per_ms:
     """The byte floor of the model's depthwise layers at the mode's batch: each pass the mode runs."""
     dtype = problem.dtype
     total = 0.0
-    for channels, size, kernel, stride, bias in depthwise_census(MODELS[problem.model]):
+    for channels, size, kernel, stride, bias in depthwise_census(MODELS[problem.model], IMAGE_SIZE):
         layer = Layer(problem.model, f"{channels}@{size}", channels, size, kernel, stride, bias)
         passname = "step" if mode == "training" else "forward"
         total += floor_ms(Problem(layer, MODES[mode], dtype, problem.layout, (passname,)), passname,
@@ -229,7 +229,9 @@ def depthwise_floor_ms(problem: ModelProblem, mode: str, bandwidth_bytes_per_ms:
 
 def run_models(out_path: Path, model_names: list[str] | None, variant_names: str = "", repeats: int = 30,
                warmup: int = 3, command: str = "", stop_after_s: float | None = None,
-               configs: tuple[tuple[str, str], ...] | None = None) -> dict:
+               configs: tuple[tuple[str, str], ...] | None = None, device: str = "cuda") -> dict:
+    """The run, into out_path (device: where the models run; "cpu" only for the CPU test of the
+    orchestration, tests/run_models_on_cpu.py, with the timing stood in for)."""
     variants = parse_model_variants(variant_names)
     chosen = model_problems(model_names, configs)
     overlay = import_overlay()
@@ -237,11 +239,11 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
     bandwidth = copy_bandwidth()
     report = {
         "schema": MODELS_SCHEMA, "command": command, "date": datetime.date.today().isoformat(),
-        "device": torch.cuda.get_device_name(0), "torch": torch.__version__, "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else device, "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(), "overlay_patchset": overlay.PATCHSET_HASH,
         "routing_measured_on": overlay.routing_measured_on(), "copy_bandwidth_GBps": bandwidth / 1e6,
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "slack": SLACK,
-                     "tolerance": TOLERANCE, "modes": MODES, "image_size": IMAGE_SIZE, "variants": list(variants),
+                     "tolerance": dict(TOLERANCE), "modes": dict(MODES), "image_size": IMAGE_SIZE, "variants": list(variants),
                      "models": model_names or list(MODELS), "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
                      "configs": [f"{dtype}/{layout}" for dtype, layout in configs or CONFIGS_2D]},
@@ -256,8 +258,8 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
                   f"past {stop_after_s:.0f} s", flush=True)
             break
         problem_started = time.monotonic()
-        model = build(problem)
-        checks = check(problem, model, overlay, variants)
+        model = build(problem, device)
+        checks = check(problem, model, overlay, variants, device)
         for mode, batch_size in MODES.items():
             row = {"model": problem.model, "dtype": problem.dtype, "layout": problem.layout, "mode": mode,
                    "batch": batch_size, "depthwise_floor_ms": depthwise_floor_ms(problem, mode, bandwidth),
@@ -265,7 +267,7 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
             model.train(mode == "training")
             model.zero_grad(set_to_none=True)
             step = (training_step if mode == "training" else inference_step)(model, problem.dtype)
-            batches = [make_images(problem, batch_size) for _ in range(2)]
+            batches = [make_images(problem, batch_size, device) for _ in range(2)]
             for name in variants:
                 if "failed" in checks[name]:
                     row["ms"][name] = None

@@ -147,7 +147,7 @@ def depthwise_census(build: Callable[[], nn.Module], image_size: int = IMAGE_SIZ
                       module.bias is not None))
 
     with torch.device("meta"):
-        model = build()
+        model = build().eval()  # a train-mode BatchNorm refuses one value a channel (a 1x1 plane at batch 1)
         for module in model.modules():
             if is_depthwise(module):
                 module.register_forward_hook(record)
