@@ -167,7 +167,6 @@ def cmd_bench(args) -> None:
         _bench_report(args)
         return
     import datetime
-    import shlex
 
     from .bench.schema import parse_configs
     try:
@@ -189,11 +188,9 @@ def cmd_bench(args) -> None:
         return
     torch = _gpu_torch("make bench")
     from .bench.run import failed_checks, run_bench
-    from .bench.schema import comma_separated, report_file_name, slug
+    from .bench.schema import comma_separated
     sets = comma_separated(args.sets) or None
-    name = report_file_name(sets or [], comma_separated(args.variants), comma_separated(args.configs))
-    out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
-    command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out, command = _run_report_path(args, torch, sets or [])
     try:
         report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
                            stop_after_s=args.stop_after, configs_2d=configs_2d)
@@ -248,11 +245,20 @@ def _gpu_torch(verb: str):
     return torch
 
 
-def _bench_models(args, configs) -> None:
+def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tuple[Path, str]:
+    """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>].json,
+    and the command that made it, for the report to hold."""
     import datetime
     import shlex
 
-    from .bench.schema import comma_separated, parse_model_variants, parse_models, report_file_name, slug
+    from .bench.schema import comma_separated, report_file_name, slug
+    name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs), kind=kind)
+    out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
+    return out, "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _bench_models(args, configs) -> None:
+    from .bench.schema import parse_model_variants, parse_models
     try:
         models = parse_models(args.models)
         parse_model_variants(args.variants)
@@ -260,10 +266,7 @@ def _bench_models(args, configs) -> None:
         raise HarnessError(f"bench-models: {err}") from None
     torch = _gpu_torch("make bench-models")
     from .bench.model_run import failed_checks, run_models
-    name = report_file_name(models or [], comma_separated(args.variants), comma_separated(args.configs),
-                            kind="models")
-    out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
-    command = "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out, command = _run_report_path(args, torch, models or [], kind="models")
     try:
         report = run_models(out, models, args.variants, repeats=args.repeats, command=command,
                             stop_after_s=args.stop_after, configs=configs)

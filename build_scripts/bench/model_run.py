@@ -13,14 +13,18 @@ Each variant is first checked: a batch of 4 through the model's forward, loss an
 variant and in float64 (stock, the same weights and data), every output and parameter gradient
 compared (each relative to its reference's largest magnitude); a variant passes when no tensor's error
 exceeds SLACK times stock's own error on it plus TOLERANCE of its dtype, so the routing can make no
-model worse than stock computes it. The check runs the model in eval mode: no dropout, and BatchNorm
-by its running statistics, as a train-mode BatchNorm's backward cancels so much at a small batch that
-stock's own error on a few tensors reaches percents in fp32, and would hide a wrong kernel behind it
-(a filter flipped in every depthwise layer passes 1.2x its bound that way in bf16, 8x in eval mode:
-tests/test_bench_models.py). The same kernels run: the convolutions' passes do not depend on the mode. Then one step is profiled (how many of our kernels ran, and their share
-of the step's GPU time), then the step is timed as bench passes are (timing.time_pass: CUDA-graph
-replays, medians of CUDA events after a warm-up). Beside each model: the byte floor of its depthwise
-layers (floor.py), the least time the depthwise share of the step could take.
+model worse than stock computes it. The check runs the model in eval mode (no dropout, and the
+convolutions run the same passes), its BatchNorms holding the check batch's statistics (calibrated):
+a train-mode BatchNorm's backward cancels so much at a small batch that stock's own error on some
+tensors reaches percents in fp32, behind which a wrong kernel hides; with torch's initial statistics
+activations shrink layer by layer until fp16 computes zeros whoever runs the convolutions. A filter
+flipped in every depthwise layer fails the check by 2.6x its bound or more on the CPU
+(tests/test_bench_models.py; 1.2x, so nearly passing, in train mode).
+
+Then one step is profiled (how many of our kernels ran, and their share of the step's GPU time), and
+the step is timed as bench passes are (timing.time_pass: CUDA-graph replays, medians of CUDA events
+after a warm-up). Beside each model: the byte floor of its depthwise layers (floor.py), the least time
+the depthwise share of the step could take.
 
 The report (JSON, schema dwconv-model-bench/1) is written after each model and configuration; given
 stop_after_s it starts none that would end past it, and says where it stopped.
@@ -243,8 +247,9 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
         "cudnn": torch.backends.cudnn.version(), "overlay_patchset": overlay.PATCHSET_HASH,
         "routing_measured_on": overlay.routing_measured_on(), "copy_bandwidth_GBps": bandwidth / 1e6,
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "slack": SLACK,
-                     "tolerance": dict(TOLERANCE), "modes": dict(MODES), "image_size": IMAGE_SIZE, "variants": list(variants),
-                     "models": model_names or list(MODELS), "cudnn_benchmark": torch.backends.cudnn.benchmark,
+                     "tolerance": dict(TOLERANCE), "modes": dict(MODES), "image_size": IMAGE_SIZE,
+                     "variants": list(variants), "models": model_names or list(MODELS),
+                     "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
                      "configs": [f"{dtype}/{layout}" for dtype, layout in configs or CONFIGS_2D]},
         "rows": [],
