@@ -4,8 +4,9 @@
     dwconv_overlay.disable()       # back to upstream's kernels, in this process
     dwconv_overlay.enable()
     dwconv_overlay.enabled()       # -> bool
-    dwconv_overlay.set_routing("ours")   # depthwise convolutions: "auto" (as measured,
-                                         # the default), "ours" (always) or "upstream" (never)
+    dwconv_overlay.set_routing("ours")   # depthwise convolutions: "auto" (as measured, the
+                                         # default), "ours" (always), "cudnn" (cuDNN always)
+                                         # or "upstream" (never ours)
     print(dwconv_overlay.explain_routing(x, conv.weight, conv.bias, conv.stride, conv.padding,
                                          conv.dilation, conv.groups))  # who runs each pass, and why
     dwconv_overlay.disable_kernels(["register_tiled"])  # a specialised kernel path off
@@ -33,8 +34,9 @@ LIBRARY = Path(__file__).with_name("libdwconv_overlay.so")
 
 def set_routing(mode: str) -> None:
     """Which depthwise convolutions convolution/convolution_backward give our kernels:
-    "auto" (where the routing table measured ours faster), "ours" (all it can take)
-    or "upstream" (none). The environment variable DWCONV_ROUTING sets the start value."""
+    "auto" (where the routing table measured ours faster), "ours" (all it can take),
+    "cudnn" (none: all to cuDNN, as the routing's cuDNN route runs it) or "upstream"
+    (none: upstream's own choice). The environment variable DWCONV_ROUTING sets the start value."""
     torch.ops.dwconv.set_routing(mode)
 
 
