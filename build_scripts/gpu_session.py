@@ -8,7 +8,8 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
   probe      the card as found (nvidia-smi, read only) and the overlay's self-test
              (docker/runtime/selftest.py --overlay: our kernels run, values match float64)
   tests      make test-gpu but the sanitizer (JUnit XML in OUT/tests.xml), a test that hangs
-             stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps)
+             stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps); TESTS narrows
+             it: "kernels" (the kernels' and the routing's checks, KERNEL_TESTS) or files of tests/gpu
   sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
   bench      make bench SETS=... VARIANTS=... CONFIGS=... , told to start no problem that would end past the
              budget (its report then says where it stopped); its JSON report lands in OUT itself
@@ -52,6 +53,11 @@ FAILURE_TAIL_LINES = 5  # a step that did not pass: its output's last lines go i
 
 TEST_TIMEOUT_S = 300    # one GPU test longer than this has hung (a kernel that never ends): stop the run there
 SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowest: a step of its own
+# TESTS=kernels: what must pass before any number is read (the kernels against float64, autograd,
+# which kernel each call reaches, the device's limits); torch.compile's and the bench's own tests,
+# Inductor's compiles the slowest of them, are left for a call with time to spare.
+KERNEL_TESTS = ("tests/gpu/test_depthwise2d.py", "tests/gpu/test_depthwise_autograd.py",
+                "tests/gpu/test_routing.py", "tests/gpu/test_gpu_limits.py")
 BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
 MODELS_SUMMARY = re.compile(r"^(\[\d+/\d+ |wrote |given back: |stopping: |make bench-models: |error|variants failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
@@ -82,8 +88,24 @@ def can_stop_hung_tests() -> bool:
         (REPO_ROOT / ".whl").glob("pytest_timeout-*.whl"))
 
 
+def gpu_test_targets(text: str) -> str:
+    """The tests step's GPU_TESTS from TESTS: every GPU test but the sanitizer's (empty), KERNEL_TESTS
+    ("kernels"), or the files of tests/gpu named (space- or comma-separated); a name that is not
+    such a file is refused here, before a device call is spent on it."""
+    words = text.replace(",", " ").split()
+    if not words:
+        return f"tests/gpu --ignore={SANITIZER_TESTS}"
+    if words == ["kernels"]:
+        return " ".join(KERNEL_TESTS)
+    unknown = [w for w in words if not (w.startswith("tests/gpu/test_") and (REPO_ROOT / w.split("::")[0]).is_file())]
+    if unknown:
+        raise HarnessError(f"gpu-session: TESTS names {unknown}, which are not test files of tests/gpu; TESTS takes "
+                           f"'kernels' ({', '.join(KERNEL_TESTS)}) or tests/gpu/test_*.py files")
+    return " ".join(words)
+
+
 def steps(out: Path, python: str, make: str, sets: str, variants: str,
-          stop_hung_tests: bool = True, configs: str = "", models: str = "") -> dict[str, Step]:
+          stop_hung_tests: bool = True, configs: str = "", models: str = "", tests: str = "") -> dict[str, Step]:
     make_vars = ["--no-print-directory", f"GPU_PYTHON={python}"]
     problem_vars = [f"SETS={sets}", f"CONFIGS={configs}"]
     return {
@@ -93,7 +115,7 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
             [python, "docker/runtime/selftest.py", "--overlay"],
         ], re.compile(r"^(GPU:|torch |patch set|conv backend|routing|selftest:|name, |NVIDIA |pid, |\d+, )")),
         "tests": Step("tests", [
-            [make, "test-gpu", *make_vars, f"GPU_TESTS=tests/gpu --ignore={SANITIZER_TESTS}",
+            [make, "test-gpu", *make_vars, f"GPU_TESTS={gpu_test_targets(tests)}",
              f"PYTEST_ARGS=--junitxml={out / 'tests.xml'}" + (
                  f" --timeout={TEST_TIMEOUT_S} --timeout-method=thread" if stop_hung_tests else "")],
         ], PYTEST_SUMMARY),
@@ -245,13 +267,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default=os.environ.get("VARIANTS", ""))
     parser.add_argument("--configs", default=os.environ.get("CONFIGS", ""))
     parser.add_argument("--models", default=os.environ.get("MODELS", ""))
+    parser.add_argument("--tests", default=os.environ.get("TESTS", ""))
     args = parser.parse_args(argv)
     try:
         if not args.out:
             raise HarnessError("gpu-session: say where the logs and results go: OUT=<folder> (on the device: $OUT)")
         out = Path(args.out).resolve()
         available = steps(out, sys.executable, os.environ.get("MAKE", "make"), args.sets, args.variants,
-                          stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models)
+                          stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models,
+                          tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:

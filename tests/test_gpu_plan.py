@@ -1,5 +1,5 @@
 """The next GPU session's plan, at the top of notes/performance.md, names only what the harness
-takes. A GPU is lent to few sessions here and for 30 minutes: a step, layer set, variant or MATCH
+takes. A GPU is lent to few sessions here and for 15 minutes: a step, layer set, variant, MATCH or TESTS
 that `make gpu-session` refuses would cost one of its device calls."""
 
 import re
@@ -13,12 +13,12 @@ from build_scripts.bench.layers import problems
 from build_scripts.bench.profile import DEFAULT_PASSES, targets
 from build_scripts.bench.schema import parse_configs, parse_models, parse_variants
 from build_scripts.errors import HarnessError
-from build_scripts.gpu_session import steps
+from build_scripts.gpu_session import gpu_test_targets, steps
 
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
-KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS"}
+KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS"}
 
 
 def planned_calls(notes: str) -> list[str]:
@@ -54,6 +54,10 @@ def call_problems(call: str) -> list[str]:
         parse_models(settings.get("MODELS", ""))
     except ValueError as err:
         found.append(str(err))
+    try:
+        gpu_test_targets(settings.get("TESTS", ""))
+    except HarnessError as err:
+        found.append(str(err))
     if "MATCH" in settings:
         passes = settings.get("PASSES", DEFAULT_PASSES).split(",")
         try:
@@ -79,6 +83,7 @@ def test_the_plan_for_the_next_gpu_session_names_only_what_the_harness_takes():
     ("STEPS=bench VARIANT=ours", "unknown setting VARIANT"),
     ("STEPS=bench CONFIGS=float32/nhwc", "unknown configuration 'float32/nhwc'"),
     ("STEPS=models MODELS=MobileNetV3", "unknown model(s) ['MobileNetV3']"),
+    ("STEPS=tests TESTS=kernel", "TESTS names ['kernel']"),
     ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"', "no bench problem of ['ConvNeXt-T'] matches"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):

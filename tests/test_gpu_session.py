@@ -13,7 +13,7 @@ import pytest
 
 from build_scripts import REPO_ROOT, gpu_session
 from build_scripts.errors import HarnessError
-from build_scripts.gpu_session import Step, run_session, steps
+from build_scripts.gpu_session import KERNEL_TESTS, Step, gpu_test_targets, run_session, steps
 
 ANY_LINE = re.compile(r"\S")
 
@@ -117,6 +117,29 @@ def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path)
     assert profile[:2] == ["make", "profile"] and f"OUT={tmp_path}" in profile and "SETS=MobileNetV2,Mamba conv1d" in profile
     assert real["probe"].commands[-1] == ["/gpu/python3", "docker/runtime/selftest.py", "--overlay"]
     assert (REPO_ROOT / "docker/runtime/selftest.py").is_file()
+
+
+def test_tests_narrows_the_tests_step_to_the_kernels_or_named_files(tmp_path):
+    def gpu_tests(tests):
+        return steps(tmp_path, "/gpu/python3", "make", "", "", tests=tests)["tests"].commands[0][4]
+
+    assert gpu_tests("kernels") == "GPU_TESTS=" + " ".join(KERNEL_TESTS)
+    assert all((REPO_ROOT / path).is_file() for path in KERNEL_TESTS)
+    assert not set(KERNEL_TESTS) & {"tests/gpu/test_compile.py", "tests/gpu/test_sanitizer.py"}
+    assert gpu_tests("tests/gpu/test_compile.py, tests/gpu/test_routing.py::TestRouting") == (
+        "GPU_TESTS=tests/gpu/test_compile.py tests/gpu/test_routing.py::TestRouting")
+    assert gpu_test_targets("") == "tests/gpu --ignore=tests/gpu/test_sanitizer.py"
+
+
+@pytest.mark.parametrize("tests", ["kernel", "tests/gpu/test_compiled.py", "tests/test_gpu_session.py",
+                                   "tests/gpu/kernel_cases.py", "kernels tests/gpu/test_compile.py"])
+def test_tests_naming_no_gpu_test_file_is_refused_before_any_step(tmp_path, tests):
+    env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS="probe,tests", TESTS=tests)
+    result = subprocess.run([sys.executable, "-m", "build_scripts.gpu_session"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout
+    assert "which are not test files of tests/gpu" in result.stderr and repr(tests.split()[0]) in result.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_make_verb_asks_for_out():
