@@ -93,15 +93,15 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
-export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage REPEATS=n RESULTS=dir)
+export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU CUDNN_BENCHMARK
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
 # Whole networks (build_scripts/bench/models.py), stock against the overlay: RESULTS/<device>/<date>/models-*.json,
 # models.md and models.png.
 export MODELS
-bench-models:  ## (GPU) whole models' training step and inference: stock, cuDNN, ours, routed (MODELS=a,b CONFIGS= VARIANTS= REPEATS=n)
+bench-models:  ## (GPU) whole models' training step and inference: stock, cuDNN, ours, routed (MODELS=a,b CONFIGS= VARIANTS= REPEATS=n CUDNN_BENCHMARK=1)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench models
 

@@ -187,6 +187,7 @@ def cmd_bench(args) -> None:
         _bench_models(args, configs_2d)
         return
     torch = _gpu_torch("make bench")
+    _set_cudnn_benchmark(args, torch)
     from .bench.run import failed_checks, run_bench
     from .bench.schema import comma_separated
     sets = comma_separated(args.sets) or None
@@ -245,16 +246,37 @@ def _gpu_torch(verb: str):
     return torch
 
 
+def _set_cudnn_benchmark(args, torch) -> None:
+    """CUDNN_BENCHMARK=1: the run as users with torch.backends.cudnn.benchmark on see it, cuDNN timing its
+    algorithms on a shape's first call (the check and warm-up before any timed run) and keeping the
+    fastest: stock's cuDNN calls, the cudnn variant and the routing's cuDNN route alike."""
+    if args.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
+
+
 def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tuple[Path, str]:
-    """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>].json,
-    and the command that made it, for the report to hold."""
+    """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>]
+    [-cudnn-benchmark].json, and the command that made it, for the report to hold."""
     import datetime
     import shlex
 
     from .bench.schema import comma_separated, report_file_name, slug
-    name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs), kind=kind)
+    modes = ["cudnn-benchmark"] if torch.backends.cudnn.benchmark else []
+    name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs) + modes, kind=kind)
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
-    return out, "python -m build_scripts " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    return out, shlex.join(_bench_command(args, kind))
+
+
+def _bench_command(args, kind: str) -> list[str]:
+    """The run's command with every setting the make variables gave it (SETS, VARIANTS, ...) as a flag,
+    so that the report names what reproduces it."""
+    words = ["python", "-m", "build_scripts", "bench", "models" if kind == "models" else "run"]
+    chosen = ("--models", args.models) if kind == "models" else ("--sets", args.sets)
+    for flag, value in (chosen, ("--variants", args.variants), ("--configs", args.configs)):
+        if value:
+            words += [flag, value]
+    words += ["--repeats", str(args.repeats)] + (["--cudnn-benchmark"] if args.cudnn_benchmark else [])
+    return words
 
 
 def _bench_models(args, configs) -> None:
@@ -265,6 +287,7 @@ def _bench_models(args, configs) -> None:
     except ValueError as err:
         raise HarnessError(f"bench-models: {err}") from None
     torch = _gpu_torch("make bench-models")
+    _set_cudnn_benchmark(args, torch)
     from .bench.model_run import failed_checks, run_models
     out, command = _run_report_path(args, torch, models or [], kind="models")
     try:
@@ -315,7 +338,8 @@ def cmd_series(args) -> None:
         print("  (no items yet)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The verbs and their flags, each flag's default from the make variable of its name."""
     parser = argparse.ArgumentParser(prog="python -m build_scripts", description=__doc__)
     sub = parser.add_subparsers(dest="verb", required=True)
     for name, fn, text in [
@@ -363,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
                                    "issue's (default: float32/contiguous, bfloat16/channels_last, "
                                    "float16/channels_last); conv1d keeps bf16 contiguous and transposed")
             verb.add_argument("--repeats", type=int, default=int(os.environ.get("REPEATS") or 30))
+            verb.add_argument("--cudnn-benchmark", action="store_true",
+                              default=os.environ.get("CUDNN_BENCHMARK", "") not in ("", "0"),
+                              help="run, models: with torch.backends.cudnn.benchmark on, as many training scripts "
+                                   "set it (default: torch's default, off); the report's name ends in "
+                                   "-cudnn-benchmark")
             verb.add_argument("--stop-after", type=float, default=float(os.environ.get("BENCH_STOP_AFTER") or 0) or None,
                               help="run, profile: start no problem (target) that would end past this many seconds "
                                    "(default: no limit)")
@@ -394,7 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         if name == "test-upstream":
             verb.add_argument("--with", dest="mode", default=os.environ.get("WITH") or "overlay",
                               choices=("overlay", "local", "image"), help="which patched torch (default: WITH or overlay)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         args.fn(args)
     except HarnessError as err:

@@ -101,6 +101,10 @@ def load_report(path: Path) -> dict:
         raise HarnessError(f"{path}: not a readable bench report: {err}") from None
     if report.get("schema") != REPORT_SCHEMA:
         raise HarnessError(f"{path}: schema {report.get('schema')!r}, expected {REPORT_SCHEMA!r} (a `make bench` report)")
+    if report.get("settings", {}).get("cudnn_benchmark"):
+        raise HarnessError(f"{path} was measured with torch.backends.cudnn.benchmark on (CUDNN_BENCHMARK=1); the table "
+                           "routes for torch's default, off: make it from a run without CUDNN_BENCHMARK (a run with it "
+                           "shows whether the routing holds for users who set it)")
     return report
 
 

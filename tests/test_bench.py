@@ -306,6 +306,40 @@ def test_reports_of_two_methods_do_not_merge(tmp_path):
         load([tmp_path / "old.json", tmp_path / "new.json"])
 
 
+def test_a_run_with_cudnn_benchmark_on_says_so_and_does_not_merge_with_one_without(tmp_path):
+    off, on = synthetic_report(), synthetic_report()
+    on["settings"] = {**on["settings"], "cudnn_benchmark": True}
+    assert "torch.backends.cudnn.benchmark on" in markdown(on)
+    assert "benchmark on" not in markdown(off)
+    (tmp_path / "off.json").write_text(json.dumps(off))
+    (tmp_path / "on.json").write_text(json.dumps(on))
+    with pytest.raises(ValueError, match="on.json was measured as .*'cudnn_benchmark': True.*numbers of two methods"):
+        load([tmp_path / "off.json", tmp_path / "on.json"])
+
+
+def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gave_it(tmp_path):
+    from types import SimpleNamespace
+
+    from build_scripts.__main__ import _run_report_path, _set_cudnn_benchmark
+    cudnn = SimpleNamespace(benchmark=False)
+    torch = SimpleNamespace(backends=SimpleNamespace(cudnn=cudnn),
+                            cuda=SimpleNamespace(get_device_name=lambda index: "NVIDIA H100 80GB HBM3"))
+    args = SimpleNamespace(results=str(tmp_path), sets="MobileNetV2,Mamba conv1d", models="", variants="stock,ours",
+                           configs="", repeats=30, cudnn_benchmark=False)
+    _set_cudnn_benchmark(args, torch)
+    out, command = _run_report_path(args, torch, ["MobileNetV2", "Mamba conv1d"])
+    assert not cudnn.benchmark and out.name == "bench-MobileNetV2-Mamba-conv1d-stock-ours.json"
+    assert out.parent.parent.parent == tmp_path and out.parent.parent.name == "NVIDIA-H100-80GB-HBM3"
+    assert command == "python -m build_scripts bench run --sets 'MobileNetV2,Mamba conv1d' --variants stock,ours --repeats 30"
+    args = SimpleNamespace(**{**vars(args), "models": "ConvNeXt-T", "configs": "float32/contiguous",
+                              "cudnn_benchmark": True})
+    _set_cudnn_benchmark(args, torch)
+    out, command = _run_report_path(args, torch, ["ConvNeXt-T"], kind="models")
+    assert cudnn.benchmark and out.name == "models-ConvNeXt-T-stock-ours-float32-contiguous-cudnn-benchmark.json"
+    assert command == ("python -m build_scripts bench models --models ConvNeXt-T --variants stock,ours "
+                       "--configs float32/contiguous --repeats 30 --cudnn-benchmark")
+
+
 def test_reports_of_one_run_merge_and_of_two_devices_do_not(tmp_path):
     a, b = synthetic_report(), synthetic_report()
     a["rows"], b["rows"] = a["rows"][:10], b["rows"][10:20]

@@ -29,6 +29,14 @@ def test_bench_without_a_gpu_says_so(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_cudnn_benchmark_comes_from_make_s_variable(monkeypatch):
+    from build_scripts.__main__ import build_parser
+    for value, expected in (("1", True), ("", False), ("0", False)):
+        monkeypatch.setenv("CUDNN_BENCHMARK", value)
+        assert build_parser().parse_args(["bench", "run"]).cudnn_benchmark is expected
+    assert build_parser().parse_args(["bench", "models", "--cudnn-benchmark"]).cudnn_benchmark
+
+
 def test_bench_and_plan_report_refuse_a_configuration_they_do_not_know(tmp_path):
     for args in (("bench", "run", "--results", str(tmp_path)), ("plan-report",)):
         proc = harness(*args, env={"CONFIGS": "float32/nhwc"})

@@ -18,7 +18,8 @@ from build_scripts.gpu_session import gpu_test_targets, steps
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
-KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS"}
+KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS",
+                  "CUDNN_BENCHMARK"}
 
 
 def planned_calls(notes: str) -> list[str]:

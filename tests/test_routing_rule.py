@@ -413,6 +413,8 @@ def test_the_committed_table_is_what_the_generator_makes_of_its_sources(tmp_path
     (lambda r: r.update(rows=[]), "no forward or backward rows"),
     (lambda r: r.update(arch="ampere"), "arch 'ampere' is not sm_<compute capability>"),
     (lambda r: r.pop("arch"), "names no arch (a bench from before 2026-11-25), and 'Synthetic GPU' is not a GPU"),
+    (lambda r: r.setdefault("settings", {}).update(cudnn_benchmark=True),
+     "was measured with torch.backends.cudnn.benchmark on (CUDNN_BENCHMARK=1); the table routes for torch's default"),
 ])
 def test_the_generator_refuses_reports_it_cannot_route_by(tmp_path, broken, message):
     bad = report([row("a", "float32", "contiguous", "forward", ours=1.0, stock=2.0)])

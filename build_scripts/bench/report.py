@@ -43,7 +43,7 @@ def row_key(row: dict) -> tuple:
 
 
 # What decides how a report's numbers were taken: reports that differ in it are not one run.
-METHOD_SETTINGS = ("check_batch", "cudnn_allow_tf32", "cudnn_deterministic", "l2_multiple")
+METHOD_SETTINGS = ("check_batch", "cudnn_allow_tf32", "cudnn_benchmark", "cudnn_deterministic", "l2_multiple")
 
 
 def method(report: dict) -> dict:
@@ -240,6 +240,15 @@ def check_text(settings: dict) -> str:
     return "at each problem's own batch" if batch == "problem" else f"at batch {batch}"
 
 
+def cudnn_benchmark_lines(settings: dict) -> list[str]:
+    """The header's word on a run with torch.backends.cudnn.benchmark on (CUDNN_BENCHMARK=1)."""
+    if not settings.get("cudnn_benchmark"):
+        return []
+    return ["- **torch.backends.cudnn.benchmark on** (CUDNN_BENCHMARK=1): cuDNN chose each shape's algorithms by "
+            "timing them on its first call, as for users who set it: stock's cuDNN calls, the cudnn variant and "
+            "the routing's cuDNN route alike. The routing table is made from runs with it off, torch's default"]
+
+
 def markdown(report: dict) -> str:
     rows = report["rows"]
     variants = report["settings"]["variants"]
@@ -253,6 +262,7 @@ def markdown(report: dict) -> str:
         f"{' (timed as the routing runs it: TF32 off, deterministic)' if report['settings'].get('cudnn_deterministic') else ''}; "
         f"overlay patch set {', '.join(report.get('overlay_patchsets') or [report['overlay_patchset']])}; "
         f"routing table measured on: {report['routing_measured_on']}",
+        *cudnn_benchmark_lines(report["settings"]),
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "
         "the bytes a pass must move over it (build_scripts/bench/floor.py)",
         *([f"- FP32 FMA rate {report['fp32_fma_TFLOPS']:.1f} TFLOPS (cuBLAS SGEMM, TF32 off); the roofline is the "
