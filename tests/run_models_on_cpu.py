@@ -4,9 +4,12 @@ on the CPU. Prints one JSON line of findings for tests/test_bench_models.py:
   parameters {model: count}             of models.py's builds
   census {model: [[C, H, k, s, bias], ...]}  their depthwise layers, one image's forward pass
   floor {model: ms}                     depthwise_floor_ms, inference, fp32 NCHW, at 1 byte/ms
-  check {case: verdict}                 model_run.check on a shrunken input, with an overlay stand-in whose
-                                        "ours" routing computes correctly, or with the filter flipped (a
-                                        planted bug, which the check must catch)
+  check {case: verdict}                 model_check.check (the whole model) on a shrunken input, with an
+                                        overlay stand-in whose "ours" routing computes correctly, or with
+                                        the filter flipped (a planted bug, which the check must catch)
+  layers {case: verdict}                model_check.layer_check (each depthwise layer in the timed step), in
+                                        training and inference, correct and with planted bugs: the filter
+                                        flipped, the weight gradient alone flipped, grad_input alone 10 % off
   steps {case: ...}                     the training and inference steps run once: the loss, and whether
                                         every parameter got a gradient
   run {...}                             model_run.run_models on the CPU, its timing and profiling stood in
@@ -29,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from build_scripts.bench import model_report, model_run  # noqa: E402
+from build_scripts.bench import model_check, model_report, model_run, model_steps  # noqa: E402
 from build_scripts.bench.models import MODELS, depthwise_census, is_depthwise  # noqa: E402
 from build_scripts.bench.timing import Timing  # noqa: E402
 
@@ -43,6 +46,9 @@ class OverlayStandIn:
 
     def routing(self):
         return self.mode
+
+    def enabled(self):
+        return self.on
 
     def set_routing(self, mode):
         self.mode = mode
@@ -75,14 +81,53 @@ def flipped(module, x):
                     module.groups)
 
 
+class FlippedGradient(torch.autograd.Function):
+    """The identity forward, its gradient flipped in the filter's two dimensions."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        return tensor.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.flip(-1, -2)
+
+
+class ScaledGradient(torch.autograd.Function):
+    """The identity forward, its gradient 10 % too large."""
+
+    @staticmethod
+    def forward(ctx, tensor):
+        return tensor.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 1.1
+
+
+def wrong_weight_gradient(module, x):
+    return F.conv2d(x, FlippedGradient.apply(module.weight), module.bias, module.stride, module.padding,
+                    module.dilation, module.groups)
+
+
+def wrong_input_gradient(module, x):
+    return F.conv2d(ScaledGradient.apply(x), module.weight, module.bias, module.stride, module.padding,
+                    module.dilation, module.groups)
+
+
+LAYER_BUGS = {"correct": correct, "flipped": flipped, "weight-gradient": wrong_weight_gradient,
+              "input-gradient": wrong_input_gradient}
+
+
 @contextlib.contextmanager
 def image_size(size):
+    """The images' size for the steps and the floor alike."""
     saved = model_run.IMAGE_SIZE
-    model_run.IMAGE_SIZE = size
+    model_run.IMAGE_SIZE = model_steps.IMAGE_SIZE = size
     try:
         yield
     finally:
-        model_run.IMAGE_SIZE = saved
+        model_run.IMAGE_SIZE = model_steps.IMAGE_SIZE = saved
 
 
 class TimedOverlay(OverlayStandIn):
@@ -90,6 +135,27 @@ class TimedOverlay(OverlayStandIn):
 
     def routing_measured_on(self):
         return "nowhere"
+
+
+def layer_check(problem, model, mode, ours, scaled=True):
+    """model_check.layer_check of the "ours" stand-in computing as ours does, on a batch of 2, with the
+    loss scale model_check.loss_scale finds (scaled) or none."""
+    model.train(mode == "training")
+    batch = model_steps.make_images(problem, 2, device="cpu")
+    overlay = OverlayStandIn(ours)
+    try:
+        scale = model_check.loss_scale(model, problem.dtype, batch, overlay) if scaled and mode == "training" else 1.0
+        return {**model_check.layer_check(problem, mode, model, batch, overlay, "ours", scale), "scale": scale}
+    finally:
+        overlay.disable()  # its hook is global
+
+
+def fp16_cases():
+    """ConvNeXt-T in fp16, whose gradients under its 1e-6 layer scale underflow without a loss scale."""
+    problem = model_steps.ModelProblem("ConvNeXt-T", "float16", "channels_last")
+    model = model_steps.build(problem, device="cpu")
+    return {f"{bug}{'' if scaled else ' unscaled'}": layer_check(problem, model, "training", LAYER_BUGS[bug], scaled)
+            for bug in ("correct", "weight-gradient") for scaled in (True, False)}
 
 
 def orchestration():
@@ -114,8 +180,8 @@ def orchestration():
     saved = {name: getattr(model_run, name) for name in stand_ins}
     for name, stand_in in stand_ins.items():
         setattr(model_run, name, stand_in)
-    saved_modes = dict(model_run.MODES)
-    model_run.MODES.update(training=2)  # at 32x32: the orchestration, not the numbers
+    saved_modes = dict(model_steps.MODES)
+    model_steps.MODES.update(training=2)  # at 32x32: the orchestration, not the numbers
     try:
         with image_size(32), tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "models.json"
@@ -128,47 +194,58 @@ def orchestration():
     finally:
         for name, original in saved.items():
             setattr(model_run, name, original)
-        model_run.MODES.update(saved_modes)
+        model_steps.MODES.update(saved_modes)
         overlay.disable()
     return {"written_equals_returned": written == report, "schema": report["schema"],
-            "variants": report["settings"]["variants"], "failed": model_run.failed_checks(report),
+            "variants": report["settings"]["variants"], "failed": model_report.failed_checks(report),
             "rows": [{key: row[key] for key in ("model", "dtype", "layout", "mode", "batch", "ms", "graph", "kernels",
-                                                "errors")} | {"floor": row["depthwise_floor_ms"],
-                                                              "checked": sorted(row["check"])} for row in report["rows"]],
+                                                "errors", "layer_check")} | {"floor": row["depthwise_floor_ms"],
+                                                                             "checked": sorted(row["check"])}
+                     for row in report["rows"]],
             "markdown": model_report.markdown(report), "cut": cut.get("cut_short"), "cut_rows": len(cut["rows"])}
 
 
 def main():
-    found = {"parameters": {}, "census": {}, "floor": {}, "check": {}, "steps": {}}
+    found = {"parameters": {}, "census": {}, "floor": {}, "check": {}, "layers": {}, "steps": {}}
     for name, build in MODELS.items():
         found["parameters"][name] = sum(p.numel() for p in build().parameters())
         found["census"][name] = [list(layer) for layer in depthwise_census(build)]
-        found["floor"][name] = model_run.depthwise_floor_ms(model_run.ModelProblem(name, "float32", "contiguous"),
+        found["floor"][name] = model_run.depthwise_floor_ms(model_steps.ModelProblem(name, "float32", "contiguous"),
                                                             "inference", 1.0)
     with image_size(64):  # a quarter of 224: small enough for two CPU cores, every layer still run
         for name in MODELS:
             for dtype, layout in (("float32", "contiguous"), ("bfloat16", "channels_last")):
-                problem = model_run.ModelProblem(name, dtype, layout)
-                model = model_run.build(problem, device="cpu")
+                problem = model_steps.ModelProblem(name, dtype, layout)
+                model = model_steps.build(problem, device="cpu")
                 for bug, ours in (("correct", correct), ("flipped", flipped)):
                     overlay = OverlayStandIn(ours)
                     try:
-                        verdicts = model_run.check(problem, model, overlay, ("stock", "ours"), device="cpu")
+                        verdicts = model_check.check(problem, model, overlay, ("stock", "ours"), device="cpu")
                     finally:
                         overlay.disable()  # its hook is global
                     found["check"][f"{name} {dtype} {layout} {bug}"] = verdicts
-            problem = model_run.ModelProblem(name, "bfloat16", "channels_last")
-            model = model_run.build(problem, device="cpu")
-            batch = model_run.make_images(problem, 2, device="cpu")
-            loss = model_run.training_step(model, problem.dtype)(batch)
+            problem = model_steps.ModelProblem(name, "bfloat16", "channels_last")
+            model = model_steps.build(problem, device="cpu")
+            batch = model_steps.make_images(problem, 2, device="cpu")
+            loss = model_steps.training_step(model, problem.dtype)(batch)
             model.eval()
-            logits = model_run.inference_step(model, problem.dtype)(batch)
+            logits = model_steps.inference_step(model, problem.dtype)(batch)
             found["steps"][name] = {
                 "loss": loss.item(), "loss_requires_grad": loss.requires_grad,
                 "all_gradients": all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters()),
                 "logits": list(logits.shape), "logits_dtype": str(logits.dtype),
                 "logits_requires_grad": logits.requires_grad,
             }
+    with image_size(32):  # every layer still runs (the last on a 1x1 plane)
+        for name in MODELS:
+            for dtype, layout in (("float32", "contiguous"), ("bfloat16", "channels_last")):
+                problem = model_steps.ModelProblem(name, dtype, layout)
+                model = model_steps.build(problem, device="cpu")
+                for mode in ("training", "inference"):
+                    for bug, ours in LAYER_BUGS.items():
+                        found["layers"][f"{name} {dtype} {layout} {mode} {bug}"] = layer_check(problem, model, mode,
+                                                                                               ours)
+        found["fp16"] = fp16_cases()
     found["run"] = orchestration()
     print(json.dumps(found))
 

@@ -17,7 +17,11 @@ def config_title(row: dict) -> str:
 
 
 def passed(row: dict, variant: str) -> bool:
-    return row["check"].get(variant, {}).get("ok", False)
+    """Whether the variant passed both checks and was timed without an error (a report from before the
+    layer check, 2026-11-26, has only the whole-model one)."""
+    return (row["check"].get(variant, {}).get("ok", False)
+            and row.get("layer_check", {}).get(variant, {"ok": "layer_check" not in row}).get("ok", False)
+            and variant not in row.get("errors", {}))
 
 
 def speedup(row: dict, variant: str, over: str = "stock") -> float | None:
@@ -33,12 +37,52 @@ def our_share(row: dict, variant: str) -> float | None:
 
 
 def check_text(row: dict, variant: str) -> str:
+    """What went wrong with the variant in this row: its checks' verdicts, and any error of its timing."""
+    words = []
     result = row["check"].get(variant)
     if result is None:
-        return "–"
-    if "failed" in result:
-        return f"failed: {result['failed']}"
-    return f"{'ok' if result['ok'] else 'FAILED'} ({100 * result['of_bound']:.0f} % of bound)"
+        words.append("not checked")
+    elif "failed" in result:
+        words.append(f"whole model failed: {result['failed']}")
+    elif not result["ok"]:
+        words.append(f"whole model FAILED ({result['worst']} at {100 * result['of_bound']:.0f} % of bound)")
+    layers = row.get("layer_check", {}).get(variant)
+    if layers is not None and "failed" in layers:
+        words.append(f"layers failed: {layers['failed']}")
+    elif layers is not None and not layers["ok"]:
+        words.append(f"layers FAILED ({layers['worst']}: error {layers['error']:.2g}, tolerance {layers['tolerance']:g})")
+    if variant in row.get("errors", {}):
+        words.append(row["errors"][variant])
+    return ", ".join(words) or "ok"
+
+
+def layer_check_text(settings: dict) -> str:
+    tolerance = settings.get("layer_tolerance")
+    if tolerance is None:  # a report from before the layer check
+        return ""
+    tolerances = ", ".join(f"{DTYPE_TITLES[dtype]} {tolerance[dtype]:g}" for dtype in DTYPE_TITLES if dtype in tolerance
+                           and dtype != "float64")
+    return ("; then the timed step itself, once, each depthwise convolution's output and gradients against "
+            f"float64 from its own inputs, within {tolerances} of the reference's largest magnitude")
+
+
+def failed_checks(report: dict) -> list[str]:
+    """What went wrong in the run, a line each: a variant failing a check, a step that could not be
+    profiled or timed."""
+    failed = {}
+    for row in report["rows"]:
+        config = f"{row['model']} {row['dtype']} {row['layout']}"
+        for variant, result in row["check"].items():
+            if not result["ok"]:
+                label = f"{config}: {variant}"
+                failed.setdefault(label, f"{label} (whole model: {result.get('failed') or result})")
+        for variant, result in row.get("layer_check", {}).items():
+            if not result["ok"]:
+                label = f"{config} {row['mode']}: {variant}"
+                failed[label] = f"{label} (depthwise layers: {result.get('failed') or result})"
+        for variant, error in row["errors"].items():
+            failed[f"{config} {row['mode']}: {variant} {error}"] = f"{config} {row['mode']}: {variant}: {error}"
+    return list(failed.values())
 
 
 def markdown(report: dict) -> str:
@@ -57,7 +101,7 @@ def markdown(report: dict) -> str:
         f"depthwise convolution to cuDNN, to ours, or as its table says (routed, what a user gets). Each variant's "
         f"forward, loss and backward at batch {s['check_batch']} are checked against float64 first (eval mode, "
         f"BatchNorm statistics taken from that batch; logits and every parameter gradient within {s['slack']:g}x "
-        f"stock's own error plus {tolerances}). \"ours' share\": our kernels' "
+        f"stock's own error plus {tolerances}){layer_check_text(s)}. \"ours' share\": our kernels' "
         f"part of the step's GPU time (one profiled step); \"depthwise floor\": the byte floor of the model's "
         f"depthwise layers, the least their part of the step can take.", "",
     ]

@@ -147,9 +147,12 @@ def parse_models(text: str) -> list[str] | None:
 
 
 def parse_model_variants(text: str) -> tuple[str, ...]:
-    """VARIANTS=a,b for bench-models: names of MODEL_VARIANTS; empty gives all of them."""
+    """VARIANTS=a,b for bench-models: names of MODEL_VARIANTS, stock first where not named (every figure
+    is relative to it, and the check holds each variant to its error); empty gives all of them."""
     names = comma_separated(text)
     unknown = [name for name in names if name not in MODEL_VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {unknown} for bench-models; its variants are {', '.join(MODEL_VARIANTS)}")
+    if names and "stock" not in names:
+        names.insert(0, "stock")
     return tuple(dict.fromkeys(names)) or MODEL_VARIANTS

@@ -1,4 +1,5 @@
-"""`make bench-models` end to end on MobileNetV2: every variant passes the float64 check, each runs
+"""`make bench-models` end to end on MobileNetV2: every variant passes the float64 checks (the whole
+model, and each depthwise layer of the timed steps), each runs
 the kernels it claims (stock and the cuDNN routing none of ours, `ours` one or more for each of the
 model's 17 depthwise convolutions and their gradients), training steps and inference are timed by
 graph replay, and the report and markdown are written. Speed is not asserted here."""
@@ -13,8 +14,8 @@ if not torch.cuda.is_available():
     pytest.skip("the GPU tests need a CUDA device; there is none here", allow_module_level=True)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from build_scripts.bench.model_report import markdown  # noqa: E402
-from build_scripts.bench.model_run import failed_checks, run_models  # noqa: E402
+from build_scripts.bench.model_report import failed_checks, markdown  # noqa: E402
+from build_scripts.bench.model_run import run_models  # noqa: E402
 from build_scripts.bench.schema import MODEL_VARIANTS  # noqa: E402
 
 DEPTHWISE_LAYERS = 17  # MobileNetV2's (tests/test_bench_models.py)
@@ -32,6 +33,9 @@ def test_a_small_model_run(tmp_path):
     for row in rows:
         label = (row["dtype"], row["mode"])
         assert set(row["ms"]) == set(MODEL_VARIANTS)
+        layers = row["layer_check"]
+        assert all(v["ok"] and not v["zero_references"] for v in layers.values()), (label, layers)
+        assert {v["tensors"] for v in layers.values()} == {DEPTHWISE_LAYERS * (3 if row["mode"] == "training" else 1)}
         assert all(t is not None and 0 < t < 1000 for t in row["ms"].values()), (label, row["errors"])
         assert all(row["graph"].values()), (label, row["graph"])  # the training step too: one graph
         ours = {variant: kernels["ours"] for variant, kernels in row["kernels"].items()}
