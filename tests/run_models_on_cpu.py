@@ -81,37 +81,30 @@ def flipped(module, x):
                     module.groups)
 
 
-class FlippedGradient(torch.autograd.Function):
-    """The identity forward, its gradient flipped in the filter's two dimensions."""
+def altered_gradient(alter):
+    """An autograd Function: the identity forward, its gradient passed through alter."""
+    class Altered(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, tensor):
+            return tensor.clone()
 
-    @staticmethod
-    def forward(ctx, tensor):
-        return tensor.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.flip(-1, -2)
+        @staticmethod
+        def backward(ctx, grad):
+            return alter(grad)
+    return Altered
 
 
-class ScaledGradient(torch.autograd.Function):
-    """The identity forward, its gradient 10 % too large."""
-
-    @staticmethod
-    def forward(ctx, tensor):
-        return tensor.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 1.1
+FLIPPED_GRADIENT = altered_gradient(lambda grad: grad.flip(-1, -2))  # in the filter's two dimensions
+SCALED_GRADIENT = altered_gradient(lambda grad: grad * 1.1)  # 10 % too large
 
 
 def wrong_weight_gradient(module, x):
-    return F.conv2d(x, FlippedGradient.apply(module.weight), module.bias, module.stride, module.padding,
+    return F.conv2d(x, FLIPPED_GRADIENT.apply(module.weight), module.bias, module.stride, module.padding,
                     module.dilation, module.groups)
 
 
 def wrong_input_gradient(module, x):
-    return F.conv2d(ScaledGradient.apply(x), module.weight, module.bias, module.stride, module.padding,
+    return F.conv2d(SCALED_GRADIENT.apply(x), module.weight, module.bias, module.stride, module.padding,
                     module.dilation, module.groups)
 
 
