@@ -10,6 +10,7 @@ on the CPU. Prints one JSON line of findings for tests/test_bench_models.py:
   layers {case: verdict}                model_check.layer_check (each depthwise layer in the timed step), in
                                         training and inference, correct and with planted bugs: the filter
                                         flipped, the weight gradient alone flipped, grad_input alone 10 % off
+  relative_error {case: error}          the checks' measure with NaN and infinities in either result
   steps {case: ...}                     the training and inference steps run once: the loss, and whether
                                         every parameter got a gradient
   run {...}                             model_run.run_models on the CPU, its timing and profiling stood in
@@ -151,6 +152,17 @@ def fp16_cases():
             for bug in ("correct", "weight-gradient") for scaled in (True, False)}
 
 
+def relative_errors():
+    reference = torch.tensor([1.0, -2.0, float("inf"), 4.0], dtype=torch.float64)
+    nan, inf = float("nan"), float("inf")
+    cases = {"equal": reference, "off by 0.4": torch.tensor([1.0, -2.0, inf, 4.4]),
+             "NaN": torch.tensor([1.0, nan, inf, 4.0]), "finite for inf": torch.tensor([1.0, -2.0, 3.0, 4.0]),
+             "-inf for inf": torch.tensor([1.0, -2.0, -inf, 4.0]), "extra inf": torch.tensor([1.0, -inf, inf, 4.0])}
+    found = {case: model_check.relative_error(got.to(torch.bfloat16), reference) for case, got in cases.items()}
+    found["NaN in both"] = model_check.relative_error(torch.tensor([nan, 1.0]), torch.tensor([nan, 2.0]))
+    return found
+
+
 def orchestration():
     """run_models end to end on the CPU, with stand-ins for what needs a GPU: the copy bandwidth (1e6
     bytes/ms), the profiled step (the step run once; 0 kernels of ours under stock and the cuDNN
@@ -239,6 +251,7 @@ def main():
                         found["layers"][f"{name} {dtype} {layout} {mode} {bug}"] = layer_check(problem, model, mode,
                                                                                                ours)
         found["fp16"] = fp16_cases()
+    found["relative_error"] = relative_errors()
     found["run"] = orchestration()
     print(json.dumps(found))
 

@@ -103,6 +103,15 @@ def test_the_layer_check_passes_a_correct_variant_and_catches_each_planted_bug(f
 
 
 @pytest.mark.l0
+def test_a_nan_or_an_infinity_the_reference_lacks_never_matches(found):
+    """max() in Python drops a NaN: a kernel writing NaNs passed every float64 check until 2026-11-26."""
+    inf = float("inf")
+    assert found["relative_error"] == {"equal": 0.0, "off by 0.4": pytest.approx(0.1, abs=0.005), "NaN": inf,
+                                       "finite for inf": inf, "-inf for inf": inf, "extra inf": inf,
+                                       "NaN in both": 0.5}
+
+
+@pytest.mark.l0
 def test_fp16_gradients_are_checked_under_a_loss_scale_where_they_would_underflow(found):
     """ConvNeXt-T's 1e-6 layer scale puts its blocks' gradients below fp16's range: unscaled, every
     variant computes zeros there, and a wrong weight gradient passes."""

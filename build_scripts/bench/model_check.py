@@ -41,11 +41,13 @@ CHECK_BATCH = 4
 SLACK = 3.0
 TOLERANCE = {"float32": 1e-3, "float16": 5e-3, "bfloat16": 3e-2}
 LARGEST_LOSS_SCALE = 2.0 ** 24  # fp16: halved from here until stock's gradients are all finite
+LOSS_SCALE_HEADROOM = 4.0        # then backed off by this, so that a variant rounding otherwise does not overflow
 
 
 def loss_scale(model: torch.nn.Module, dtype: str, batch, overlay) -> float:
     """fp16: the largest power of two up to LARGEST_LOSS_SCALE by which stock's step at this batch keeps
-    every parameter gradient finite (GradScaler's scale once it has grown); other dtypes need none."""
+    every parameter gradient finite (GradScaler's scale once it has grown), over LOSS_SCALE_HEADROOM;
+    other dtypes need none."""
     if dtype != "float16":
         return 1.0
     scale = LARGEST_LOSS_SCALE
@@ -57,7 +59,7 @@ def loss_scale(model: torch.nn.Module, dtype: str, batch, overlay) -> float:
                 break
             scale /= 2
     model.zero_grad(set_to_none=True)
-    return scale
+    return max(scale / LOSS_SCALE_HEADROOM, 1.0)
 
 
 def calibrated(model: torch.nn.Module, images: torch.Tensor) -> torch.nn.Module:

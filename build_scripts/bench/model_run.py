@@ -51,6 +51,10 @@ def model_problems(model_names: list[str] | None, configs: tuple[tuple[str, str]
     return [ModelProblem(m, dtype, layout) for m in chosen for dtype, layout in configs or CONFIGS_2D]
 
 
+def _error_text(what: str, err: Exception) -> str:
+    return f"{what}: {type(err).__name__}: {err}".splitlines()[0][:300]
+
+
 def our_kernel_share(step, batch) -> dict:
     """One step under the profiler: how many of our kernels ran, their GPU time and the step's (ms)."""
     torch.cuda.synchronize()
@@ -119,27 +123,40 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
                    "ms": {}, "graph": {}, "kernels": {}, "errors": {}, "check": checks, "layer_check": {}}
             model.train(mode == "training")
             model.zero_grad(set_to_none=True)
-            step = (training_step if mode == "training" else inference_step)(model, problem.dtype)
             batches = [make_images(problem, batch_size, device) for _ in range(2)]
-            scale = loss_scale(model, problem.dtype, batches[0], overlay) if mode == "training" else 1.0
+            try:
+                scale = loss_scale(model, problem.dtype, batches[0], overlay) if mode == "training" else 1.0
+            except Exception as err:  # noqa: BLE001 - stock's own step failed: nothing of this mode is measured
+                row["errors"] = {name: _error_text("loss scale", err) for name in variants}
+                row["ms"] = dict.fromkeys(variants)
+                report["rows"].append(row)
+                continue
+            # fp16 trains under a loss scale (GradScaler's), and the step timed is the step checked
+            if mode == "training":
+                step = training_step(model, problem.dtype, scale)
+            else:
+                step = inference_step(model, problem.dtype)
             for name in variants:
                 row["ms"][name] = None
-                if "failed" in checks[name]:
+                if not checks[name]["ok"]:
                     continue
                 row["layer_check"][name] = layer_check(problem, mode, model, batches[0], overlay, name, scale)
                 if not row["layer_check"][name]["ok"]:
                     continue
+                errors = []
                 try:
                     with model_variant(overlay, name):
                         row["kernels"][name] = our_kernel_share(step, batches[0])
                 except Exception as err:  # noqa: BLE001 - recorded; the step is still timed
-                    row["errors"][name] = f"profiling: {type(err).__name__}: {err}".splitlines()[0][:300]
+                    errors.append(_error_text("profiling", err))
                 try:
                     with model_variant(overlay, name):
                         timing = time_pass(step, batches, repeats, warmup)
                     row["ms"][name], row["graph"][name] = timing.ms, timing.graph
                 except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
-                    row["errors"][name] = f"timing: {type(err).__name__}: {err}".splitlines()[0][:300]
+                    errors.append(_error_text("timing", err))
+                if errors:
+                    row["errors"][name] = "; ".join(errors)
                 torch.cuda.empty_cache()
             report["rows"].append(row)
             times = "  ".join(f"{v} {row['ms'][v]:.3f}" if row["ms"].get(v) is not None else f"{v} -" for v in variants)

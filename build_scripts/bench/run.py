@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import math
 from math import prod
 from pathlib import Path
 
@@ -72,9 +73,25 @@ def relative_error(got, reference) -> float:
     for g, ref in zip(got, reference):
         if g.shape != ref.shape:
             raise RuntimeError(f"shape {tuple(g.shape)}, expected {tuple(ref.shape)}")
-        scale = ref.abs().max().item() or 1.0
-        worst = max(worst, (g.double() - ref).abs().max().item() / scale)
+        g, ref = g.double(), ref.double()
+        finite = torch.isfinite(ref)
+        if not torch.equal(torch.isfinite(g), finite) or not torch.equal(_non_finite_kinds(g[~finite]),
+                                                                          _non_finite_kinds(ref[~finite])):
+            return math.inf  # a NaN or an infinity where the reference has none, or another one: never a match
+        if finite.all():
+            g_finite, ref_finite = g, ref
+        else:
+            g_finite, ref_finite = g[finite], ref[finite]
+        if ref_finite.numel() == 0:
+            continue
+        scale = ref_finite.abs().max().item() or 1.0
+        worst = max(worst, (g_finite - ref_finite).abs().max().item() / scale)
     return worst
+
+
+def _non_finite_kinds(values: torch.Tensor) -> torch.Tensor:
+    """NaN, +inf and -inf as 0, 1 and -1, for comparing where two results are not finite."""
+    return torch.nan_to_num(values, nan=0.0, posinf=1.0, neginf=-1.0)
 
 
 def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") -> dict:
