@@ -257,6 +257,15 @@ def test_the_markdown_report_names_the_run_and_every_row(tmp_path):
     assert "make plan-report" not in markdown(report)
 
 
+def test_the_markdown_says_at_which_batch_the_problems_were_checked():
+    report = synthetic_report()
+    report["settings"] = {**report["settings"], "check_batch": 2}
+    assert "- Checked first against float64 at batch 2 (" in markdown(report)
+    report["settings"] = {**report["settings"], "check_batch": "problem", "check_max_macs": 1 << 32}
+    assert ("- Checked first against float64 at each problem's own batch (at a smaller one, with the same kernels, "
+            "where its float64 reference would take over 4.3 G multiply-adds a pass: the largest filters) (") in markdown(report)
+
+
 def test_a_failed_check_is_reported():
     report = synthetic_report()
     report["rows"][0]["check"]["ours"] = {"failed": "RuntimeError: boom", "ok": False}

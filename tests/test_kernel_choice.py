@@ -420,3 +420,23 @@ def test_plan_report_refuses_a_bad_argument_by_name(args, message):
     proc = subprocess.run([sys.executable, "-m", "build_scripts", "plan-report", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_problem_checked_at_a_smaller_batch_takes_the_kernels_of_its_own_batch(kernel_choice):
+    """make bench checks the largest filters' batch-64 problems at a smaller batch (their float64
+    reference is too long otherwise): the check must still reach the kernels the timing runs."""
+    from build_scripts.bench.layers import SETS, checked_problem, problems
+    from build_scripts.bench.schema import COVERAGE_CONFIGS_2D
+    every = problems(list(SETS)) + problems(list(SETS), COVERAGE_CONFIGS_2D)
+    smaller = [(problem, checked_problem(problem)) for problem in every if checked_problem(problem).batch < problem.batch]
+    assert {problem.layer.name for problem, _ in smaller} == {"128@56 k31", "256@28 k29", "512@14 k27"}
+    keys, lines = [], []
+    for gpu in GPUS:
+        for problem, checked in smaller:
+            for pass_ in plan_report.problem_passes(problem):
+                keys.append(f"{gpu} {problem.layer.name} b{problem.batch} (checked at b{checked.batch}) "
+                            f"{problem.dtype} {problem.layout} {pass_}")
+                lines += [plan_report.bench_call_line(problem, pass_, gpu), plan_report.bench_call_line(checked, pass_, gpu)]
+    chosen = choose(kernel_choice, lines)
+    timed, checked = chosen[0::2], chosen[1::2]
+    assert [f"{k}: {t} timed, {c} checked" for k, t, c in zip(keys, timed, checked) if t != c] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 
 @dataclass(frozen=True)
@@ -138,3 +139,23 @@ def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, st
                     inference = batch == INFERENCE_BATCH and not layer.conv1d
                     out.append(Problem(layer, batch, dtype, layout, INFERENCE_PASSES if inference else TRAINING_PASSES))
     return out
+
+
+# The check runs each problem at its own batch, so that it checks the very kernels and launches the
+# timing runs; only a problem whose float64 copy would pass CHECK_MAX_ELEMENTS elements a tensor (none
+# of the bench's: the largest input has 84 M), or whose float64 reference would take more than
+# CHECK_MAX_MACS multiply-adds a pass, is checked at a smaller batch. The second cap is for the large
+# filters: upstream's float64 kernels, which compute the reference, run every tap of 128@56 k31 at
+# batch 64, 25 G multiply-adds a pass. tests/test_kernel_choice.py holds each smaller batch to the
+# kernels the problem's own batch takes.
+CHECK_MAX_ELEMENTS = 1 << 28
+CHECK_MAX_MACS = 1 << 32
+
+
+def checked_problem(problem: Problem) -> Problem:
+    """The problem the float64 check runs: the problem itself, unless its tensors are too large or its
+    reference too long to compute."""
+    per_sample = max(prod(problem.input_shape), prod(problem.output_shape)) // problem.batch
+    macs_per_sample = prod(problem.output_shape) // problem.batch * problem.layer.kernel ** problem.layer.dims
+    batch = max(1, min(problem.batch, CHECK_MAX_ELEMENTS // per_sample, CHECK_MAX_MACS // macs_per_sample))
+    return Problem(problem.layer, batch, problem.dtype, problem.layout, problem.passes)

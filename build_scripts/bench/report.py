@@ -237,7 +237,12 @@ def rotation_text(report: dict) -> str:
 
 def check_text(settings: dict) -> str:
     batch = settings.get("check_batch")
-    return "at each problem's own batch" if batch == "problem" else f"at batch {batch}"
+    if batch != "problem":
+        return f"at batch {batch}"
+    macs = settings.get("check_max_macs")
+    return "at each problem's own batch" + (
+        f" (at a smaller one, with the same kernels, where its float64 reference would take over {macs / 1e9:.1f} G "
+        "multiply-adds a pass: the largest filters)" if macs else "")
 
 
 def cudnn_benchmark_lines(settings: dict) -> list[str]:

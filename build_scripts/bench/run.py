@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import sys
 import time
-import math
-from math import prod
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
-from .layers import CONFIGS_2D, DEFAULT_SETS, Problem, problems
+from .layers import CHECK_MAX_MACS, CONFIGS_2D, DEFAULT_SETS, Problem, checked_problem, problems
 from .report import problem_label
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
@@ -38,10 +38,6 @@ from .variants import (
 # Largest error allowed, relative to the reference's largest magnitude (fp32 also covers cuDNN, timed
 # with TF32 off as the routing runs it, and stock's own choice).
 TOLERANCE = {"float64": 1e-10, "float32": 2e-3, "float16": 4e-3, "bfloat16": 3e-2}
-# The check runs each problem at its own batch, so that it checks the very kernels and launches the
-# timing runs; only a problem whose float64 copy would pass this many elements a tensor is checked at
-# a smaller batch (none of the bench's: the largest input has 84 M).
-CHECK_MAX_ELEMENTS = 1 << 28
 
 
 def import_overlay():
@@ -50,13 +46,6 @@ def import_overlay():
         sys.path.insert(0, str(staging))
     import dwconv_overlay
     return dwconv_overlay
-
-
-def checked_problem(problem: Problem) -> Problem:
-    """The problem the float64 check runs: the problem itself, unless its tensors are too large."""
-    per_sample = max(prod(problem.input_shape), prod(problem.output_shape)) // problem.batch
-    batch = max(1, min(problem.batch, CHECK_MAX_ELEMENTS // per_sample))
-    return Problem(problem.layer, batch, problem.dtype, problem.layout, problem.passes)
 
 
 def _outputs(result) -> tuple:
@@ -94,6 +83,19 @@ def _non_finite_kinds(values: torch.Tensor) -> torch.Tensor:
     return torch.nan_to_num(values, nan=0.0, posinf=1.0, neginf=-1.0)
 
 
+def reference_passes(stock: dict[str, Callable], passes: tuple[str, ...], exact) -> dict:
+    """Each pass's float64 result; a step's output and gradients serve as the forward's and the
+    gradients' too (the same values: half the float64 work of a training problem)."""
+    reference = {}
+    if "step" in passes:
+        step = reference["step"] = stock["step"](exact)
+        reference.update(zip(("forward", "backward_input", "backward_weight"), step))
+    for p in passes:
+        if p not in reference:
+            reference[p] = stock[p](exact)
+    return {p: reference[p] for p in passes}
+
+
 def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") -> dict:
     """Each variant's passes against the float64 result of stock torch, on random data:
     variant -> {"error": relative max error per pass, "ok": bool} (or {"failed": message})."""
@@ -102,7 +104,7 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
     inputs = make_buffers(checked, device=device, dtype=torch.float64, generator=generator).to(DTYPES[problem.dtype])
     exact = inputs.to(torch.float64)  # the very values the variants get, in float64
     with overlay.variant("stock"):
-        reference = {p: fn(exact) for p, fn in passes_of("stock", checked).items() if p in problem.passes}
+        reference = reference_passes(passes_of("stock", checked), problem.passes, exact)
     results = {}
     for name in variants:
         try:
@@ -146,7 +148,8 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "l2_bytes": props.L2_cache_size,
         "sm_count": props.multi_processor_count,  # with arch, `make plan-report SMS= ARCH=` for this GPU
         "arch": f"sm_{props.major}{props.minor}",
-        "settings": {"repeats": repeats, "warmup": warmup, "check_batch": "problem", "tolerance": TOLERANCE,
+        "settings": {"repeats": repeats, "warmup": warmup, "check_batch": "problem", "check_max_macs": CHECK_MAX_MACS,
+                     "tolerance": TOLERANCE,
                      "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False, "cudnn_deterministic": True,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "variants": list(variants), "sets": set_names or list(DEFAULT_SETS),
