@@ -266,6 +266,17 @@ def test_the_markdown_says_at_which_batch_the_problems_were_checked():
             "where its float64 reference would take over 4.3 G multiply-adds a pass: the largest filters) (") in markdown(report)
 
 
+def test_the_markdown_says_where_the_run_s_seconds_went():
+    report = synthetic_report()
+    assert " s over " not in markdown(report)  # a report from before 2026-11-26
+    for row in report["rows"]:  # each problem's rows share its seconds
+        row["problem_seconds"] = {"check": 1.0, "buffers": 0.5, "timing": 2.5 + (problem_label(row) == problem_label(
+            report["rows"][0]))}
+    problems = len({problem_label(row) for row in report["rows"]})
+    assert (f"- {4 * problems + 1:.0f} s over {problems} problems (median 4.0 s, longest 5.0 s): float64 checks "
+            f"{problems:.0f} s, buffers {problems / 2:.0f} s, timing {2.5 * problems + 1:.0f} s") in markdown(report)
+
+
 def test_a_failed_check_is_reported():
     report = synthetic_report()
     report["rows"][0]["check"]["ours"] = {"failed": "RuntimeError: boom", "ok": False}

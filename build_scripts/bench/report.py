@@ -95,6 +95,18 @@ def cut_short_lines(report: dict) -> list[str]:
             f"problems measured; not measured from {c['next']} on" for c in ([cuts] if isinstance(cuts, dict) else cuts)]
 
 
+def seconds_lines(rows: list[dict]) -> list[str]:
+    """Where the run's seconds went (rows from 2026-11-26 on record their problem's), for sizing device calls."""
+    spent = {problem_label(row): row["problem_seconds"] for row in rows if row.get("problem_seconds")}
+    if not spent:
+        return []
+    parts = {part: sum(s.get(part, 0.0) for s in spent.values()) for part in ("check", "buffers", "timing")}
+    per_problem = sorted(sum(s.values()) for s in spent.values())
+    return [f"- {sum(parts.values()):.0f} s over {len(spent)} problems (median {per_problem[len(per_problem) // 2]:.1f} s, "
+            f"longest {per_problem[-1]:.1f} s): float64 checks {parts['check']:.0f} s, buffers "
+            f"{parts['buffers']:.0f} s, timing {parts['timing']:.0f} s"]
+
+
 def config_title(row: dict) -> str:
     """fp32 NCHW, bf16 channels_last, ...; conv1d's layouts are contiguous and channels_last (transposed)."""
     dtype = DTYPE_TITLES.get(row["dtype"], row["dtype"])
@@ -263,6 +275,7 @@ def markdown(report: dict) -> str:
         *(f"Command: `{c}`" for c in report.get("commands", [report.get("command", "")])),
         "",
         *cut_short_lines(report),
+        *seconds_lines(rows),
         f"- CUDA {report['cuda']}, cuDNN {report['cudnn']}"
         f"{' (timed as the routing runs it: TF32 off, deterministic)' if report['settings'].get('cudnn_deterministic') else ''}; "
         f"overlay patch set {', '.join(report.get('overlay_patchsets') or [report['overlay_patchset']])}; "

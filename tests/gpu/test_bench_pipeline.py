@@ -38,6 +38,8 @@ def test_a_small_bench_run(tmp_path, one_layer_set):
     for row in rows:
         assert set(row["ms"]) == set(VARIANTS)
         assert all(t is not None and 0 < t < 1000 for t in row["ms"].values()), (row["layer"], row["errors"])
+        assert set(row["problem_seconds"]) == {"check", "buffers", "timing"}, row["problem_seconds"]
+        assert all(0 <= s < 600 for s in row["problem_seconds"].values()), row["problem_seconds"]
         assert all(row["graph"].values()), row["graph"]
         assert row["backends"]["cudnn_gradients"] == "CudnnTranspose"
         assert row["floor_ms"] > 0 and row["buffer_sets"] >= 2
