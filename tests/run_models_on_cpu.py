@@ -204,7 +204,7 @@ def orchestration():
     return {"written_equals_returned": written == report, "schema": report["schema"],
             "variants": report["settings"]["variants"], "failed": model_report.failed_checks(report),
             "rows": [{key: row[key] for key in ("model", "dtype", "layout", "mode", "batch", "ms", "graph", "kernels",
-                                                "errors", "layer_check")} | {"floor": row["depthwise_floor_ms"],
+                                                "errors", "layer_check", "seconds")} | {"floor": row["depthwise_floor_ms"],
                                                                              "checked": sorted(row["check"])}
                      for row in report["rows"]],
             "markdown": model_report.markdown(report), "cut": cut.get("cut_short"), "cut_rows": len(cut["rows"])}

@@ -152,11 +152,13 @@ def test_a_run_checks_profiles_and_times_every_variant_in_each_mode_and_writes_a
         # each variant's timed step checked layer by layer first, in the row's mode
         assert sorted(row["layer_check"]) == sorted(MODEL_VARIANTS) and all(v["ok"] for v in row["layer_check"].values())
         assert {v["tensors"] for v in row["layer_check"].values()} == {17 * 3 if row["mode"] == "training" else 17}
+        assert set(row["seconds"]) == {"whole-model check", "mode"} and all(t > 0 for t in row["seconds"].values())
     # the depthwise floor counts the passes of the mode, in the dtype's bytes, at the mode's batch
     assert rows[0]["floor"] == pytest.approx(2 * rows[2]["floor"])  # fp32 against bf16
     assert rows[0]["floor"] > 2 * 2 * rows[1]["floor"]  # three passes at batch 2 against one at batch 1
     assert "| MobileNetV2 | bf16 channels_last (autocast) | 2.000 | 2.000 | 1.000 | 1.000 | 2.00× | 2.00× | 12 % |" \
         in run["markdown"]
+    assert " s over 2 model configurations: whole-model checks " in run["markdown"]
     assert run["cut"] == {"problems_done": 0, "problems": 2, "stop_after_s": 0.0, "next": "ConvNeXt-T float32 contiguous"}
     assert run["cut_rows"] == 0
 
@@ -217,6 +219,7 @@ def test_the_markdown_gives_each_variants_time_the_speedups_and_the_failed_check
     assert "- fp32 NCHW: routed / stock, geomean over the models: 2.00×" in text
     assert "- bf16 channels_last (autocast): routed / stock, geomean over the models: –×" in text
     assert "**Cut short** at 500 s: 2 of 9 model configurations measured; not measured from EfficientNet-B0" in text
+    assert " s over " not in text  # rows from before 2026-11-26 carry no seconds
 
 
 def test_a_variant_failing_the_layer_check_or_its_timing_has_no_speedup_and_fails_the_run():

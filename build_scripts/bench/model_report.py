@@ -56,6 +56,17 @@ def check_text(row: dict, variant: str) -> str:
     return ", ".join(words) or "ok"
 
 
+def seconds_lines(rows: list[dict]) -> list[str]:
+    """Where the run's seconds went (rows from 2026-11-26 on record them), for sizing device calls."""
+    timed = [r for r in rows if r.get("seconds")]
+    if not timed:
+        return []
+    checks = {(r["model"], r["dtype"], r["layout"]): r["seconds"]["whole-model check"] for r in timed}
+    modes = sum(r["seconds"].get("mode", 0.0) for r in timed)
+    return [f"- {sum(checks.values()) + modes:.0f} s over {len(checks)} model configurations: whole-model checks "
+            f"{sum(checks.values()):.0f} s, then each mode's layer checks, profiling and timing {modes:.0f} s", ""]
+
+
 def layer_check_text(settings: dict) -> str:
     tolerance = settings.get("layer_tolerance")
     if tolerance is None:  # a report from before the layer check
@@ -105,6 +116,7 @@ def markdown(report: dict) -> str:
         f"part of the step's GPU time (one profiled step); \"depthwise floor\": the byte floor of the model's "
         f"depthwise layers, the least their part of the step can take.", "",
     ]
+    lines += seconds_lines(report["rows"])
     cut = report.get("cut_short")
     if cut:
         lines += [f"- **Cut short** at {cut['stop_after_s']:.0f} s: {cut['problems_done']} of {cut['problems']} "

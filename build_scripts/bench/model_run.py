@@ -117,10 +117,13 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
         problem_started = time.monotonic()
         model = build(problem, device)
         checks = check(problem, model, overlay, variants, device)
+        check_s = time.monotonic() - problem_started
         for mode, batch_size in MODES.items():
+            mode_started = time.monotonic()
             row = {"model": problem.model, "dtype": problem.dtype, "layout": problem.layout, "mode": mode,
                    "batch": batch_size, "depthwise_floor_ms": depthwise_floor_ms(problem, mode, bandwidth),
-                   "ms": {}, "graph": {}, "kernels": {}, "errors": {}, "check": checks, "layer_check": {}}
+                   "ms": {}, "graph": {}, "kernels": {}, "errors": {}, "check": checks, "layer_check": {},
+                   "seconds": {"whole-model check": check_s}}  # where the run's time goes, for sizing device calls
             model.train(mode == "training")
             model.zero_grad(set_to_none=True)
             batches = [make_images(problem, batch_size, device) for _ in range(2)]
@@ -158,6 +161,7 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
                 if errors:
                     row["errors"][name] = "; ".join(errors)
                 torch.cuda.empty_cache()
+            row["seconds"]["mode"] = time.monotonic() - mode_started
             report["rows"].append(row)
             times = "  ".join(f"{v} {row['ms'][v]:.3f}" if row["ms"].get(v) is not None else f"{v} -" for v in variants)
             print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.label} {mode} b{batch_size}: "
