@@ -69,6 +69,11 @@ for name in ("stock", "ours", "ours-without-row", "routed", "native", "cudnn"):
     with overlay.variant(name):
         print(name, *state())
 print("after", *state())
+dwconv_overlay.disable()  # a caller's overlay off, a path of its own off: both come back
+dwconv_overlay.disable_kernels(["column"])
+with overlay.variant("ours-without-row"):
+    print("within", *state())
+print("restored", *state())
 """
 
 
@@ -130,7 +135,8 @@ def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
         "native False [] upstream cudnn enabled=0 benchmark=1 allow_tf32=0 deterministic=0",
         # cuDNN as the routing runs it where it stands in for the native kernel
         "cudnn False [] upstream cudnn enabled=1 benchmark=1 allow_tf32=0 deterministic=1",
-        f"after True [] upstream {before}"]
+        f"after True [] upstream {before}",
+        f"within True ['row'] upstream {before}", f"restored False ['column'] upstream {before}"]
 
 
 # Asked about with meta tensors: no GPU, no memory.

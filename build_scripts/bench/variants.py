@@ -237,21 +237,23 @@ class Overlay:
 
     @contextlib.contextmanager
     def variant(self, name: str):
+        """The overlay switched as the variant runs; its state before (on or off, routing, kernel paths)
+        comes back after, whatever happened within."""
         enabled = name in ("ours", "routed") or switched_off_path(name) is not None
-        (self.module.enable if enabled else self.module.disable)()
+        was_on, previous, disabled = self.module.enabled(), self.module.routing(), self.module.disabled_kernels()
         cudnn = cudnn_settings(**{"native": {"enabled": False},
                                   "cudnn": {"allow_tf32": False, "deterministic": True}}.get(name, {}))
-        previous = self.module.routing()
-        if name == "routed":
-            self.module.set_routing("auto")
-        self.module.disable_kernels(switched_off_paths(name))
         try:
+            (self.module.enable if enabled else self.module.disable)()
+            if name == "routed":
+                self.module.set_routing("auto")
+            self.module.disable_kernels(switched_off_paths(name))
             with cudnn:
                 yield
         finally:
-            self.module.disable_kernels([])
+            self.module.disable_kernels(disabled)
             self.module.set_routing(previous)
-            self.module.enable()
+            (self.module.enable if was_on else self.module.disable)()
 
 
 def passes_of(name: str, problem: Problem) -> dict[str, Callable]:
