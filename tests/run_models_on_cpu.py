@@ -11,6 +11,7 @@ on the CPU. Prints one JSON line of findings for tests/test_bench_models.py:
                                         training and inference, correct and with planted bugs: the filter
                                         flipped, the weight gradient alone flipped, grad_input alone 10 % off
   relative_error {case: error}          the checks' measure with NaN and infinities in either result
+  overflow {variant: verdict}           the whole-model check where stock's own fp16 gradients overflow
   steps {case: ...}                     the training and inference steps run once: the loss, and whether
                                         every parameter got a gradient
   run {...}                             model_run.run_models on the CPU, its timing and profiling stood in
@@ -152,6 +153,19 @@ def fp16_cases():
             for bug in ("correct", "weight-gradient") for scaled in (True, False)}
 
 
+def overflowing_check():
+    """The whole-model check in fp16 under a loss scale that overflows stock's own gradients."""
+    problem = model_steps.ModelProblem("MobileNetV2", "float16", "channels_last")
+    model = model_steps.build(problem, device="cpu")
+    overlay, saved = OverlayStandIn(correct), model_check.loss_scale
+    model_check.loss_scale = lambda *args: 2.0 ** 40
+    try:
+        return model_check.check(problem, model, overlay, ("stock", "ours"), device="cpu")
+    finally:
+        model_check.loss_scale = saved
+        overlay.disable()
+
+
 def relative_errors():
     reference = torch.tensor([1.0, -2.0, float("inf"), 4.0], dtype=torch.float64)
     nan, inf = float("nan"), float("inf")
@@ -251,6 +265,7 @@ def main():
                         found["layers"][f"{name} {dtype} {layout} {mode} {bug}"] = layer_check(problem, model, mode,
                                                                                                ours)
         found["fp16"] = fp16_cases()
+        found["overflow"] = overflowing_check()
     found["relative_error"] = relative_errors()
     found["run"] = orchestration()
     print(json.dumps(found))

@@ -112,6 +112,13 @@ def test_a_nan_or_an_infinity_the_reference_lacks_never_matches(found):
 
 
 @pytest.mark.l0
+def test_where_stock_s_own_step_is_not_finite_the_whole_model_check_judges_no_variant(found):
+    for variant, verdict in found["overflow"].items():
+        assert not verdict["ok"], (variant, verdict)
+        assert verdict["failed"].startswith("stock's own step, the yardstick, is not finite on ['grad "), verdict
+
+
+@pytest.mark.l0
 def test_fp16_gradients_are_checked_under_a_loss_scale_where_they_would_underflow(found):
     """ConvNeXt-T's 1e-6 layer scale puts its blocks' gradients below fp16's range: unscaled, every
     variant computes zeros there, and a wrong weight gradient passes."""

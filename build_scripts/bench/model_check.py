@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -135,10 +136,12 @@ def check(problem: ModelProblem, model: torch.nn.Module, overlay, variants, devi
             errors[name] = _errors(got, reference)
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
             results[name] = _failure(err)
+    not_finite = [tensor for tensor, error in errors.get("stock", {}).items() if not math.isfinite(error)]
     for name in variants:
-        if name not in results and "stock" in errors:
+        if name not in results and "stock" in errors and not not_finite:
             results[name] = judge(errors[name], errors["stock"], problem.dtype)
-        results.setdefault(name, {"failed": "stock failed its own step, the yardstick", "ok": False})
+        yardstick = f"is not finite on {not_finite[:3]}" if not_finite else "failed"
+        results.setdefault(name, {"failed": f"stock's own step, the yardstick, {yardstick}", "ok": False})
     return results
 
 
