@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from .model_steps import ModelProblem, autocast, inference_step, make_images, model_variant, training_step
 from .models import is_depthwise
 from .run import TOLERANCE as LAYER_TOLERANCE
-from .run import relative_error
+from .run import error_text, relative_error
 from .variants import DTYPES
 
 CHECK_BATCH = 4
@@ -114,7 +114,7 @@ def judge(errors: dict[str, float], stock_errors: dict[str, float], dtype: str) 
 
 
 def _failure(err: Exception) -> dict:
-    return {"failed": f"{type(err).__name__}: {err}".splitlines()[0][:300], "ok": False}
+    return {"failed": error_text(err), "ok": False}
 
 
 def check(problem: ModelProblem, model: torch.nn.Module, overlay, variants, device: str = "cuda") -> dict:

@@ -92,7 +92,8 @@ def failed_checks(report: dict) -> list[str]:
                 label = f"{config} {row['mode']}: {variant}"
                 failed[label] = f"{label} (depthwise layers: {result.get('failed') or result})"
         for variant, error in row["errors"].items():
-            failed[f"{config} {row['mode']}: {variant} {error}"] = f"{config} {row['mode']}: {variant}: {error}"
+            line = f"{config} {row['mode']}: {variant}: {error}"
+            failed[line] = line
     return list(failed.values())
 
 

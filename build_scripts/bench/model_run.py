@@ -38,7 +38,7 @@ from .layers import CONFIGS_2D, Layer, Problem
 from .model_check import CHECK_BATCH, LAYER_TOLERANCE, SLACK, TOLERANCE, check, layer_check, loss_scale
 from .model_steps import MODES, ModelProblem, build, inference_step, make_images, model_variant, training_step
 from .models import IMAGE_SIZE, MODELS, depthwise_census
-from .run import import_overlay, write_json
+from .run import error_text, import_overlay, write_json
 from .schema import MODEL_NAMES, MODELS_SCHEMA, ends_in_time, parse_model_variants, parse_models
 from .timing import copy_bandwidth, time_pass
 
@@ -49,10 +49,6 @@ def model_problems(model_names: list[str] | None, configs: tuple[tuple[str, str]
     """Each model (default: all) in each configuration (default: the bench's CONFIGS_2D)."""
     chosen = parse_models(",".join(model_names or ())) or MODEL_NAMES
     return [ModelProblem(m, dtype, layout) for m in chosen for dtype, layout in configs or CONFIGS_2D]
-
-
-def _error_text(what: str, err: Exception) -> str:
-    return f"{what}: {type(err).__name__}: {err}".splitlines()[0][:300]
 
 
 def our_kernel_share(step, batch) -> dict:
@@ -130,7 +126,7 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
             try:
                 scale = loss_scale(model, problem.dtype, batches[0], overlay) if mode == "training" else 1.0
             except Exception as err:  # noqa: BLE001 - stock's own step failed: nothing of this mode is measured
-                row["errors"] = {name: _error_text("loss scale", err) for name in variants}
+                row["errors"] = {name: error_text(err, "loss scale") for name in variants}
                 row["ms"] = dict.fromkeys(variants)
                 report["rows"].append(row)
                 continue
@@ -151,13 +147,13 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
                     with model_variant(overlay, name):
                         row["kernels"][name] = our_kernel_share(step, batches[0])
                 except Exception as err:  # noqa: BLE001 - recorded; the step is still timed
-                    errors.append(_error_text("profiling", err))
+                    errors.append(error_text(err, "profiling"))
                 try:
                     with model_variant(overlay, name):
                         timing = time_pass(step, batches, repeats, warmup)
                     row["ms"][name], row["graph"][name] = timing.ms, timing.graph
                 except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
-                    errors.append(_error_text("timing", err))
+                    errors.append(error_text(err, "timing"))
                 if errors:
                     row["errors"][name] = "; ".join(errors)
                 torch.cuda.empty_cache()

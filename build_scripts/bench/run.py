@@ -48,6 +48,11 @@ def import_overlay():
     return dwconv_overlay
 
 
+def error_text(err: Exception, what: str = "") -> str:
+    """An exception as a report records it: one line, at most 300 characters, after what failed."""
+    return f"{what + ': ' if what else ''}{type(err).__name__}: {err}".splitlines()[0][:300]
+
+
 def _outputs(result) -> tuple:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
@@ -120,7 +125,7 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
                         raise RuntimeError(f"{p}: {err}") from err
             results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
-            results[name] = {"failed": f"{type(err).__name__}: {err}".splitlines()[0][:300], "ok": False}
+            results[name] = {"failed": error_text(err), "ok": False}
     del inputs, exact, reference
     return results
 
@@ -193,7 +198,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                     row["ms"][name], row["graph"][name] = timing.ms, timing.graph
                 except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
                     row["ms"][name] = None
-                    row["errors"][name] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+                    row["errors"][name] = error_text(err)
             report["rows"].append(row)
             times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
             print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.layer.set} {problem.layer.name} "
