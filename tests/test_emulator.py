@@ -466,6 +466,14 @@ MUTATIONS = [
     (("if (item >= items) return;", "if (item > items) return;"), "11:12"),  # a thread past the last pixel
     (("dim3(static_cast<unsigned>((items + threads - 1) / threads))", "dim3(static_cast<unsigned>(items / threads))"),
      "11:12"),  # the last block, part-filled, left out
+    # ... at 7x7 in channels_last, a round a window row:
+    (("!(round > 0 && pixel_round_uses_weights<kKernel, kRoundRows, V, kBackward>(vector, round - 1));",
+      "!(round > 0);"),
+     "15:16"),  # the weight vectors first used after the first round never loaded
+    (("const int step = kBackward ? kTaps - 1 - tap : tap;  // where the walk meets the tap", "const int step = tap;"),
+     "15:16"),  # backward-input's weights loaded in the rounds of the unflipped walk
+    (("if (t / kKernel / kRoundRows == round) in[t]", "if (t / kKernel / kRoundRows == 0) in[t]"),
+     "15:16"),  # the first round's input rows only
 ]
 
 

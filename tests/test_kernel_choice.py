@@ -230,7 +230,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
     channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
-    passes) for the rest, or at batch 1 the pixel kernel for 3x3 and 5x5."""
+    passes) for the rest, or at batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if layer.conv1d:
@@ -242,7 +242,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
-    return (k.PIXEL, *tiles) if problem.batch == 1 and layer.kernel <= 5 else tiles
+    pixel = problem.batch == 1 and (layer.kernel <= 5 or cl)
+    return (k.PIXEL, *tiles) if pixel else tiles
 
 
 def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
@@ -263,7 +264,10 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
     GPU). Batch 1's grids are too small to fill the GPU with bands: its 3x3 and 5x5 forwards take
     the pixel kernel, which an H100 SXM (132 SMs) holds at once for every such layer (a smaller GPU
-    may leave the largest to the tiles), and its 7x7 ones the register-tiled kernel's one-step blocks."""
+    may leave the largest to the tiles), and its 7x7 ones the pixel kernel too where the GPU holds a
+    thread a pixel and channel vector at its bound of one block of 256 an SM (ConvNeXt-T's 192@28 and
+    smaller in bf16 and fp16 on an H100, 384@14 and smaller in float), else the register-tiled
+    kernel's one-step blocks."""
     k = kernel_cases
     for gpu, launches in bench_launches.items():
         for p, pass_, launch in launches:
@@ -275,7 +279,10 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
                 allowed = (k.PIXEL,) if gpu == H100 else (k.PIXEL, k.CHANNELS_LAST_REGISTER_TILED)
                 assert launch.kernel in allowed, (gpu, layer.name, p.dtype, pass_, launch)
             elif p.batch == 1:
-                assert launch.kernel == k.CHANNELS_LAST_REGISTER_TILED, (gpu, layer.name, p.dtype, pass_)
+                vector = 16 // {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype]
+                held = layer.channels // vector * layer.output_length() ** 2 <= gpu.sm_count * 256
+                assert launch.kernel == (k.PIXEL if held else k.CHANNELS_LAST_REGISTER_TILED), \
+                    (gpu, layer.name, p.dtype, pass_, launch)
             elif layer.output_length() >= 28:
                 assert launch.kernel == k.CHANNELS_LAST_STREAM, (gpu, layer.name, p.dtype, pass_, launch)
 

@@ -304,12 +304,12 @@ def stride2_grad_input_cases(element_size):
 
 
 def pixel_cases(element_size):
-    """The pixel kernel: square 3x3 and 5x5 at stride 1 or 2, dilation 1, multiplier 1 (channels_last:
-    whole 16-byte channel vectors and 16-byte aligned data), where a GPU of 108 SMs or more holds every
-    thread of the pass (a pixel and channel group each) at once at the kernel's register bound;
-    backward-input at stride 1, as the flipped correlation. MobileNetV2's and EfficientNet-B0's batch-1
-    layers, with their channels in 16-byte vectors so that every dtype has as many threads; elsewhere
-    the tiles or the general kernels."""
+    """The pixel kernel: square 3x3 and 5x5 at stride 1 or 2, and in channels_last 7x7 at stride 1,
+    dilation 1, multiplier 1 (channels_last: whole 16-byte channel vectors and 16-byte aligned data),
+    where a GPU of 108 SMs or more holds every thread of the pass (a pixel and channel group each) at
+    once at the kernel's register bound; backward-input at stride 1, as the flipped correlation.
+    MobileNetV2's, EfficientNet-B0's and ConvNeXt-T's batch-1 layers, with their channels in 16-byte
+    vectors so that every dtype has as many threads; elsewhere the tiles or the general kernels."""
     vector = _vector(element_size)
     rows = [  # (label, layout, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it)
         ("MobileNetV2 192@28 s2, batch 1", "cl", 1, 24 * vector, 28, 3, 2, 1, 1, True, True),
@@ -321,7 +321,12 @@ def pixel_cases(element_size):
         ("a part-filled last block", "cl", 1, 3 * vector, (9, 11), 5, 1, 2, 1, True, True),
         ("too many threads for the GPU at once: the tiles", "nchw", 2, 64, 56, 3, 1, 1, 1, True, False),
         ("multiplier 2", "nchw", 1, 8, 14, 3, 1, 1, 2, True, False),
-        ("7x7", "cl", 1, 8 * vector, 7, 7, 1, 3, 1, True, False),
+        ("ConvNeXt-T 384@14, batch 1", "cl", 1, 48 * vector, 14, 7, 1, 3, 1, True, True),
+        ("ConvNeXt-T 768@7, batch 1", "cl", 1, 96 * vector, 7, 7, 1, 3, 1, True, True),
+        ("7x7, odd sizes, a part-filled last block", "cl", 2, 3 * vector, (9, 11), 7, 1, 3, 1, True, True),
+        ("7x7 NCHW: the tiles", "nchw", 1, 64, 14, 7, 1, 3, 1, True, False),
+        ("7x7 at stride 2", "cl", 1, 8 * vector, 14, 7, 2, 3, 1, True, False),
+        ("7x7, more threads than the GPU holds at once: the tiles", "cl", 1, 16 * vector, 56, 7, 1, 3, 1, True, False),
         ("channels not whole vectors", "cl", 1, 4 * vector + 1, 16, 3, 1, 1, 1, True, False),
         ("data off a 16-byte boundary", "cl", 1, 4 * vector, 16, 3, 1, 1, 1, False, False),
     ]
@@ -460,4 +465,5 @@ PIXEL_SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # pixel kernels, both layouts (bf16: 18 vectors a pixel),
                                                            # a part-filled last block
     (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # pixel kernels, 5x5 at stride 2, no padding
+    (1, 48, 1, 9, 11, (7, 7), (1, 1), (3, 3), (1, 1)),     # pixel kernel, 7x7 channels_last (a round a row)
 ]

@@ -6,8 +6,10 @@
 // blocks they make: on the H100 (2026-11-22) stock's one-thread-an-output kernel beat our tiles on
 // the fp32 NCHW batch-1 forwards of 14x14 and smaller planes and at stride 2, and cuDNN beat them on
 // every bf16 channels_last batch-1 forward of MobileNetV2 and EfficientNet-B0. Square 3x3 and 5x5
-// at stride 1 or 2, dilation 1, multiplier 1: the forward, and backward-input as the stride-1
-// correlation with the flipped filter. Device code and plain host arithmetic, no ATen tensors.
+// at stride 1 or 2, and 7x7 in channels_last at stride 1 (ConvNeXt's batch-1 inference, where our
+// tiles ran one warp an SM), dilation 1, multiplier 1: the forward, and backward-input as the
+// stride-1 correlation with the flipped filter. Device code and plain host arithmetic, no ATen
+// tensors.
 
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 
@@ -20,13 +22,47 @@ constexpr int kPixelChannels = kChannelsLast ? kVector16<scalar_t> : 1;
 // Blocks of kThreads threads an SM that the kernel's __launch_bounds__ asks for, so that its
 // registers allow them. A channels_last thread holds its group's kernel^2 weight vectors and its
 // window's kernel^2 input vectors (16-byte units: 4 registers each in every dtype), 90 to 120
-// registers at 3x3 and 190 to 250 at 5x5; an NCHW thread holds kernel^2 values of each, 32
+// registers at 3x3 and 190 to 250 at 5x5, and at 7x7 as many of its 98 as the compiler's schedule
+// keeps in 255 (kPixelRoundRows); an NCHW thread holds kernel^2 values of each, 32
 // registers at 3x3 (a full SM of threads) and 64 at 5x5, twice that in double.
 template <typename scalar_t>
 constexpr int pixel_min_blocks(int kernel, bool channels_last) {
   if (channels_last) return kernel == 3 ? 2 : 1;
   const int blocks = kernel == 3 ? 8 : 4;
   return sizeof(scalar_t) > 4 ? blocks / 2 : blocks;
+}
+
+// Window rows a channels_last thread loads before it multiplies them, a round: all of them at 3x3
+// and 5x5. At 7x7 a thread's 49 input and 49 weight vectors would be 392 registers, and ptxas
+// issues the later rounds' loads ahead of a round's multiply-adds as far as 255 registers allow.
+// The rounds are those whose schedule (sm_80 and sm_90) had no spill and the shortest chain in a
+// one-warp model of the machine code (a load's registers ready 300 or 600 cycles after its
+// issue): a row in the half types, three in float and double (one spilled in float).
+template <typename scalar_t, int kKernel>
+constexpr int kPixelRoundRows = kKernel <= 5 ? kKernel : sizeof(scalar_t) == 2 ? 1 : 3;
+
+// Whether a channels_last thread multiplies, in round `round` of kRoundRows window rows, a value
+// of its 16-byte weight vector `vector` (of the group's [channel][tap] run of V x kKernel^2
+// values; backward-input walks the taps flipped).
+template <int kKernel, int kRoundRows, int V, bool kBackward>
+__host__ __device__ constexpr bool pixel_round_uses_weights(int vector, int round) {
+  constexpr int kTaps = kKernel * kKernel;
+  for (int j = 0; j < V; ++j) {
+    const int tap = (vector * V + j) % kTaps;
+    const int step = kBackward ? kTaps - 1 - tap : tap;  // where the walk meets the tap
+    if (step / kKernel / kRoundRows == round) return true;
+  }
+  return false;
+}
+
+// Whether round `round` loads weight vector `vector`: where it uses the vector and the round before
+// did not (a vector the previous round used is still held). A vector that ends one channel's
+// taps and starts the next is used in the last round and the first, and loaded in both rather
+// than held through every round.
+template <int kKernel, int kRoundRows, int V, bool kBackward>
+__host__ __device__ constexpr bool pixel_round_loads_weights(int vector, int round) {
+  return pixel_round_uses_weights<kKernel, kRoundRows, V, kBackward>(vector, round) &&
+         !(round > 0 && pixel_round_uses_weights<kKernel, kRoundRows, V, kBackward>(vector, round - 1));
 }
 
 // The window of kKernel x kKernel taps whose first row and column are (top, left): load(t, inside,
@@ -47,10 +83,11 @@ __device__ __forceinline__ void load_window(int top, int left, int src_h, int sr
 
 // dst[n, c0 + k, y, x] for the thread's channel group, k < kPixelChannels: the window's kernel^2
 // inputs (zero on the padding, nothing read there) and the group's weights are loaded first, all
-// independent, then multiplied in acc_t; backward-input reads the filter flipped in both
-// directions. channels_last: the group's weights are the contiguous [channel][tap] run of
-// kPixelChannels x kernel^2 values at weight + c0 * kernel^2, kernel^2 whole 16-byte vectors
-// (16-byte aligned where weight is, which the choice checks), each value converted where used.
+// independent, then multiplied in acc_t (in channels_last a round of rows at a time,
+// kPixelRoundRows); backward-input reads the filter flipped in both directions. channels_last:
+// the group's weights are the contiguous [channel][tap] run of kPixelChannels x kernel^2 values at
+// weight + c0 * kernel^2, kernel^2 whole 16-byte vectors (16-byte aligned where weight is, which
+// the choice checks), each value converted where used.
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, bool kChannelsLast>
 __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, kChannelsLast)) pixel_kernel(
     const scalar_t* __restrict__ src,
@@ -85,24 +122,32 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
   if constexpr (kChannelsLast) {
     const scalar_t* const plane = src + n * src_h * src_w * channels + c0;
     const uint32_t* const filters = reinterpret_cast<const uint32_t*>(weight + c0 * kTaps);
+    constexpr int kRoundRows = kPixelRoundRows<scalar_t, kKernel>;
     Vector16<uint32_t> in[kTaps];  // as loaded: 32-bit words, each value widened where it is used
     Vector16<uint32_t> w[kTaps];
-    load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
-      in[t] = load_words_or_zero(inside, plane + pixel * channels);
-    });
-#pragma unroll
-    for (int i = 0; i < kTaps; ++i) w[i] = load_vector(filters + i * kVector16<uint32_t>);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       acc[k] = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c0 + k]) : acc_t(0);
     }
 #pragma unroll
-    for (int t = 0; t < kTaps; ++t) {
-      const int tap = kBackward ? kTaps - 1 - t : t;
+    for (int round = 0; round * kRoundRows < kKernel; ++round) {
+      load_window<kKernel>(top, left, src_h, src_w, [&](int t, bool inside, int pixel) {
+        if (t / kKernel / kRoundRows == round) in[t] = load_words_or_zero(inside, plane + pixel * channels);
+      });
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const int flat = k * kTaps + tap;  // channel k's tap in the group's [channel][tap] run
-        acc[k] += widen_value<scalar_t, acc_t>(in[t], k) * widen_value<scalar_t, acc_t>(w[flat / V], flat % V);
+      for (int i = 0; i < kTaps; ++i) {
+        if (pixel_round_loads_weights<kKernel, kRoundRows, V, kBackward>(i, round)) {
+          w[i] = load_vector(filters + i * kVector16<uint32_t>);
+        }
+      }
+#pragma unroll
+      for (int t = round * kRoundRows * kKernel; t < smaller((round + 1) * kRoundRows, kKernel) * kKernel; ++t) {
+        const int tap = kBackward ? kTaps - 1 - t : t;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const int flat = k * kTaps + tap;  // channel k's tap in the group's [channel][tap] run
+          acc[k] += widen_value<scalar_t, acc_t>(in[t], k) * widen_value<scalar_t, acc_t>(w[flat / V], flat % V);
+        }
       }
     }
     Vector16<scalar_t> out;
@@ -126,10 +171,12 @@ __global__ void __launch_bounds__(kThreads, pixel_min_blocks<scalar_t>(kKernel, 
   }
 }
 
-// The filters the pixel kernels are compiled for: square 3x3 and 5x5 at stride 1 or 2, dilation
-// 1 (7x7 would hold 49 weight and 49 input vectors a thread), multiplier 1.
-inline bool has_pixel_kernel(const PassGeometry& g) {
-  return has_register_tiled_filter(g) && g.kernel_h <= 5 && g.multiplier == 1 && g.src_channels == g.dst_channels;
+// The filters the pixel kernels are compiled for: square 3x3 and 5x5 at stride 1 or 2, and in
+// channels_last 7x7 at stride 1 (in NCHW our tiles beat stock's one-thread-an-output kernel there
+// at batch 1 on 11-22), dilation 1, multiplier 1.
+inline bool has_pixel_kernel(const PassGeometry& g, bool channels_last) {
+  return has_register_tiled_filter(g) && (g.kernel_h <= 5 || channels_last) && g.multiplier == 1 &&
+         g.src_channels == g.dst_channels;
 }
 
 template <typename scalar_t, bool kBackward>
@@ -142,6 +189,9 @@ PixelKernel<scalar_t, kBackward> pixel_instance(int kernel, int stride) {
   if (stride == 1) {
     if (kernel == 3) return &pixel_kernel<scalar_t, kBackward, 3, 1, kChannelsLast>;
     if (kernel == 5) return &pixel_kernel<scalar_t, kBackward, 5, 1, kChannelsLast>;
+    if constexpr (kChannelsLast) {
+      if (kernel == 7) return &pixel_kernel<scalar_t, kBackward, 7, 1, kChannelsLast>;
+    }
   }
   if constexpr (!kBackward) {
     if (stride == 2) {
@@ -174,7 +224,7 @@ struct PixelLaunch {
 template <typename scalar_t>
 std::optional<PixelLaunch> plan_pixel(const PassGeometry& g, bool channels_last, const GpuLimits& gpu) {
   const int V = channels_last ? kVector16<scalar_t> : 1;
-  if (!has_pixel_kernel(g) || g.dst_channels % V != 0) return std::nullopt;
+  if (!has_pixel_kernel(g, channels_last) || g.dst_channels % V != 0) return std::nullopt;
   const int64_t items = g.batch * g.dst_h * g.dst_w * (g.dst_channels / V);
   const int bound = pixel_min_blocks<scalar_t>(g.kernel_h, channels_last);
   const int64_t held =
