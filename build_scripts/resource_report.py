@@ -7,7 +7,8 @@ loads, static shared memory (ptxas), the 16-byte global and shared loads and sto
 in the kernel's PTX (what the vectorised paths must keep), and the integer divisions and
 remainders inside the PTX's innermost loops (each costs some twenty instructions on the GPU). Given cuobjdump, also the
 machine code's hot loop: its instructions and the share of them that are multiply-adds
-(build_scripts/sass_mix.py).
+(build_scripts/sass_mix.py), and for a kernel without a loop one warp's latency chain through it
+(build_scripts/sass_chain.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import HarnessError
+from .sass_chain import GLOBAL_LOAD_CYCLES
 from .sass_mix import SassMix, object_sass_mix
 
 PTXAS_LOG = "ptxas.txt"
@@ -170,15 +172,19 @@ def markdown(rows: list[KernelResources], source: str) -> str:
     lines = [
         f"Compiler resource report of {source} (ptxas -v; 16-byte accesses and integer divisions in "
         "innermost loops counted in the PTX; the hot loop's instructions and their FMA share in the "
-        "SASS, - where cuobjdump did not read it):",
+        "SASS, - where cuobjdump did not read it; for a kernel without a loop, one warp's chain through "
+        f"it in cycles, a global load's registers ready {GLOBAL_LOAD_CYCLES} cycles after it issues "
+        "(build_scripts/sass_chain.py: a model that ranks schedules, not a time)):",
         "",
         "| arch | kernel | registers | stack bytes | spill stores/loads bytes | static shared bytes "
-        "| 16-byte global ld/st | 16-byte shared ld/st | loop divisions | hot loop instructions | FMA share |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| 16-byte global ld/st | 16-byte shared ld/st | loop divisions | hot loop instructions | FMA share "
+        "| one-warp chain cycles |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         hot = f"{r.sass.hot_instructions} | {r.sass.hot_fma_share:.0%}" if r.sass else "- | -"
+        chain = r.sass.chain_cycles if r.sass and r.sass.chain_cycles is not None else "-"
         lines.append(f"| {r.arch} | `{r.name}` | {r.registers} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} "
                      f"| {r.static_shared_bytes} | {r.wide_global_loads}/{r.wide_global_stores} "
-                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} | {r.loop_divisions} | {hot} |")
+                     f"| {r.wide_shared_loads}/{r.wide_shared_stores} | {r.loop_divisions} | {hot} | {chain} |")
     return "\n".join(lines)

@@ -10,7 +10,8 @@ rate the kernel can reach there (`ours % of roofline` in bench.md is measured ag
 The loop counted is the hot one: of the spans from a branch target to a later branch back to it,
 the one holding the most FMAs (FFMA, DFMA), the shortest of those on a tie; a kernel whose FMAs
 lie in no loop (one unrolled tile a block) is counted whole. Static counts: what the loop holds,
-not how often it runs.
+not how often it runs. A kernel with no loop at all also gets one warp's latency chain through it
+(build_scripts/sass_chain.py).
 
 cuobjdump reads the SASS out of L0's objects. The CUDA toolkit ships it beside nvcc; where that
 one has none (the pip-installed nvcc of these machines), NVIDIA's wheel is fetched once into the
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import HarnessError
+from .sass_chain import one_warp_cycles
 from .wheel_cache import cache_dir, pip_download, unpack_wheels
 
 # The oldest CUDA 13 binary tools on PyPI (13.0's are not there); they read what nvcc 13.0 writes.
@@ -46,6 +48,7 @@ class SassMix:
     fma: int
     hot_instructions: int  # the hot loop (or the kernel, where no loop holds an FMA)
     hot_fma: int
+    chain_cycles: int | None = None  # one warp through a kernel without a loop (sass_chain), else None
 
     @property
     def hot_fma_share(self) -> float:
@@ -64,11 +67,14 @@ def _mix(body: str) -> SassMix:
             if start <= i:  # a branch back: [start, i] is a loop
                 loops.append((sum(is_fma[start:i + 1]), -(i + 1 - start), start, i))
     total_fma = sum(is_fma)
+    # The branch to itself that ends every kernel, after its EXIT, is no loop.
+    straight = all(start == end for _, _, start, end in loops)
+    chain = one_warp_cycles([(opcode, rest) for _, opcode, rest in instructions]) if straight else None
     best = max(loops, default=None)
     if best is None or best[0] == 0:
-        return SassMix(len(instructions), total_fma, len(instructions), total_fma)
+        return SassMix(len(instructions), total_fma, len(instructions), total_fma, chain)
     fma, negative_length, _, _ = best
-    return SassMix(len(instructions), total_fma, -negative_length, fma)
+    return SassMix(len(instructions), total_fma, -negative_length, fma, chain)
 
 
 def parse_sass(text: str) -> dict[str, SassMix]:

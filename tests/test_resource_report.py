@@ -103,8 +103,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     assert proc.returncode == 0, proc.stderr
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| sm_")]
     rows = [dict(arch=a.strip(), kernel=k.strip(" `"), spills=s.strip(), wide_global=g.strip(), wide_shared=sh.strip(),
-                 loop_divisions=int(d), hot_instructions=int(hot), fma_share=share.strip())
-            for a, k, _, _, s, _, g, sh, d, hot, share in rows]
+                 loop_divisions=int(d), hot_instructions=int(hot), fma_share=share.strip(), chain=chain.strip())
+            for a, k, _, _, s, _, g, sh, d, hot, share, chain in rows]
     assert {r["arch"] for r in rows} == {"sm_80", "sm_90"}
     tiled = [r for r in rows if r["kernel"].startswith("tiled_channels_last_kernel<")]
     assert len(tiled) == 2 * 4 * 2 * 2  # archs x dtypes x index types x passes
@@ -123,6 +123,7 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         global_loads, stores = map(int, row["wide_global"].split("/"))
         assert global_loads >= 1 and stores >= 4, row  # the tile staged, a thread's 4 rows stored
     register_tiled = [r for r in rows if r["kernel"].startswith("register_tiled_nchw_kernel<")]
+    assert all(r["chain"] == "-" for r in register_tiled)  # a kernel with loops has no one-warp chain
     # archs x dtypes x (2 passes x 3 kernel sizes at stride 1 + the forward's 2 sizes at stride 2)
     assert len(register_tiled) == 2 * 4 * (2 * 3 + 2)
     register_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_register_tiled_kernel<")]
@@ -157,6 +158,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         kernel_size = int(row["kernel"].split(",")[2])
         loads, stores = map(int, row["wide_global"].split("/"))
         assert row["spills"] == "0/0" and row["loop_divisions"] == 0, row
+        # Straight-line code (a thread a pixel): one warp's chain, at least a load's wait and its FMAs.
+        assert int(row["chain"]) > 600 + kernel_size ** 2, row
         if row["kernel"].endswith("true>") and kernel_size == 7:
             assert 2 * 49 - 2 * 7 <= loads <= 2 * 49 and stores == 1, row
         elif row["kernel"].endswith("true>"):

@@ -59,8 +59,10 @@ def test_on_a_tie_the_shortest_loop_and_without_a_loop_the_whole_kernel():
                        "STG.E [R4], R2", "EXIT")
     mixes = parse_sass(tie + unrolled)
     assert mixes["tie"] == SassMix(instructions=8, fma=2, hot_instructions=3, hot_fma=1)
-    # Its only branch goes forward: no loop, so the whole kernel is the hot part.
-    assert mixes["one_tile"] == SassMix(instructions=6, fma=2, hot_instructions=6, hot_fma=2)
+    assert mixes["tie"].chain_cycles is None  # a kernel with loops has no one-warp chain
+    # Its only branch goes forward: no loop, so the whole kernel is the hot part, and it has a chain:
+    # the shared load (30 cycles), the FMAs, the store waiting 4 cycles on the first one's result.
+    assert mixes["one_tile"] == SassMix(instructions=6, fma=2, hot_instructions=6, hot_fma=2, chain_cycles=36)
 
 
 def test_an_outer_loop_with_more_multiply_adds_than_its_inner_one_is_the_hot_one():
@@ -78,7 +80,8 @@ def test_an_outer_loop_with_more_multiply_adds_than_its_inner_one_is_the_hot_one
 
 def test_a_kernel_without_multiply_adds_has_no_share():
     mix = parse_sass(listing("copy", "LDG.E.128 R4, desc[UR4][R2.64]", "STG.E.128 desc[UR4][R6.64], R4", "EXIT"))["copy"]
-    assert mix == SassMix(instructions=3, fma=0, hot_instructions=3, hot_fma=0) and mix.hot_fma_share == 0.0
+    assert mix == SassMix(instructions=3, fma=0, hot_instructions=3, hot_fma=0, chain_cycles=602)
+    assert mix.hot_fma_share == 0.0
 
 
 TINY = r"""
