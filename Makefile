@@ -94,7 +94,7 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
 export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU CUDNN_BENCHMARK
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1)
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage MATCH=regex REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
@@ -108,7 +108,7 @@ bench-models:  ## (GPU) whole models' training step and inference: stock, cuDNN,
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET TESTS
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,models,profile,upstream within BUDGET s (540), logs in OUT (TESTS=kernels or tests/gpu files; SETS, CONFIGS, VARIANTS, CUDNN_BENCHMARK as bench; MODELS as bench-models)
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,models,profile,upstream within BUDGET s (540), logs in OUT (TESTS=kernels or tests/gpu files; SETS, CONFIGS, VARIANTS, MATCH, CUDNN_BENCHMARK as bench; MODELS as bench-models)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session

@@ -194,7 +194,7 @@ def cmd_bench(args) -> None:
     out, command = _run_report_path(args, torch, sets or [])
     try:
         report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
-                           stop_after_s=args.stop_after, configs_2d=configs_2d)
+                           stop_after_s=args.stop_after, configs_2d=configs_2d, match=args.match)
     except ValueError as err:
         raise HarnessError(f"bench: {err}") from None
     print(f"wrote {out}")
@@ -256,12 +256,14 @@ def _set_cudnn_benchmark(args, torch) -> None:
 
 def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tuple[Path, str]:
     """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>]
-    [-cudnn-benchmark].json, and the command that made it, for the report to hold."""
+    [-match-<MATCH>][-cudnn-benchmark].json, and the command that made it, for the report to hold."""
     import datetime
     import shlex
 
     from .bench.schema import comma_separated, report_file_name, slug
-    modes = ["cudnn-benchmark"] if torch.backends.cudnn.benchmark else []
+    # a run of some problems must not overwrite the day's run of them all
+    modes = ([f"match-{args.match}"] if kind == "bench" and args.match else []) + \
+        (["cudnn-benchmark"] if torch.backends.cudnn.benchmark else [])
     name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs) + modes, kind=kind)
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     return out, shlex.join(_bench_command(args, kind))
@@ -272,7 +274,8 @@ def _bench_command(args, kind: str) -> list[str]:
     so that the report names what reproduces it."""
     words = ["python", "-m", "build_scripts", "bench", "models" if kind == "models" else "run"]
     chosen = ("--models", args.models) if kind == "models" else ("--sets", args.sets)
-    for flag, value in (chosen, ("--variants", args.variants), ("--configs", args.configs)):
+    match = ("--match", args.match if kind == "bench" else "")
+    for flag, value in (chosen, ("--variants", args.variants), ("--configs", args.configs), match):
         if value:
             words += [flag, value]
     words += ["--repeats", str(args.repeats)] + (["--cudnn-benchmark"] if args.cudnn_benchmark else [])
@@ -402,8 +405,8 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--passes", default=os.environ.get("PASSES", ""),
                               help="profile: comma-separated passes (default: backward_weight)")
             verb.add_argument("--match", default=os.environ.get("MATCH", ""),
-                              help="profile: a regular expression on the problems' labels, "
-                                   "e.g. 'L=2048 b8 bfloat16 contiguous'")
+                              help="run, profile: a regular expression on the problems' labels, only those it "
+                                   "finds run, e.g. 'L=2048 b8 bfloat16 contiguous' or ' b1 '")
         if name == "plan-report":
             verb.add_argument("--sms", type=int, default=int(os.environ.get("SMS") or 132),
                               help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe; 108: A100)")

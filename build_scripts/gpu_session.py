@@ -11,7 +11,8 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
              stopped after TEST_TIMEOUT_S where pytest-timeout is there (make gpu-deps); TESTS narrows
              it: "kernels" (the kernels' and the routing's checks, KERNEL_TESTS) or files of tests/gpu
   sanitizer  make test-gpu GPU_TESTS=tests/gpu/test_sanitizer.py (compute-sanitizer)
-  bench      make bench SETS=... VARIANTS=... CONFIGS=... , told to start no problem that would end past the
+  bench      make bench SETS=... VARIANTS=... CONFIGS=... MATCH=... (the problems whose labels the regular
+             expression finds, as for look-back and profile), told to start no problem that would end past the
              budget (its report then says where it stopped); its JSON report lands in OUT itself
              (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
              `make bench-report` redraws the markdown and plots from it here
@@ -102,6 +103,18 @@ def gpu_test_targets(text: str) -> str:
         raise HarnessError(f"gpu-session: TESTS names {unknown}, which are not test files of tests/gpu; TESTS takes "
                            f"'kernels' ({', '.join(KERNEL_TESTS)}) or tests/gpu/test_*.py files")
     return " ".join(words)
+
+
+def check_problem_choice(sets: str, configs: str, match: str) -> None:
+    """Refuses, before any step runs, a choice of bench problems that names none: unknown sets or
+    configurations, or a MATCH (which bench, look-back and profile all take from the environment)
+    that is no regular expression or finds no problem of them."""
+    from .bench.layers import matching, problems
+    from .bench.schema import comma_separated, parse_configs
+    try:
+        matching(problems(comma_separated(sets) or None, parse_configs(configs)), match)
+    except ValueError as err:
+        raise HarnessError(f"gpu-session: {err}") from None
 
 
 def steps(out: Path, python: str, make: str, sets: str, variants: str,
@@ -277,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                           stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models,
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
+        if {"bench", "look-back", "profile"} & set(names):
+            check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""))
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:
         print(err, file=sys.stderr)

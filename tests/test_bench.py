@@ -345,12 +345,16 @@ def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gav
     torch = SimpleNamespace(backends=SimpleNamespace(cudnn=cudnn),
                             cuda=SimpleNamespace(get_device_name=lambda index: "NVIDIA H100 80GB HBM3"))
     args = SimpleNamespace(results=str(tmp_path), sets="MobileNetV2,Mamba conv1d", models="", variants="stock,ours",
-                           configs="", repeats=30, cudnn_benchmark=False)
+                           configs="", repeats=30, cudnn_benchmark=False, match="")
     _set_cudnn_benchmark(args, torch)
     out, command = _run_report_path(args, torch, ["MobileNetV2", "Mamba conv1d"])
     assert not cudnn.benchmark and out.name == "bench-MobileNetV2-Mamba-conv1d-stock-ours.json"
     assert out.parent.parent.parent == tmp_path and out.parent.parent.name == "NVIDIA-H100-80GB-HBM3"
     assert command == "python -m build_scripts bench run --sets 'MobileNetV2,Mamba conv1d' --variants stock,ours --repeats 30"
+    # MATCH: the run of some problems is named apart from the day's run of all of them
+    out, command = _run_report_path(SimpleNamespace(**{**vars(args), "match": " b1 "}), torch, ["MobileNetV2", "Mamba conv1d"])
+    assert out.name == "bench-MobileNetV2-Mamba-conv1d-stock-ours-match-b1.json"
+    assert command.endswith("--variants stock,ours --match ' b1 ' --repeats 30")
     args = SimpleNamespace(**{**vars(args), "models": "ConvNeXt-T", "configs": "float32/contiguous",
                               "cudnn_benchmark": True})
     _set_cudnn_benchmark(args, torch)
@@ -546,3 +550,19 @@ def test_the_large_filters_are_judged_against_the_roofline():
         row.pop("compute_floor_ms")
         assert roofline_fraction(row) == floor_fraction(row)
     assert "FMA rate" not in markdown(report)
+
+
+def test_match_chooses_problems_by_their_labels():
+    from build_scripts.bench.layers import matching
+    chosen = problems(["ConvNeXt-T", "Mamba conv1d"])
+    batch_1 = matching(chosen, " b1 ")
+    assert batch_1 and all(p.batch == 1 for p in batch_1)
+    # ConvNeXt-T's four layers in the three configurations, Mamba's L=16384 in its two layouts
+    assert len(batch_1) == 4 * 3 + 4 * 2
+    assert matching(chosen, "") == chosen
+    assert [p.label for p in matching(chosen, r"^Mamba conv1d 1536 L=2048 b8 bfloat16 ")] == [
+        "Mamba conv1d 1536 L=2048 b8 bfloat16 contiguous", "Mamba conv1d 1536 L=2048 b8 bfloat16 channels_last"]
+    with pytest.raises(ValueError, match=r"MATCH='\[' is not a regular expression"):
+        matching(chosen, "[")
+    with pytest.raises(ValueError, match=r"matches MATCH='b2 ' \(a label: 'ConvNeXt-T 96@56 b64 float32 contiguous'\)"):
+        matching(chosen, "b2 ")

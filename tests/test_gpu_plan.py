@@ -13,7 +13,7 @@ from build_scripts.bench.layers import problems
 from build_scripts.bench.profile import DEFAULT_PASSES, targets
 from build_scripts.bench.schema import parse_configs, parse_models, parse_variants
 from build_scripts.errors import HarnessError
-from build_scripts.gpu_session import gpu_test_targets, steps
+from build_scripts.gpu_session import check_problem_choice, gpu_test_targets, steps
 
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
@@ -37,16 +37,17 @@ def call_problems(call: str) -> list[str]:
     step_names = steps(Path("out"), "python3", "make", "", "")
     found += [f"unknown step {name!r}" for name in settings["STEPS"].split(",") if name not in step_names]
     sets = [name for name in settings.get("SETS", "").split(",") if name] or None
+    chosen = True  # whether SETS and CONFIGS name problems, for MATCH to choose among
     try:
         configs = parse_configs(settings.get("CONFIGS", ""))
     except ValueError as err:
         found.append(str(err))
-        configs = None
+        configs, chosen = None, False
     try:
         problems(sets, configs)
     except ValueError as err:
         found.append(str(err))
-        sets = None
+        sets, chosen = None, False
     try:
         parse_variants(settings.get("VARIANTS", ""), plan_report.kernel_path_names())
     except ValueError as err:
@@ -59,10 +60,13 @@ def call_problems(call: str) -> list[str]:
         gpu_test_targets(settings.get("TESTS", ""))
     except HarnessError as err:
         found.append(str(err))
-    if "MATCH" in settings:
-        passes = settings.get("PASSES", DEFAULT_PASSES).split(",")
+    if "MATCH" in settings and chosen:
+        named = settings["STEPS"].split(",")
         try:
-            targets(sets, passes, settings["MATCH"], configs)
+            if "profile" in named:
+                targets(sets, settings.get("PASSES", DEFAULT_PASSES).split(","), settings["MATCH"], configs)
+            if {"bench", "look-back"} & set(named):
+                check_problem_choice(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings["MATCH"])
         except HarnessError as err:
             found.append(str(err))
     return found
@@ -86,6 +90,7 @@ def test_the_plan_for_the_next_gpu_session_names_only_what_the_harness_takes():
     ("STEPS=models MODELS=MobileNetV3", "unknown model(s) ['MobileNetV3']"),
     ("STEPS=tests TESTS=kernel", "TESTS names ['kernel']"),
     ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"', "no bench problem of ['ConvNeXt-T'] matches"),
+    ('STEPS=bench SETS=ConvNeXt-T MATCH="b2 "', "no problem of the chosen sets and configurations matches MATCH='b2 '"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):
     found = call_problems(call)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from math import prod
 
@@ -109,6 +110,11 @@ class Problem:
     passes: tuple[str, ...]
 
     @property
+    def label(self) -> str:
+        """"<set> <layer> b<batch> <dtype> <layout>": the problem as reports name it and MATCH searches it."""
+        return f"{self.layer.set} {self.layer.name} b{self.batch} {self.dtype} {self.layout}"
+
+    @property
     def input_shape(self) -> tuple[int, ...]:
         spatial = (self.layer.length,) * self.layer.dims
         return (self.batch, self.layer.channels, *spatial)
@@ -139,6 +145,19 @@ def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, st
                     inference = batch == INFERENCE_BATCH and not layer.conv1d
                     out.append(Problem(layer, batch, dtype, layout, INFERENCE_PASSES if inference else TRAINING_PASSES))
     return out
+
+
+def matching(chosen: list[Problem], match: str) -> list[Problem]:
+    """The problems whose label the regular expression `match` finds: all of them where it is empty."""
+    try:
+        pattern = re.compile(match)
+    except re.error as err:
+        raise ValueError(f"MATCH={match!r} is not a regular expression: {err}") from None
+    found = [problem for problem in chosen if pattern.search(problem.label)]
+    if not found:
+        raise ValueError(f"no problem of the chosen sets and configurations matches MATCH={match!r} "
+                         f"(a label: {chosen[0].label!r})")
+    return found
 
 
 # The check runs each problem at its own batch, so that it checks the very kernels and launches the

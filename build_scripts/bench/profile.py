@@ -73,8 +73,7 @@ class Target:
 
     @property
     def label(self) -> str:
-        p = self.problem
-        return f"{p.layer.set} {p.layer.name} b{p.batch} {p.dtype} {p.layout}"
+        return self.problem.label
 
 
 def targets(sets: list[str] | None, passes: list[str], match: str = "",

@@ -27,7 +27,7 @@ import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
-from .layers import CHECK_MAX_MACS, CONFIGS_2D, DEFAULT_SETS, Problem, checked_problem, problems
+from .layers import CHECK_MAX_MACS, CONFIGS_2D, DEFAULT_SETS, Problem, checked_problem, matching, problems
 from .report import problem_label
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
 from .timing import copy_bandwidth, fma_rate, time_pass
@@ -132,10 +132,13 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
 
 def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
               warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "",
-              stop_after_s: float | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None) -> dict:
+              stop_after_s: float | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None,
+              match: str = "") -> dict:
+    """Times the problems of the sets (2D layers in configs_2d) whose label `match` finds, every
+    variant of each checked against float64 first; the report goes to out_path after each problem."""
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
-    chosen = problems(set_names, configs_2d)
+    chosen = matching(problems(set_names, configs_2d), match)
     props = torch.cuda.get_device_properties(0)
     started = time.monotonic()
     bandwidth = copy_bandwidth()
@@ -159,7 +162,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                      "tolerance": TOLERANCE,
                      "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False, "cudnn_deterministic": True,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
-                     "variants": list(variants), "sets": set_names or list(DEFAULT_SETS),
+                     "variants": list(variants), "sets": set_names or list(DEFAULT_SETS), "match": match,
                      "configs_2d": [f"{dtype}/{layout}" for dtype, layout in configs_2d or CONFIGS_2D]},
         "rows": [],
     }
@@ -167,8 +170,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
     for index, problem in enumerate(chosen, 1):
         if not ends_in_time(time.monotonic() - started, longest_problem_s, stop_after_s):
             report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
-                                   "next": f"{problem.layer.set} {problem.layer.name} b{problem.batch} "
-                                           f"{problem.dtype} {problem.layout}"}
+                                   "next": problem.label}
             print(f"stopping: {index - 1} of {len(chosen)} problems measured, the next would end past "
                   f"{stop_after_s:.0f} s", flush=True)
             write_json(out_path, report)
@@ -201,9 +203,8 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                     row["errors"][name] = error_text(err)
             report["rows"].append(row)
             times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
-            print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.layer.set} {problem.layer.name} "
-                  f"b{problem.batch} {problem.dtype} {problem.layout} {passname}: {times}  floor {row['floor_ms']:.4f}",
-                  flush=True)
+            print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.label} {passname}: {times}  "
+                  f"floor {row['floor_ms']:.4f}", flush=True)
         del buffer_sets
         torch.cuda.empty_cache()
         seconds["timing"] = time.monotonic() - problem_started - seconds["check"] - seconds["buffers"]

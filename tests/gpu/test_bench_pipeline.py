@@ -79,6 +79,16 @@ def test_a_run_past_its_time_limit_stops_between_problems_and_says_where(tmp_pat
     assert sorted(paths) == sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS)
 
 
+def test_match_times_only_the_problems_it_finds(tmp_path, one_layer_set):
+    report = run_bench(tmp_path / "bench.json", one_layer_set, "stock,ours", repeats=3, warmup=1, command="test",
+                       match=r" b1 bfloat16 ")
+    assert failed_checks(report) == [] and report["settings"]["match"] == " b1 bfloat16 "
+    assert [(r["batch"], r["dtype"], r["layout"], r["pass"]) for r in report["rows"]] == [
+        (1, "bfloat16", "channels_last", "forward")]
+    with pytest.raises(ValueError, match="no problem of the chosen sets and configurations matches MATCH='b3 '"):
+        run_bench(tmp_path / "refused.json", one_layer_set, "ours", match="b3 ")
+
+
 def test_a_coverage_run_times_the_other_configurations_and_routes_by_them(tmp_path, one_layer_set):
     """CONFIGS=coverage: the 2D layer in fp32 channels_last and bf16/fp16 NCHW (stock's own choices
     there: cuDNN, its native kernel, and cuDNN or native by its workload table), conv1d as always;
