@@ -256,14 +256,18 @@ def _set_cudnn_benchmark(args, torch) -> None:
 
 def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tuple[Path, str]:
     """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>]
-    [-match-<MATCH>][-cudnn-benchmark].json, and the command that made it, for the report to hold."""
+    [-match-<MATCH>-<its hash>][-cudnn-benchmark].json, and the command that made it, for the report to
+    hold."""
     import datetime
+    import hashlib
     import shlex
 
     from .bench.schema import comma_separated, report_file_name, slug
-    # a run of some problems must not overwrite the day's run of them all
-    modes = ([f"match-{args.match}"] if kind == "bench" and args.match else []) + \
-        (["cudnn-benchmark"] if torch.backends.cudnn.benchmark else [])
+    # a run of some problems must overwrite neither the day's run of them all nor one of others
+    # (" b1 " and "b1$" slug alike: the hash tells them apart)
+    match = [f"match-{args.match}-{hashlib.sha256(args.match.encode()).hexdigest()[:6]}"] \
+        if kind == "bench" and args.match else []
+    modes = match + (["cudnn-benchmark"] if torch.backends.cudnn.benchmark else [])
     name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs) + modes, kind=kind)
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
     return out, shlex.join(_bench_command(args, kind))

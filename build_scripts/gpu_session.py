@@ -105,16 +105,21 @@ def gpu_test_targets(text: str) -> str:
     return " ".join(words)
 
 
-def check_problem_choice(sets: str, configs: str, match: str) -> None:
+def check_problem_choice(sets: str, configs: str, match: str, passes: str | None = None) -> None:
     """Refuses, before any step runs, a choice of bench problems that names none: unknown sets or
     configurations, or a MATCH (which bench, look-back and profile all take from the environment)
-    that is no regular expression or finds no problem of them."""
+    that is no regular expression or finds no problem of them; with `passes` (a profile step's
+    PASSES, empty for its default), also one that finds no problem with such a pass."""
     from .bench.layers import matching, problems
+    from .bench.profile import DEFAULT_PASSES, targets
     from .bench.schema import comma_separated, parse_configs
     try:
-        matching(problems(comma_separated(sets) or None, parse_configs(configs)), match)
-    except ValueError as err:
-        raise HarnessError(f"gpu-session: {err}") from None
+        chosen_sets, chosen_configs = comma_separated(sets) or None, parse_configs(configs)
+        matching(problems(chosen_sets, chosen_configs), match)
+        if passes is not None:
+            targets(chosen_sets, comma_separated(passes or DEFAULT_PASSES), match, chosen_configs)
+    except (ValueError, HarnessError) as err:
+        raise HarnessError(f"gpu-session: {str(err).removeprefix('profile: ')}") from None
 
 
 def steps(out: Path, python: str, make: str, sets: str, variants: str,
@@ -291,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         if {"bench", "look-back", "profile"} & set(names):
-            check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""))
+            check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""),
+                                 os.environ.get("PASSES", "") if "profile" in names else None)
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:
         print(err, file=sys.stderr)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 
 import pytest
 
@@ -352,9 +354,14 @@ def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gav
     assert out.parent.parent.parent == tmp_path and out.parent.parent.name == "NVIDIA-H100-80GB-HBM3"
     assert command == "python -m build_scripts bench run --sets 'MobileNetV2,Mamba conv1d' --variants stock,ours --repeats 30"
     # MATCH: the run of some problems is named apart from the day's run of all of them
-    out, command = _run_report_path(SimpleNamespace(**{**vars(args), "match": " b1 "}), torch, ["MobileNetV2", "Mamba conv1d"])
-    assert out.name == "bench-MobileNetV2-Mamba-conv1d-stock-ours-match-b1.json"
-    assert command.endswith("--variants stock,ours --match ' b1 ' --repeats 30")
+    names = {}
+    for match in (" b1 ", "b1$"):
+        out, command = _run_report_path(SimpleNamespace(**{**vars(args), "match": match}), torch,
+                                        ["MobileNetV2", "Mamba conv1d"])
+        names[match] = out.name
+        assert command.endswith(f"--variants stock,ours --match {shlex.quote(match)} --repeats 30")
+    assert re.fullmatch(r"bench-MobileNetV2-Mamba-conv1d-stock-ours-match-b1-[0-9a-f]{6}\.json", names[" b1 "])
+    assert names[" b1 "] != names["b1$"]  # two MATCHes that slug alike
     args = SimpleNamespace(**{**vars(args), "models": "ConvNeXt-T", "configs": "float32/contiguous",
                               "cudnn_benchmark": True})
     _set_cudnn_benchmark(args, torch)

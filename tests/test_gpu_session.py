@@ -165,16 +165,19 @@ def test_bench_reports_come_up_to_where_the_device_gives_them_back(tmp_path, qui
                if name in ("bench", "look-back", "models"))
 
 
-@pytest.mark.parametrize("sets, match, message", [
-    ("ConvNeXt-T", "(", "MATCH='(' is not a regular expression"),
-    ("ConvNeXt-T", "k31", "no problem of the chosen sets and configurations matches MATCH='k31' "
-                          "(a label: 'ConvNeXt-T 96@56 b64 float32 contiguous')"),
-    ("ConvNext-T", "", "unknown layer set(s) ['ConvNext-T']"),
+@pytest.mark.parametrize("steps, sets, match, message", [
+    ("probe,bench", "ConvNeXt-T", "(", "MATCH='(' is not a regular expression"),
+    ("probe,bench", "ConvNeXt-T", "k31", "no problem of the chosen sets and configurations matches MATCH='k31' "
+                                         "(a label: 'ConvNeXt-T 96@56 b64 float32 contiguous')"),
+    ("probe,look-back", "ConvNext-T", "", "unknown layer set(s) ['ConvNext-T']"),
+    # batch 1 times the forward only: the profile step's default pass (the weight gradient) has none
+    ("probe,bench,profile", "ConvNeXt-T", " b1 ",
+     "no bench problem of ['ConvNeXt-T'] matches MATCH=' b1 ' with a pass among ['backward_weight']"),
 ])
-def test_a_bench_problem_choice_that_names_nothing_is_refused_before_any_step(tmp_path, sets, match, message):
-    """MATCH, which bench, look-back and profile all read, and SETS: refused before the probe and the
-    tests spend the call's minutes, not when the bench step reaches them."""
-    env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS="probe,bench", SETS=sets, MATCH=match)
+def test_a_bench_problem_choice_that_names_nothing_is_refused_before_any_step(tmp_path, steps, sets, match, message):
+    """MATCH, which bench, look-back and profile all read, SETS, and a profile's PASSES: refused
+    before the probe and the tests spend the call's minutes, not when the step reaches them."""
+    env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=steps, SETS=sets, MATCH=match, PASSES="")
     result = subprocess.run([sys.executable, "-m", "build_scripts.gpu_session"], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -42,8 +42,23 @@ def test_a_register_a_load_will_write_is_not_reused_before_it_lands():
     assert one_warp_cycles(overwrite) == G + 1
 
 
-def test_a_predicate_or_a_store_writes_no_register():
-    # ISETP writes P0 and reads R4; the store reads R4 and R6: neither makes R4 or R6 wait later.
-    code = instructions("ISETP.GE.AND P0, PT, R4, 0x10, PT", "STG.E desc[UR4][R6.64], R4", "IADD3 R4, R4, 0x1, RZ",
-                        "IADD3 R6, R6, 0x1, RZ")
-    assert one_warp_cycles(code) == 4
+def test_a_predicate_writes_no_register_and_a_store_reads_its_data():
+    # ISETP writes P0 and reads R4: R4 is no destination of it, so the IADD3 after it need not wait.
+    assert one_warp_cycles(instructions("ISETP.GE.AND P0, PT, R4, 0x10, PT", "IADD3 R4, R4, 0x1, RZ")) == 2
+    # A store has no destination: its address and data are read, all four registers of 16-byte data.
+    store = instructions("LDG.E R11, desc[UR4][R2.64]", "STG.E.128 desc[UR4][R6.64], R8")
+    assert one_warp_cycles(store) == G + 1
+    assert one_warp_cycles(instructions("LDG.E R12, desc[UR4][R2.64]", "STG.E.128 desc[UR4][R6.64], R8")) == 2
+
+
+def test_double_precision_reads_and_writes_register_pairs():
+    # DADD reads R6:R7 and R8:R9; the load into R7 is waited on.
+    assert one_warp_cycles(instructions("MOV R6, 0x1", "LDG.E R7, desc[UR4][R2.64]", "DADD R4, R6, R8")) == 2 + G
+    # F2F.F64.F32 writes a pair (R4:R5) from one register; CS2R writes a pair too.
+    widened = instructions("LDG.E R1, desc[UR4][R2.64]", "F2F.F64.F32 R4, R1", "IADD3 R9, R5, 0x1, RZ")
+    assert one_warp_cycles(widened) == G + OTHER_CYCLES + 1
+    assert one_warp_cycles(instructions("CS2R R4, SRZ", "IADD3 R9, R5, 0x1, RZ")) == OTHER_CYCLES + 1
+
+
+def test_a_spilled_value_reloaded_costs_a_local_load():
+    assert one_warp_cycles(instructions("LDL R4, [R1+0x10]", "IADD3 R9, R4, 0x1, RZ")) == SHARED_LOAD_CYCLES + 1

@@ -57,8 +57,9 @@ __host__ __device__ constexpr bool pixel_round_uses_weights(int vector, int roun
 
 // Whether round `round` loads weight vector `vector`: where it uses the vector and the round before
 // did not (a vector the previous round used is still held). A vector that ends one channel's
-// taps and starts the next is used in the last round and the first, and loaded in both rather
-// than held through every round.
+// taps and starts the next is used in the last round and the first, and loaded in both, so that
+// it need not be held through every round (ptxas may still merge the loads and hold it: it does in
+// bfloat16, where it loads the 16 bytes once; in half it loads each round's part).
 template <int kKernel, int kRoundRows, int V, bool kBackward>
 __host__ __device__ constexpr bool pixel_round_loads_weights(int vector, int round) {
   return pixel_round_uses_weights<kKernel, kRoundRows, V, kBackward>(vector, round) &&
