@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT, plan_report
+from build_scripts.bench.floor import ELEMENT_BYTES
 from tests.gpu import kernel_cases
 
 pytestmark = pytest.mark.l0  # the pinned torch's c10 headers and library
@@ -279,7 +280,7 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
                 allowed = (k.PIXEL,) if gpu == H100 else (k.PIXEL, k.CHANNELS_LAST_REGISTER_TILED)
                 assert launch.kernel in allowed, (gpu, layer.name, p.dtype, pass_, launch)
             elif p.batch == 1:
-                vector = 16 // {"float32": 4, "bfloat16": 2, "float16": 2}[p.dtype]
+                vector = 16 // ELEMENT_BYTES[p.dtype]
                 held = layer.channels // vector * layer.output_length() ** 2 <= gpu.sm_count * 256
                 assert launch.kernel == (k.PIXEL if held else k.CHANNELS_LAST_REGISTER_TILED), \
                     (gpu, layer.name, p.dtype, pass_, launch)

@@ -147,12 +147,17 @@ def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, st
     return out
 
 
-def matching(chosen: list[Problem], match: str) -> list[Problem]:
-    """The problems whose label the regular expression `match` finds: all of them where it is empty."""
+def label_pattern(match: str) -> re.Pattern:
+    """MATCH compiled, to search the problems' labels (Problem.label)."""
     try:
-        pattern = re.compile(match)
+        return re.compile(match)
     except re.error as err:
         raise ValueError(f"MATCH={match!r} is not a regular expression: {err}") from None
+
+
+def matching(chosen: list[Problem], match: str) -> list[Problem]:
+    """The problems whose label the regular expression `match` finds: all of them where it is empty."""
+    pattern = label_pattern(match)
     found = [problem for problem in chosen if pattern.search(problem.label)]
     if not found:
         raise ValueError(f"no problem of the chosen sets and configurations matches MATCH={match!r} "

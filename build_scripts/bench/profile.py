@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HarnessError
-from .layers import TRAINING_PASSES, Problem, problems
+from .layers import TRAINING_PASSES, Problem, label_pattern, problems
 from .schema import configs_text, parse_configs
 
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats", "WarpStateStats")
@@ -84,10 +84,7 @@ def targets(sets: list[str] | None, passes: list[str], match: str = "",
     if unknown:
         raise HarnessError(f"profile: unknown pass(es) {unknown}; PASSES takes {', '.join(TRAINING_PASSES)}")
     try:
-        pattern = re.compile(match)
-    except re.error as err:
-        raise HarnessError(f"profile: MATCH={match!r} is not a regular expression: {err}") from None
-    try:
+        pattern = label_pattern(match)
         chosen = problems(sets, configs_2d)
     except ValueError as err:
         raise HarnessError(f"profile: {err}") from None
