@@ -82,11 +82,17 @@ class Gpu:
         runs sm_80's."""
         return "sm_80" if self.arch.startswith("sm_8") else self.arch
 
+    @property
+    def compute_capability(self) -> int:
+        """major x 10 + minor: 90 for sm_90."""
+        return int(self.arch.removeprefix("sm_"))
+
     def driver_field(self) -> str:
         """The driver's gpu field: SMs, then an SM's threads, blocks, registers, shared bytes and the
-        shared bytes reserved a block."""
+        shared bytes reserved a block, then the compute capability."""
         sm = self.sm
-        return f"{self.sm_count}:{sm.threads}:{sm.blocks}:{sm.registers}:{sm.shared_bytes}:{sm.reserved_per_block}"
+        return (f"{self.sm_count}:{sm.threads}:{sm.blocks}:{sm.registers}:{sm.shared_bytes}:{sm.reserved_per_block}"
+                f":{self.compute_capability}")
 
     def __str__(self) -> str:
         return f"{self.sm_count} SMs of {self.arch}"

@@ -51,7 +51,7 @@ def run(binary: Path, *args: str):
 KERNELS_CHECKED = [
     f"{pass_} {kernel}" for pass_ in ("forward", "backward-input")
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
-                   "register-tiled NHWC", "streamed NHWC",
+                   "register-tiled NHWC", "streamed NHWC", "tensor-core NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "pixel NCHW",
                    "pixel NHWC", "direct NCHW", "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
@@ -113,7 +113,7 @@ def test_the_emulator_plans_the_layers_the_bench_times():
 def test_the_emulators_gpus_hold_what_the_plan_reports_sm_limits_say():
     """The emulator plans for an H100's and an RTX 3090's SMs (GpuLimits, the fields after the SM
     count); tests/gpu/test_gpu_limits.py checks the plan report's table against a real device."""
-    from build_scripts.plan_report import SM_LIMITS
+    from build_scripts.plan_report import SM_LIMITS, Gpu
 
     source = (EMULATOR / "emulate_depthwise2d.cpp").read_text()
     presets = dict(re.findall(r"GpuLimits (sm\d+)_gpu\(int64_t sms\) \{\s*return \{sms, ([^}]*)\};", source))
@@ -121,7 +121,8 @@ def test_the_emulators_gpus_hold_what_the_plan_reports_sm_limits_say():
     for name, fields in presets.items():
         values = [math.prod(int(factor) for factor in field.split("*")) for field in fields.split(",")]
         sm = SM_LIMITS[f"sm_{name[2:]}"]
-        assert values == [sm.threads, sm.blocks, sm.registers, sm.shared_bytes, sm.reserved_per_block], name
+        assert values == [sm.threads, sm.blocks, sm.registers, sm.shared_bytes, sm.reserved_per_block,
+                          Gpu(1, f"sm_{name[2:]}").compute_capability], name
 
 
 def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
@@ -474,6 +475,12 @@ MUTATIONS = [
      "15:16"),  # backward-input's weights loaded in the rounds of the unflipped walk
     (("if (t / kKernel / kRoundRows == round) in[t]", "if (t / kKernel / kRoundRows == 0) in[t]"),
      "15:16"),  # the first round's input rows only
+    # The tensor-core channels_last kernel (bfloat16 and half: the full build's):
+    (("if (total != total) {", "if (false) {"), "70:71"),  # a neighbour's inf x 0 left as NaN
+    (("<< (16 * (group % 2))", "<< (16 * (1 - group % 2))"), "71:72"),  # B's weight off its diagonal
+    (("row + (kw + next_shift) * m.pitch", "row + kw * m.pitch"), "71:72"),  # lanes 16-31 at the same shift
+    (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap])", "bits_of(filter[tap])"), "71:72"),  # backward unflipped
+    (("if (row >= ring_end) row -= s.ring_rows * row_step;", ""), "12:13"),  # window rows past the ring's end
 ]
 
 

@@ -118,7 +118,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 21 and names <= defined, names - defined
+    assert len(names) == 22 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -187,7 +187,7 @@ def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
 
 
 def test_a_gpu_is_one_the_plans_know():
-    assert Gpu(58, "sm_89").driver_field() == "58:1536:24:65536:102400:1024"
+    assert Gpu(58, "sm_89").driver_field() == "58:1536:24:65536:102400:1024:89"
     assert Gpu(82, "sm_86").code_arch == "sm_80" and H100.code_arch == "sm_90"
     with pytest.raises(plan_report.HarnessError, match="no SM limits for 'sm_75'"):
         Gpu(40, "sm_75")
@@ -218,12 +218,19 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
     (f"float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} rows", "no kernel path is named rows"),
     (f"float forward cl 2 64 2 2 1 3 3 1 1 0 0 1 1 0 0 {H100.driver_field()} -", "the output would be empty"),
     ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132 -", "gpu must be SMs:threads:blocks:registers:shared:reserved"),
-    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132:2048:32:65536:233472 -", "gpu must be SMs:threads"),
-    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 0:2048:32:65536:233472:1024 -", "gpu limits must be positive"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132:2048:32:65536:233472:1024 -", "gpu must be SMs:threads"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 0:2048:32:65536:233472:1024:90 -", "gpu limits must be positive"),
+    ("float forward cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 132:2048:32:65536:233472:1024:0 -", "gpu limits must be positive"),
 ])
 def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
     proc = subprocess.run([str(kernel_choice)], input=line + "\n", capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout.startswith("error: ") and message in proc.stdout, proc.stdout
+
+
+def tensor_core_layer(problem) -> bool:
+    """Whether the tensor-core channels_last kernel is written for the layer's forward and
+    backward-input: bf16 and fp16, 3x3 at stride 1."""
+    return ELEMENT_BYTES[problem.dtype] == 2 and problem.layer.kernel == 3 and problem.layer.stride == 1
 
 
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
@@ -231,7 +238,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
     channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
-    passes) for the rest, or at batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
+    passes, and the tensor-core one for those of bf16 and fp16 at 3x3 and stride 1) for the rest, or at
+    batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if layer.conv1d:
@@ -243,6 +251,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
+    if cl and tensor_core_layer(problem):
+        tiles = (k.CHANNELS_LAST_MMA, *tiles)
     pixel = problem.batch == 1 and (layer.kernel <= 5 or cl)
     return (k.PIXEL, *tiles) if pixel else tiles
 
@@ -260,10 +270,11 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
     assert not failures, "\n".join(failures)
 
 
-def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(bench_launches):
+def test_the_streamed_kernels_take_the_large_channels_last_planes_at_batch_64(bench_launches):
     """At batch 64 the channels_last forward and stride-1 backward-input of every 3x3/5x5/7x7 bench
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
-    GPU). Batch 1's grids are too small to fill the GPU with bands: its 3x3 and 5x5 forwards take
+    GPU), through the tensor-core kernel in bf16 and fp16 at 3x3 and stride 1, else the streamed
+    one. Batch 1's grids are too small to fill the GPU with bands: its 3x3 and 5x5 forwards take
     the pixel kernel, which an H100 SXM (132 SMs) holds at once for every such layer (a smaller GPU
     may leave the largest to the tiles), and its 7x7 ones the pixel kernel too where the GPU holds a
     thread a pixel and channel vector at its bound of one block of 256 an SM (ConvNeXt-T's 192@28 and
@@ -285,7 +296,8 @@ def test_the_streamed_kernel_takes_the_large_channels_last_planes_at_batch_64(be
                 assert launch.kernel == (k.PIXEL if held else k.CHANNELS_LAST_REGISTER_TILED), \
                     (gpu, layer.name, p.dtype, pass_, launch)
             elif layer.output_length() >= 28:
-                assert launch.kernel == k.CHANNELS_LAST_STREAM, (gpu, layer.name, p.dtype, pass_, launch)
+                streamed = k.CHANNELS_LAST_MMA if tensor_core_layer(p) else k.CHANNELS_LAST_STREAM
+                assert launch.kernel == streamed, (gpu, layer.name, p.dtype, pass_, launch)
 
 
 def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):

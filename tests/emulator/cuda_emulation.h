@@ -11,6 +11,10 @@
 // - __shfl_down_sync() is a meeting of the warp's 32 lanes, as a barrier is of the block's threads:
 //   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, a
 //   block of whole warps); a shuffle some of a warp's lanes reach fails the launch;
+// - the warp matrix operations (ldmatrix .x1/.x2/.x4 and mma.sync m16n8k8: DWCONV_EMULATED_WARP_MATRICES)
+//   are such meetings too, computed from the fragment layouts DepthwiseConv2dCommon.cuh describes
+//   (the products in float, summed in k order); a row address off 16 bytes or outside the launch's
+//   shared memory, or a warp whose lanes meet at different operations, fails the launch;
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block, with a guard
 //   zone past its end that a block writing there fails the launch by;
@@ -78,7 +82,17 @@ struct Fiber {
   bool started = false;
   State state = State::kFinished;
   void* memory;
-  // At a shuffle: the mask, the value this lane offers, the lane it reads, and what it read.
+  // At a warp meeting: which operation; for a shuffle, the mask, the value this lane offers, the
+  // lane it reads, and what it read; for ldmatrix, the row this lane addresses; for mma, its
+  // fragments of A, B and C and how a 16-bit value widens; what a matrix operation gives it.
+  enum class WarpOp { kShuffleDown, kLoadMatrices, kMultiplyAdd };
+  WarpOp warp_op = WarpOp::kShuffleDown;
+  const void* matrix_row = nullptr;
+  int matrix_count = 0;
+  std::uint32_t fragment_a[2] = {}, fragment_b = 0;
+  float fragment_c[4] = {};
+  float (*widen)(std::uint16_t) = nullptr;
+  std::uint32_t fragment_out[4] = {};
   unsigned shuffle_mask = 0;
   unsigned shuffle_source = 0;
   std::uint64_t shuffle_offered = 0;
@@ -186,11 +200,37 @@ T shfl_down_sync(unsigned mask, T value, unsigned delta) {
   self->shuffle_source = lane + delta < kWarpLanes ? lane + delta : lane;
   self->shuffle_offered = 0;
   std::memcpy(&self->shuffle_offered, &value, sizeof(T));
+  self->warp_op = Fiber::WarpOp::kShuffleDown;
   self->state = Fiber::State::kAtShuffle;
   suspend(*self);
   T read;
   std::memcpy(&read, &self->shuffle_read, sizeof(T));
   return read;
+}
+
+// ldmatrix .x{count}: this lane's row address in; its word of each of the `count` matrices out.
+inline void load_matrices(std::uint32_t* words, int count, const void* row) {
+  Fiber* self = running;
+  self->warp_op = Fiber::WarpOp::kLoadMatrices;
+  self->matrix_row = row;
+  self->matrix_count = count;
+  self->state = Fiber::State::kAtShuffle;
+  suspend(*self);
+  std::memcpy(words, self->fragment_out, sizeof(std::uint32_t) * count);
+}
+
+// mma.sync m16n8k8 with float sums: d += A B, from this lane's fragments.
+inline void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b,
+                                float (*widen)(std::uint16_t)) {
+  Fiber* self = running;
+  self->warp_op = Fiber::WarpOp::kMultiplyAdd;
+  std::memcpy(self->fragment_a, a, sizeof(a));
+  self->fragment_b = b;
+  std::memcpy(self->fragment_c, d, sizeof(d));
+  self->widen = widen;
+  self->state = Fiber::State::kAtShuffle;
+  suspend(*self);
+  std::memcpy(d, self->fragment_out, sizeof(d));
 }
 
 inline void land(const std::vector<PendingCopy>& copies) {
@@ -239,7 +279,63 @@ inline void wait_async_copies(int pending) {
   throw std::runtime_error("emulated launch: " + why);
 }
 
-// Every warp whose lanes are at a shuffle exchanges their values, and its lanes run on.
+// The 16-bit halves of a fragment word: the lower column (or row) in the low half.
+inline std::uint16_t half_word(std::uint32_t word, int high) {
+  return static_cast<std::uint16_t>(high ? word >> 16 : word & 0xffffu);
+}
+
+// ldmatrix .x{count} for a warp: lane l receives in word i the 32-bit word l % 4 of the row that
+// lane 8i + l / 4 addresses. Every lane's address is checked, as sm_75 and earlier read them all.
+inline void resolve_load_matrices(unsigned threads, Fiber* const* lanes) {
+  const int count = lanes[0]->matrix_count;
+  for (unsigned l = 0; l < kWarpLanes; ++l) {
+    if (lanes[l]->matrix_count != count) fail_block(threads, "ldmatrix with lanes loading different counts");
+    const auto* row = static_cast<const unsigned char*>(lanes[l]->matrix_row);
+    if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0) {
+      fail_block(threads, "ldmatrix with a row address off a 16-byte boundary");
+    }
+    if (row < shared_memory || row + 16 > shared_memory + launch_shared_bytes) {
+      fail_block(threads, "ldmatrix with a row address outside the launch's shared memory");
+    }
+  }
+  for (unsigned l = 0; l < kWarpLanes; ++l) {
+    for (unsigned i = 0; i < static_cast<unsigned>(count); ++i) {
+      const auto* row = static_cast<const unsigned char*>(lanes[8 * i + l / 4]->matrix_row);
+      std::memcpy(&lanes[l]->fragment_out[i], row + 4 * (l % 4), 4);
+    }
+  }
+}
+
+// mma.sync m16n8k8 (row x col, float sums) for a warp, from its lanes' fragments as
+// DepthwiseConv2dCommon.cuh lays them out (g = lane / 4, q = lane % 4).
+inline void resolve_multiply_add(unsigned threads, Fiber* const* lanes) {
+  constexpr int kDepth = 8;
+  float a[16][kDepth], b[kDepth][8], c[16][8];
+  for (unsigned l = 0; l < kWarpLanes; ++l) {
+    const Fiber& f = *lanes[l];
+    if (f.widen != lanes[0]->widen) fail_block(threads, "mma.sync with lanes of different types");
+    const unsigned g = l / 4, q = l % 4;
+    for (int i = 0; i < 2; ++i) {
+      a[g + 8 * i][2 * q] = f.widen(half_word(f.fragment_a[i], 0));
+      a[g + 8 * i][2 * q + 1] = f.widen(half_word(f.fragment_a[i], 1));
+    }
+    b[2 * q][g] = f.widen(half_word(f.fragment_b, 0));
+    b[2 * q + 1][g] = f.widen(half_word(f.fragment_b, 1));
+    for (int i = 0; i < 4; ++i) c[g + 8 * (i / 2)][2 * q + i % 2] = f.fragment_c[i];
+  }
+  for (unsigned l = 0; l < kWarpLanes; ++l) {
+    const unsigned g = l / 4, q = l % 4;
+    for (int i = 0; i < 4; ++i) {
+      const unsigned row = g + 8 * (i / 2), col = 2 * q + i % 2;
+      float sum = c[row][col];
+      for (int k = 0; k < kDepth; ++k) sum += a[row][k] * b[k][col];
+      std::memcpy(&lanes[l]->fragment_out[i], &sum, sizeof(sum));
+    }
+  }
+}
+
+// Every warp whose lanes are at a meeting (a shuffle or a matrix operation) exchanges their
+// values, and its lanes run on.
 inline void resolve_shuffles(unsigned threads) {
   for (unsigned first = 0; first < threads; first += kWarpLanes) {
     unsigned at_shuffle = 0;
@@ -252,7 +348,22 @@ inline void resolve_shuffles(unsigned threads) {
                               " threads, not whole warps (the emulation takes whole warps only)");
     }
     if (at_shuffle < kWarpLanes) {
-      fail_block(threads, "__shfl_down_sync() reached by some of a warp's lanes, not all (a GPU would hang)");
+      fail_block(threads, "a warp operation (__shfl_down_sync(), ldmatrix or mma.sync) reached by some of a warp's "
+                          "lanes, not all (a GPU would hang)");
+    }
+    Fiber* lanes[kWarpLanes];
+    for (unsigned l = 0; l < kWarpLanes; ++l) {
+      lanes[l] = fibers[first + l].get();
+      if (lanes[l]->warp_op != lanes[0]->warp_op) fail_block(threads, "a warp's lanes meet at different warp operations");
+    }
+    if (lanes[0]->warp_op != Fiber::WarpOp::kShuffleDown) {
+      if (lanes[0]->warp_op == Fiber::WarpOp::kLoadMatrices) {
+        resolve_load_matrices(threads, lanes);
+      } else {
+        resolve_multiply_add(threads, lanes);
+      }
+      for (unsigned t = first; t < first + kWarpLanes; ++t) fibers[t]->state = Fiber::State::kRunnable;
+      continue;
     }
     for (unsigned t = first; t < first + kWarpLanes; ++t) {
       Fiber& lane = *fibers[t];
@@ -378,3 +489,4 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : void(++dwconv_emu::misaligned_vector_accesses))
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
 #define DWCONV_EMULATED_ASYNC_COPIES
+#define DWCONV_EMULATED_WARP_MATRICES

@@ -96,11 +96,11 @@ using Buffer = std::vector<T, DeviceAlignedAllocator<T>>;
 // 2048 threads, 32 blocks, 228 KB of shared memory) and an sm_86 one (RTX 30, A10: 1536 threads,
 // 16 blocks, 100 KB), each with 64K registers and 1 KB of shared memory reserved a block.
 GpuLimits sm90_gpu(int64_t sms) {
-  return {sms, 2048, 32, 64 * 1024, 228 * 1024, 1024};
+  return {sms, 2048, 32, 64 * 1024, 228 * 1024, 1024, 90};
 }
 
 GpuLimits sm86_gpu(int64_t sms) {
-  return {sms, 1536, 16, 64 * 1024, 100 * 1024, 1024};
+  return {sms, 1536, 16, 64 * 1024, 100 * 1024, 1024, 86};
 }
 
 // A logical NCHW tensor of doubles; `store` lays it out as the kernels' buffer (aligned as a device's).
@@ -400,6 +400,32 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
   }
 }
 
+// The tensor-core channels_last kernel, where the pass has one (bfloat16 and half, 32-bit indexing
+// only, as on the GPU), planned for a one-SM GPU, and the same strips in bands of a whole plane (the
+// ring of rows goes round) and of 3 steps.
+template <typename T, typename index_t, bool kBackward>
+void check_channels_last_mma(const std::string& pass, const std::string& tag, const Problem& p,
+                             const PassGeometry& g, const Tensor4& src, const T* bias, const Tensor4& ref,
+                             double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t> && sizeof(T) == 2) {
+    const auto weight = p.weight.store<T>(false);
+    const auto in = src.store<T>(true);
+    const auto planned = plan_channels_last_mma<T>(g, sm90_gpu(1));
+    if (!planned) return;
+    for (const auto& plan : {planned, with_mma_steps(*planned, g, g.dst_h), with_mma_steps(*planned, g, 3)}) {
+      if (!plan) continue;
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h), in.data(), weight.data(), bias,
+                         out.data(), g, plan->mma);
+      expect_close(pass + " tensor-core NHWC",
+                   tag + " vectors=" + std::to_string(plan->block.x) + " step rows=" +
+                       std::to_string(plan->mma.step_rows) + " steps=" + std::to_string(plan->mma.ring.steps),
+                   p.k, out, ref, true, terms);
+    }
+  }
+}
+
 // The pixel kernel, where the pass has one (32-bit indexing only, as on the GPU), in both layouts,
 // planned for a one-SM GPU where that holds the pass (blocks under kThreads threads) and for a
 // very large one (blocks of kThreads).
@@ -483,6 +509,7 @@ void check_forward(const Problem& p, const char* dtype) {
   check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_channels_last_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  check_channels_last_mma<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   check_pixel<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   for (const int64_t min_blocks : kMinBlocks) {
     if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
@@ -533,6 +560,8 @@ void check_backward_input(const Problem& p, const char* dtype) {
                                                          nullptr, p.grad_input, terms);
     check_channels_last_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
                                                  p.grad_input, terms);
+    check_channels_last_mma<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                              p.grad_input, terms);
     check_pixel<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
                                   terms);
     for (const int64_t min_blocks : kMinBlocks) {
@@ -1010,12 +1039,15 @@ std::vector<Case> sweep() {
       {2, 24, 1, 20, 9, 7, 7, 2, 2, 3, 3, 1, 1, true},      // ... a part-filled channel block, 5 columns
       {2, 8, 1, 3, 20, 7, 7, 1, 1, 3, 3, 1, 1, false},      // 3 rows: steps that meet fewer kernel rows than they reach
       {1, 48, 1, 12, 70, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, 35 columns: a part-filled channel block
+      // The tensor-core channels_last kernel (bfloat16 and half, 3x3 at stride 1; 12, 24, 59 and 63 too):
+      {1, 64, 1, 33, 37, 3, 3, 1, 1, 1, 1, 1, 1, true},     // 8 vectors a block, two strips, a short last step
+      {2, 24, 1, 20, 18, 3, 3, 1, 1, 1, 1, 1, 1, false},    // 3 vectors: a part-filled channel group
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 80) {  // 10 random cases
+  while (cases.size() < 82) {  // 10 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

@@ -11,8 +11,8 @@
 // grad_input take; the offsets: how many elements past a 512-byte boundary (where the caching
 // allocator's blocks start) the input's and grad_output's data start, every other tensor being
 // freshly allocated; gpu: the GPU's GpuLimits, colon-separated (SMs, then an SM's threads, blocks,
-// registers, shared bytes and the shared bytes reserved a block: 132:2048:32:65536:233472:1024
-// for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
+// registers, shared bytes and the shared bytes reserved a block, then the compute capability:
+// 132:2048:32:65536:233472:1024:90 for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
 // With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
 // launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES". With --names, prints every name the
@@ -70,15 +70,15 @@ struct DenseTensor : dwconv_emu::DenseLayout {
 
 GpuLimits gpu_limits(const std::string& text) {
   GpuLimits gpu;
-  char c1, c2, c3, c4, c5;
+  char c1, c2, c3, c4, c5, c6;
   std::istringstream in(text);
   in >> gpu.sm_count >> c1 >> gpu.threads_per_sm >> c2 >> gpu.blocks_per_sm >> c3 >> gpu.registers_per_sm >> c4 >>
-      gpu.shared_bytes_per_sm >> c5 >> gpu.reserved_shared_bytes;
-  if (!in || !(in >> std::ws).eof() || std::string{c1, c2, c3, c4, c5} != ":::::") {
-    fail("gpu must be SMs:threads:blocks:registers:shared:reserved, not " + text);
+      gpu.shared_bytes_per_sm >> c5 >> gpu.reserved_shared_bytes >> c6 >> gpu.compute_capability;
+  if (!in || !(in >> std::ws).eof() || std::string{c1, c2, c3, c4, c5, c6} != "::::::") {
+    fail("gpu must be SMs:threads:blocks:registers:shared:reserved:capability, not " + text);
   }
   if (gpu.sm_count < 1 || gpu.threads_per_sm < 32 || gpu.blocks_per_sm < 1 || gpu.registers_per_sm < 1 ||
-      gpu.shared_bytes_per_sm < 0 || gpu.reserved_shared_bytes < 0) {
+      gpu.shared_bytes_per_sm < 0 || gpu.reserved_shared_bytes < 0 || gpu.compute_capability < 1) {
     fail("gpu limits must be positive: " + text);
   }
   return gpu;

@@ -17,6 +17,7 @@ TILED_NCHW = "tiled_nchw_kernel"
 CHANNELS_LAST_TILED = "tiled_channels_last_kernel"
 CHANNELS_LAST_REGISTER_TILED = "channels_last_register_tiled_kernel"
 CHANNELS_LAST_STREAM = "channels_last_stream_kernel"
+CHANNELS_LAST_MMA = "channels_last_mma_kernel"
 REGISTER_TILED = "register_tiled_nchw_kernel"
 REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
@@ -121,12 +122,18 @@ def channels_last_tiled_cases(element_size):
     channels a whole number of 16-byte vectors, aligned data, a tile that fits in shared memory;
     backward-input at stride 1): for square 3, 5 and 7 at stride 1 and 3 and 5 at stride 2
     (dilation 1), the streamed kernel where its blocks fill the GPU with bands of two steps or
-    more, else the register-tiled one where its tile uses two thirds of its lanes; the general one
-    for the rest. The pixel kernel, which would take most of these small grids, is off (PIXEL_OFF)."""
+    more (the tensor-core one in bfloat16 and half at 3x3, stride 1), else the register-tiled one
+    where its tile uses two thirds of its lanes; the general one for the rest. The pixel kernel,
+    which would take most of these small grids, is off (PIXEL_OFF)."""
     vector = _vector(element_size)
-    tiled, register, stream = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM
+    tiled, register, stream, mma = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM, CHANNELS_LAST_MMA
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
-        ("a band of rows streamed: 448 blocks", 32 * vector, (112, 112), 3, 1, 1, 1, 1, True, stream),
+        ("a band of rows streamed: 448 blocks", 32 * vector, (112, 112), 3, 1, 1, 1, 1, True,
+         mma if element_size == 2 else stream),
+        ("streamed, a part-filled channel group", 20 * vector, (112, 112), 3, 1, 1, 1, 1, True,
+         mma if element_size == 2 else stream),
+        ("streamed, 12 rows: three steps of four", 32 * vector, (12, 600), 3, 1, 1, 1, 1, True,
+         mma if element_size == 2 else stream),
         ("streamed 7x7", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
         ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True, stream),
         ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
@@ -149,7 +156,7 @@ def channels_last_tiled_cases(element_size):
         backward = forward if stride == 1 else None  # same-size planes at stride 1
         launches = {}
         for name, chosen in (("forward", forward), ("backward-input", backward)):
-            launches[name] = {register: chosen == register, tiled: chosen == tiled, stream: chosen == stream}
+            launches[name] = {kernel: chosen == kernel for kernel in (register, tiled, stream, mma)}
             if chosen is not None:
                 launches[name][chosen] = True
         offset = 0 if aligned else 1
@@ -370,8 +377,10 @@ KERNEL_PATH_ROWS = [
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
     ("channels_last_register_tiled", "cl", 8, 8, (40, 33), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
-    ("channels_last_stream", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
+    ("channels_last_stream", "cl", 2, 32, (112, 112), (5, 5), 1, (2, 2),  # 3x3's half types: channels_last_mma
      {"forward": CHANNELS_LAST_STREAM, "backward-input": CHANNELS_LAST_STREAM}),
+    ("channels_last_mma", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
+     {"forward": CHANNELS_LAST_MMA, "backward-input": CHANNELS_LAST_MMA}),
     ("register_tiled", "nchw", 2, 48, (56, 56), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "backward-input": REGISTER_TILED}),
     ("register_tiled_grad_weight", "nchw", 2, 3, (56, 56), (5, 5), 1, (2, 2), {"grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
@@ -394,8 +403,9 @@ KERNEL_PATH_ROWS = [
 ]
 
 
-# Paths compiled for float and the half types only.
+# Paths compiled for float and the half types only, and for the half types only.
 PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight"}
+PATHS_OF_THE_HALF_TYPES = {"channels_last_mma"}
 
 
 def kernel_path_cases(element_size):
@@ -405,7 +415,7 @@ def kernel_path_cases(element_size):
     cases = []
     for path, layout, n, c, size, kernel, stride, padding, takes in KERNEL_PATH_ROWS:
         call = Call(path, n, int(c * vector) if layout == "cl" else c, size, kernel, stride, padding, 1, 1, layout)
-        if element_size > 4 and path in PATHS_WITHOUT_DOUBLE:
+        if (element_size > 4 and path in PATHS_WITHOUT_DOUBLE) or (element_size != 2 and path in PATHS_OF_THE_HALF_TYPES):
             takes = {}
         cases.append((path, call, takes))
     return cases

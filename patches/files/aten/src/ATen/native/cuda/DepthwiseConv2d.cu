@@ -133,7 +133,8 @@ Strides4 strides_of(const Tensor& t) {
 GpuLimits gpu_limits() {
   const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
   return {p->multiProcessorCount, p->maxThreadsPerMultiProcessor, p->maxBlocksPerMultiProcessor,
-          p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock)};
+          p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock),
+          p->major * 10 + p->minor};
 }
 
 // A kernel with no work: whether the runtime finds code of it for a device says whether this

@@ -55,15 +55,14 @@ __device__ __forceinline__ int wrap_ring_slot(int slot, int ring_rows) {
 // first_slot.. (wrapping round the ring), columns from image column `image_col0`, and commits them
 // as one group. A thread copies its own channel vector (threadIdx.x, at `src_vector` in the image)
 // of every blockDim.y-th pixel of those rows, so that consecutive threads copy a pixel's
-// consecutive vectors. Rows and columns outside the image, and every vector of a thread whose
+// consecutive vectors; a ring column holds `pitch` vectors, blockDim.x or more. Rows and columns outside the image, and every vector of a thread whose
 // vector is not `live`, are written as zeros. A copy is a few instructions beside the step's
 // arithmetic: one compare a coordinate (`within`) and a 32-bit offset.
 template <typename scalar_t>
 __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const scalar_t* src_vector,
-                                                 const ChannelsLastStream& s, int first_slot, int rows,
+                                                 const ChannelsLastStream& s, int pitch, int first_slot, int rows,
                                                  int first_image_row, int image_col0, bool live, int src_h, int src_w,
                                                  int channels) {
-  const int vectors = blockDim.x;
   GridWalk<int, 2> at(threadIdx.y, blockDim.y, {0, s.in_w});  // (row, column)
   for (int p = threadIdx.y; p < rows * s.in_w; p += blockDim.y, at.advance()) {
     const int row = at.at[0], col = at.at[1];
@@ -72,7 +71,7 @@ __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const
     const bool inside = live && within(iy, src_h) && within(ix, src_w);
     // Nothing is read where the copy is outside; the address stays inside the tensor all the same.
     const unsigned offset = inside ? static_cast<unsigned>((iy * src_w + ix) * channels) : 0u;
-    copy_async_or_zero(ring + (slot * s.in_w + col) * vectors + threadIdx.x, src_vector + offset, inside);
+    copy_async_or_zero(ring + (slot * s.in_w + col) * pitch + threadIdx.x, src_vector + offset, inside);
   }
   commit_async_copies();
 }
@@ -117,7 +116,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   // An idle vector's (never read) copies take the image's first vector, inside the tensor.
   const scalar_t* const src_vector = src + n * src_h * src_w * channels + c0 + (live_vector ? vec * V : 0);
 
-  copy_stream_rows(ring, src_vector, s, 0, window_rows, image_row0, image_col0, live_vector, src_h, src_w, channels);
+  copy_stream_rows(ring, src_vector, s, vectors, 0, window_rows, image_row0, image_col0, live_vector, src_h, src_w, channels);
   // Backward-input correlates with the kernel flipped in both directions.
   stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
 
@@ -134,7 +133,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
     const bool next = step + 1 < steps;
     if (next) {
       // The next step's new rows follow this step's window.
-      copy_stream_rows(ring, src_vector, s, wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,
+      copy_stream_rows(ring, src_vector, s, vectors, wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,
                        image_row0 + window_rows + step * new_rows, image_col0, live_vector, src_h, src_w, channels);
       wait_async_copies<1>();
     } else {

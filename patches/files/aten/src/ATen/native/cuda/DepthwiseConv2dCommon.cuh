@@ -111,7 +111,8 @@ constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 // What the GPU holds at once, which the planners size their grids by: its SMs, and what one SM
 // holds (threads, blocks, registers, shared memory, and the shared memory the runtime reserves a
 // block). DepthwiseConv2d.cu reads them from the device: an H100's SM holds 2048 threads and 228 KB,
-// an A100's 2048 and 164 KB, an sm_86 or sm_89 SM (RTX 30 and 40, L4, A10) 1536 and 100 KB.
+// an A100's 2048 and 164 KB, an sm_86 or sm_89 SM (RTX 30 and 40, L4, A10) 1536 and 100 KB; and
+// its compute capability (major x 10 + minor), which says whether the tensor-core kernels run.
 struct GpuLimits {
   int64_t sm_count;
   int threads_per_sm;
@@ -119,7 +120,11 @@ struct GpuLimits {
   int registers_per_sm;
   int64_t shared_bytes_per_sm;
   int64_t reserved_shared_bytes;  // a block
+  int compute_capability;         // 90 for an H100
 };
+
+// The compute capability of the warp matrix products (mma.sync m16n8k16 in bfloat16 and half).
+constexpr int kWarpMatrixCapability = 80;
 
 // Blocks of `threads` threads, `shared_bytes` and `registers` a thread that one SM holds at once
 // (at least 1), for the planners that trade threads a block against blocks an SM. Registers are
@@ -335,6 +340,75 @@ template <int kPending>
 __device__ __forceinline__ void wait_async_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+#endif
+
+// Warp matrix products on the tensor cores (sm_80 and later), for 16-bit values with float sums.
+// load_matrices<kCount> (ldmatrix .x1/.x2/.x4): kCount 8x8 matrices of 16-bit values from shared
+// memory, lanes 8i to 8i + 7 giving the addresses of matrix i's rows (16 bytes each, 16-byte
+// aligned, any such addresses); lane l receives in word i elements 2(l % 4) and 2(l % 4) + 1 of
+// row l / 4 of matrix i, the lower column in the low half. The lanes past 8 kCount give valid
+// addresses too (sm_75 and earlier read them). multiply_add_16x8x8 (mma.sync m16n8k8, row x
+// col): d += A B, A 16x8, B 8x8, d 16x8 in float; with g = lane / 4 and q = lane % 4, a lane holds
+// A's rows g (a[0]) and g + 8 (a[1]) at columns 2q, 2q + 1, B's column g at rows 2q, 2q + 1 (b), and
+// d's rows g (d[0], d[1]) and g + 8 (d[2], d[3]) at columns 2q, 2q + 1: load_matrices<2> over A's
+// rows 0-7 then 8-15 gives a lane its a[]. Whole warps only. The PTX ISA leaves the order and
+// rounding of the float sums to the GPU. The CPU emulator supplies its own
+// (DWCONV_EMULATED_WARP_MATRICES), from that description. Before sm_80 they trap: the host code
+// chooses no kernel that uses them there (GpuLimits::compute_capability).
+template <typename scalar_t>
+__host__ __device__ inline float widen_16bit(std::uint16_t bits) {
+  return static_cast<float>(scalar_t(bits, scalar_t::from_bits()));
+}
+#ifdef DWCONV_EMULATED_WARP_MATRICES
+template <int kCount>
+__device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row) {
+  dwconv_emu::load_matrices(words, kCount, row);
+}
+template <typename scalar_t>
+__device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b) {
+  dwconv_emu::multiply_add_16x8x8(d, a, b, &widen_16bit<scalar_t>);
+}
+#else
+template <int kCount>
+__device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row) {
+  static_assert(kCount == 1 || kCount == 2 || kCount == 4, "ldmatrix loads 1, 2 or 4 matrices");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (kCount == 4) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(words[0]), "=r"(words[1]), "=r"(words[2]), "=r"(words[3])
+                 : "r"(address));
+  } else if constexpr (kCount == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(words[0]), "=r"(words[1])
+                 : "r"(address));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(words[0]) : "r"(address));
+  }
+#else
+  __trap();
+#endif
+}
+template <typename scalar_t>
+__device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b) {
+  static_assert(std::is_same_v<scalar_t, c10::BFloat16> || std::is_same_v<scalar_t, c10::Half>,
+                "the warp matrix products take bfloat16 or half");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(b));
+  }
+#else
+  __trap();
 #endif
 }
 #endif

@@ -8,6 +8,7 @@
 // Plain host arithmetic over the planners of the kernel headers, no ATen tensors.
 
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
+#include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
@@ -59,6 +60,7 @@ enum class PassKernel {
   kStride2GradInputNchw,
   kStride2GradInputChannelsLast,
   kPixel,
+  kChannelsLastMma,
 };
 
 enum class GradWeightKernel {
@@ -87,6 +89,7 @@ inline const char* kernel_name(PassKernel kernel) {
     case PassKernel::kStride2GradInputNchw: return "stride2_grad_input_nchw_kernel";
     case PassKernel::kStride2GradInputChannelsLast: return "stride2_grad_input_channels_last_kernel";
     case PassKernel::kPixel: return "pixel_kernel";
+    case PassKernel::kChannelsLastMma: return "channels_last_mma_kernel";
   }
   return "?";
 }
@@ -122,7 +125,7 @@ struct PassChoice {
   PassKernel kernel;
   PassGeometry geometry;
   std::variant<DirectLaunch, TiledLaunch, RegisterTiledLaunch, ChannelsLastLaunch, ChannelsLastStreamLaunch, RowLaunch,
-               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch, PixelLaunch>
+               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch, PixelLaunch, ChannelsLastMmaLaunch>
       plan;
 };
 
@@ -196,6 +199,9 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
     // A segment a thread: a cap would leave some threads two segments and the rest one.
     return PassChoice{PassKernel::kColumn, g,
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
+  }
+  if (index32 && paths.on(KernelPath::ChannelsLastMma)) {
+    if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu)) return PassChoice{PassKernel::kChannelsLastMma, g, *plan};
   }
   if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
     if (auto plan = plan_channels_last_stream<scalar_t>(g, gpu)) {

@@ -5,6 +5,7 @@
 // there too. No ATen tensors and no CUDA runtime calls; the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
+#include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
@@ -159,6 +160,15 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
       const auto kernel = channels_last_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h);
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.stream);
+      break;
+    }
+    case PassKernel::kChannelsLastMma: {
+      if constexpr (sizeof(scalar_t) == 2) {  // the choice gives it bfloat16 and half only
+        const auto& plan = std::get<ChannelsLastMmaLaunch>(choice.plan);
+        const auto kernel = channels_last_mma_kernel_for<scalar_t, kBackward>(g.kernel_h);
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                      plan.mma);
+      }
       break;
     }
     case PassKernel::kRow: {
