@@ -113,6 +113,20 @@ def test_there_is_a_kernel_path_case_for_every_path():
     assert sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS) == sorted(plan_report.kernel_path_names())
 
 
+def test_the_tensor_core_test_call_runs_the_tensor_core_kernel(kernel_choice):
+    """test_depthwise2d.py's inf and NaN test of the tensor-core kernel needs its call to reach that
+    kernel in both half types and passes, on any GPU the plans know; in float, and on a GPU
+    before sm_80, the streamed kernel takes it."""
+    call = kernel_cases.TENSOR_CORE_CALL
+    lines = [query_line(dtype, pass_, call, gpu) for dtype in ("half", "bfloat16", "float")
+             for pass_ in ("forward", "backward-input") for gpu in GPUS]
+    chosen = choose(kernel_choice, lines)
+    assert chosen == [kernel_cases.CHANNELS_LAST_MMA] * (4 * len(GPUS)) + [kernel_cases.CHANNELS_LAST_STREAM] * (2 * len(GPUS))
+    before_sm80 = query_line("bfloat16", "forward", call, H100).replace(":90 -", ":75 -")
+    assert before_sm80 != query_line("bfloat16", "forward", call, H100)
+    assert choose(kernel_choice, [before_sm80]) == [kernel_cases.CHANNELS_LAST_STREAM]
+
+
 def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(kernel_names):
     names = kernel_names
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)

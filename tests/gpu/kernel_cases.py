@@ -344,6 +344,11 @@ def pixel_cases(element_size):
     ]
 
 
+# A call the tensor-core channels_last kernel takes in bf16 and fp16, forward and backward-input, on
+# every GPU the plans know (its blocks fill the GPU), for the test that an inf or NaN among a
+# vector's channels stays in its own channel.
+TENSOR_CORE_CALL = Call("tensor cores, inf and NaN among a vector's channels", 32, 64, 56, 3, padding=1, layout="cl")
+
 # The GPU tests of which kernels take which calls, each with its table.
 # The biased layers whose training step test_routing.py runs through nn.Conv1d/2d (batch 4, padding
 # k // 2, conv1d's 3), each with the weight-gradient kernel it takes, which sums the bias on the way:

@@ -406,6 +406,36 @@ class TestDepthwise2d(TestCase):
                     self.assertTrue(torch.equal(got.isinf(), want.isinf()), label)
 
     @onlyCUDA
+    @dtypes(torch.float16, torch.bfloat16)
+    def test_tensor_core_kernel_keeps_inf_and_nan_in_their_channels(self, device, dtype):
+        """The tensor-core kernel's products multiply every channel of a 16-byte vector by the
+        diagonal's zeros, and 0 x inf is NaN: an inf or NaN must still reach only its own channel's
+        outputs (the kernel sums a NaN again from its own channel), forward and backward-input, as
+        in float64."""
+        call = kernel_cases.TENSOR_CORE_CALL
+        x = torch.randn(call.n, call.c, *call.size, device=device, dtype=dtype)
+        x[0, 3, 10, 10] = float("inf")
+        x[1, 9, 20, 30] = float("nan")
+        x[2, 17, 0, 55] = -float("inf")  # the plane's corner, at the end of a strip
+        x[3, 40, 33, 7] = float("inf")
+        x = x.contiguous(memory_format=torch.channels_last)
+        w = torch.randn(call.c, 1, *call.kernel, device=device, dtype=dtype)
+        args = (call.stride, call.padding, call.dilation)
+        names = op_names(lambda: (depthwise(x, w, None, *args), depthwise_backward(x, x, w, *args, mask=(True, False))))
+        self.assertTrue(launched(names, kernel_cases.CHANNELS_LAST_MMA), names)
+        out64, x64, w64, _ = reference(x, w, None, *args)
+        grad_input64 = torch.nn.grad.conv2d_input(x64.shape, w64, x64.detach(), *args, groups=call.c)
+        for what, got, want in (("output", depthwise(x, w, None, *args), out64),
+                                ("grad_input", depthwise_backward(x, x, w, *args, mask=(True, False))[0],
+                                 grad_input64)):
+            got = got.double().cpu()
+            self.assertTrue(torch.equal(got.isnan(), want.isnan()), what)
+            self.assertTrue(torch.equal(got.isinf(), want.isinf()), what)
+            self.assertTrue(torch.equal(got[got.isinf()], want[want.isinf()]), what)  # the sign of each inf
+            finite = want.isfinite()
+            self.assertLess(float((got[finite] - want[finite]).abs().max()), 0.1 * float(want[finite].abs().max()), what)
+
+    @onlyCUDA
     @dtypes(torch.float32, torch.bfloat16)
     def test_differential_against_stock(self, device, dtype):
         atol, rtol = TOLERANCES[dtype]
