@@ -8,7 +8,9 @@ could have had. The share of FMAs among the instructions of that loop is the mos
 rate the kernel can reach there (`ours % of roofline` in bench.md is measured against it).
 
 The loop counted is the hot one: of the spans from a branch target to a later branch back to it,
-the one holding the most FMAs (FFMA, DFMA), the shortest of those on a tie; a kernel whose FMAs
+the one holding the most FMAs (FFMA, DFMA; for the tensor-core kernel its warp matrix products,
+HMMA, whose share is then that of the issue slots the products take, not of an FMA rate), the
+shortest of those on a tie; a kernel whose FMAs
 lie in no loop (one unrolled tile a block) is counted whole. Static counts: what the loop holds,
 not how often it runs. A kernel with no loop at all also gets one warp's latency chain through it
 (build_scripts/sass_chain.py).
@@ -33,7 +35,7 @@ from .wheel_cache import cache_dir, pip_download, unpack_wheels
 # The oldest CUDA 13 binary tools on PyPI (13.0's are not there); they read what nvcc 13.0 writes.
 CUDA_BINARY_TOOLS_VERSION = "13.2.51"
 CUDA_BINARY_TOOL_PACKAGES = {"cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm"}
-FMA_OPCODES = ("FFMA", "DFMA")
+FMA_OPCODES = ("FFMA", "DFMA", "HMMA")
 
 _FUNCTION = re.compile(r"^\s*Function : (?P<name>\S+)\s*$", re.M)
 # `/*01a0*/  @!P0 FFMA.FTZ R1, R2, R3, R4 ;`: the address and the opcode, without predicate or modifiers.

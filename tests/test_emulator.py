@@ -476,11 +476,16 @@ MUTATIONS = [
     (("if (t / kKernel / kRoundRows == round) in[t]", "if (t / kKernel / kRoundRows == 0) in[t]"),
      "15:16"),  # the first round's input rows only
     # The tensor-core channels_last kernel (bfloat16 and half: the full build's):
-    (("if (total != total) {", "if (false) {"), "70:71"),  # a neighbour's inf x 0 left as NaN
-    (("<< (16 * (group % 2))", "<< (16 * (1 - group % 2))"), "71:72"),  # B's weight off its diagonal
-    (("row + (kw + next_shift) * m.pitch", "row + kw * m.pitch"), "71:72"),  # lanes 16-31 at the same shift
+    (("if (total != total) {", "if (false) {"), "70:74"),  # a neighbour's inf x 0 left as NaN (one tile, two)
+    (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (group % 2))",
+      "bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (1 - group % 2))"), "71:72"),  # B off its diagonal
     (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap])", "bits_of(filter[tap])"), "71:72"),  # backward unflipped
-    (("if (row >= ring_end) row -= s.ring_rows * row_step;", ""), "12:13"),  # window rows past the ring's end
+    (("pair_at[t] = (column + next_shift * m.pitch) * kVecBytes;", "pair_at[t] = column * kVecBytes;"),
+     "71:72"),  # lanes 16-31 at the same shift
+    (("if (row >= ring_bytes) row -= ring_bytes;", ""), "12:13"),  # window rows past the ring's end
+    (("if constexpr (!kBackward) multiply_add_16x8x8<scalar_t>(d[t][r], ones, b_bias);", ""), "70:71"),  # no bias
+    (("const int column = smaller(x_task + t * kMmaTilePixels + tile_pixel", "const int column = smaller(x_task + tile_pixel"),
+     "72:73"),  # a task's second tile reading the first one's columns
 ]
 
 

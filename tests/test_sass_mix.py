@@ -43,6 +43,23 @@ def test_the_loop_with_the_most_multiply_adds_is_the_hot_one():
     assert mix.hot_fma_share == pytest.approx(0.5)
 
 
+def test_warp_matrix_products_make_the_tensor_core_kernels_hot_loop():
+    """The tensor-core kernel's task loop (ldmatrix, HMMA) is its hot loop, not the rare path
+    beside it that sums a NaN again with FFMAs."""
+    mix = parse_sass(listing(
+        "tensor_cores",
+        "LDSM.16.M88.4 R4, [R0]",  # 0x00: the task loop, two products (0x00-0x30)
+        "HMMA.1688.F32.BF16 R8, R4, R12, RZ",
+        "HMMA.1688.F32.BF16 R8, R6, R13, R8",
+        "@P0 BRA 0x0",
+        "LDS.U16 R1, [R0]",  # 0x40: the NaN path's loop, one FFMA (0x40-0x60)
+        "FFMA R2, R1, R3, R2",
+        "@P1 BRA 0x40",
+        "EXIT",
+    ))["tensor_cores"]
+    assert (mix.hot_instructions, mix.hot_fma) == (4, 2)
+
+
 def test_on_a_tie_the_shortest_loop_and_without_a_loop_the_whole_kernel():
     tie = listing(
         "tie",

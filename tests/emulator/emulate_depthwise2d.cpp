@@ -416,7 +416,7 @@ void check_channels_last_mma(const std::string& pass, const std::string& tag, co
       if (!plan) continue;
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h), in.data(), weight.data(), bias,
+                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h, plan->mma.tiles), in.data(), weight.data(), bias,
                          out.data(), g, plan->mma);
       expect_close(pass + " tensor-core NHWC",
                    tag + " vectors=" + std::to_string(plan->block.x) + " step rows=" +
@@ -1039,15 +1039,18 @@ std::vector<Case> sweep() {
       {2, 24, 1, 20, 9, 7, 7, 2, 2, 3, 3, 1, 1, true},      // ... a part-filled channel block, 5 columns
       {2, 8, 1, 3, 20, 7, 7, 1, 1, 3, 3, 1, 1, false},      // 3 rows: steps that meet fewer kernel rows than they reach
       {1, 48, 1, 12, 70, 5, 5, 2, 2, 2, 2, 1, 1, true},     // 5x5 at stride 2, 35 columns: a part-filled channel block
-      // The tensor-core channels_last kernel (bfloat16 and half, 3x3 at stride 1; 12, 24, 59 and 63 too):
-      {1, 64, 1, 33, 37, 3, 3, 1, 1, 1, 1, 1, 1, true},     // 8 vectors a block, two strips, a short last step
+      // The tensor-core channels_last kernel (bfloat16 and half, 3x3 at stride 1; 12, 24, 59 and 63 too),
+      // its tasks of one tile (strips of 16 columns or fewer) and two:
+      {1, 64, 1, 33, 37, 3, 3, 1, 1, 1, 1, 1, 1, true},     // 8 vectors a block, three strips, a short last step
       {2, 24, 1, 20, 18, 3, 3, 1, 1, 1, 1, 1, 1, false},    // 3 vectors: a part-filled channel group
+      {2, 16, 1, 16, 100, 3, 3, 1, 1, 1, 1, 1, 1, false},   // tasks of two tiles, four a row, the last part-filled
+      {1, 32, 1, 33, 37, 3, 3, 1, 1, 1, 1, 1, 1, true},     // tasks of two tiles (a strip of 37), inf and NaN too
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 82) {  // 10 random cases
+  while (cases.size() < 84) {  // 10 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

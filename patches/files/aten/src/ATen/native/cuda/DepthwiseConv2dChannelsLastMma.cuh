@@ -7,8 +7,9 @@
 // issues about 26 instructions an output value at 3x3 (v26), its FMAs and the widening of each
 // 16-bit value among them, where an H100 at the byte floor has about 34 an output value to spend.
 //
-// A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 16 output
-// columns x kMmaTaskRows output rows of a step in turn. A tile of the task (one output row's 16
+// A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 32 output
+// columns (two tiles; one on strips of 16 columns or fewer) x kMmaTaskRows output rows of a step in
+// turn. A tile (one output row's 16
 // pixels x 8 channels, D, in float) gets, for each tap (kh, kw), D += A B: A the 16 input vectors
 // under the tap (16 pixels x 8 channels), B the tap's 8 weights on its diagonal (zero elsewhere). A's
 // rows are input vectors in the ring, a row address a lane (load_matrices), so that the window's
@@ -16,11 +17,13 @@
 // every output row of the task that reads it (6 rows of loads for 4 output rows at 3x3). B is fixed
 // for the warp's channels and held in registers from the start. Of each product's 1,024
 // multiply-adds 128 are wanted: the tensor cores do the rest in less time than the CUDA cores
-// would take for the 128, and a warp issues about a tenth of the instructions.
+// would take for the 128, and a warp issues about a third of the instructions (the machine code:
+// about 300 a task of 1,024 output values, where the streamed kernel issues about 800 warp
+// instructions for as many).
 //
 // The zeros of B also multiply the other channels' inputs, and 0 x inf is NaN: an infinite or NaN
-// input would spread to the other channels of its vector. A value the products give as NaN is
-// therefore summed again from the ring by the lane that holds it, as a plain sum of its own
+// input would spread to the other channels of its vector. Where a task's values hold a NaN, the lane
+// reads back each value it stored as NaN and sums it again from the ring as a plain sum of its own
 // channel's products, which gives what the CUDA-core kernels give (a true NaN stays NaN).
 // Device code and plain host arithmetic, as in DepthwiseConv2dCommon.cuh, so that tests/emulator
 // can run it on a CPU.
@@ -34,7 +37,8 @@ namespace at::native::dwconv {
 
 constexpr int kMmaTilePixels = 16;        // a product's rows: output pixels of one output row
 constexpr int kMmaChannels = 8;           // a product's columns: a 16-byte vector of 16-bit values
-constexpr int kMmaTaskRows = 4;           // output rows of a warp's task, a column of tiles
+constexpr int kMmaTaskRows = 4;           // output rows of a warp's task
+constexpr int kMmaMostTaskTiles = 2;      // tiles across a task (a kernel's kTiles): 16 or 32 output columns
 constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channel vector
 constexpr int kMmaMinBlocks = 2;          // __launch_bounds__: 128 registers
 
@@ -43,6 +47,7 @@ struct ChannelsLastMma {
   int step_rows;            // output rows a step: a multiple of kMmaTaskRows
   int pitch;                // 16-byte vectors a ring column holds: blockDim.x made odd, so that the
                             // eight rows an ldmatrix matrix reads (eight columns) fall in distinct banks
+  int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else 2
 };
 
 struct ChannelsLastMmaLaunch {
@@ -57,6 +62,10 @@ __device__ __forceinline__ std::uint32_t bits_of(scalar_t value) {
   return value.x;
 }
 
+// 1 in both halves of a word of two 16-bit values.
+template <typename scalar_t>
+constexpr std::uint32_t kPackedOnes = std::is_same_v<scalar_t, c10::BFloat16> ? 0x3f803f80u : 0x3c003c00u;
+
 // Two floats as 16-bit values in one 32-bit word, the first in the low half.
 template <typename scalar_t>
 __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
@@ -64,8 +73,9 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 }
 
 // Block: (vectors, kThreads / vectors) threads, vectors dividing kMmaWarps; threadIdx.x is the
-// channel vector a thread copies. 32-bit indexing only.
-template <typename scalar_t, bool kBackward, int kKernel>
+// channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
+// fewer). 32-bit indexing only.
+template <typename scalar_t, bool kBackward, int kKernel, int kTiles>
 __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
@@ -116,25 +126,30 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
     b[tap] = (live && group / 2 == quad) ? bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (group % 2))
                                          : 0u;
   }
-  // The two channels of D's columns a lane holds, and their bias (the forward only).
+  // The bias (the forward only) as one more product: A all ones, B the bias on its diagonal. And the
+  // two channels of D's columns a lane holds, with their bias as floats for the NaN sums below.
+  const bool biased = !kBackward && bias != nullptr && live;
+  const std::uint32_t b_bias =
+      (biased && group / 2 == quad) ? bits_of(bias[c0 + vec * kMmaChannels + group]) << (16 * (group % 2)) : 0u;
+  const std::uint32_t ones[2] = {kPackedOnes<scalar_t>, kPackedOnes<scalar_t>};
   const int out_channel = c0 + vec * kMmaChannels + 2 * quad;
-  float bias_pair[2] = {0.f, 0.f};
-  if (!kBackward && bias != nullptr && live) {
-    bias_pair[0] = static_cast<float>(bias[out_channel]);
-    bias_pair[1] = static_cast<float>(bias[out_channel + 1]);
-  }
+  const float bias_pair[2] = {biased ? static_cast<float>(bias[out_channel]) : 0.f,
+                              biased ? static_cast<float>(bias[out_channel + 1]) : 0.f};
 
   // A lane addresses pixel lane % 16 of a tile's row of A: lanes 0-7 and 8-15 the rows of matrices 0
   // and 1 (A's rows 0-7, 8-15), and in a load of two shifts lanes 16-31 the same at the next shift.
+  // Addresses are byte offsets into the ring: a row's, plus a tile's column and shift.
   const int tile_pixel = lane % 16;
   const int next_shift = lane / 16;
-  const int task_columns = (s.lanes_w + kMmaTilePixels - 1) / kMmaTilePixels * kMmaTilePixels;  // a task row's
-  const int tasks = task_columns / kMmaTilePixels * (m.step_rows / kMmaTaskRows);
+  constexpr int kTaskColumns = kTiles * kMmaTilePixels;
+  const int task_columns = (s.lanes_w + kTaskColumns - 1) / kTaskColumns * kTaskColumns;  // a step row's tasks'
+  const int tasks = task_columns / kTaskColumns * (m.step_rows / kMmaTaskRows);
   const int first_task = warp / vectors, task_stride = kMmaWarps / vectors;
-  const int first_x_tile = first_task * kMmaTilePixels % task_columns;
-  const int first_row0 = first_task * kMmaTilePixels / task_columns * kMmaTaskRows;
-  const int row_step = s.in_w * m.pitch;  // vectors between ring slots
-  const Vec* const ring_end = ring + s.ring_rows * row_step;
+  const int first_x_task = first_task * kTaskColumns % task_columns;
+  const int first_row0 = first_task * kTaskColumns / task_columns * kMmaTaskRows;
+  constexpr int kVecBytes = static_cast<int>(sizeof(Vec));
+  const int row_bytes = s.in_w * m.pitch * kVecBytes;  // between ring slots
+  const int ring_bytes = s.ring_rows * row_bytes;
   const int out_row_step = dst_w * channels;
   const int out_half_step = 8 * channels;  // from a lane's pixel `group` of a tile to `group` + 8
 
@@ -151,87 +166,111 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
     }
     __syncthreads();  // the step's rows have landed, whoever copied them
 
-    // Tasks in the step's order: column tiles of the first kMmaTaskRows rows, then of the next.
-    int x_tile = first_x_tile, row0 = first_row0;
+    // Tasks in the step's order: across the first kMmaTaskRows rows, then the next.
+    int x_task = first_x_task, row0 = first_row0;
     for (int task = first_task; live && task < tasks; task += task_stride) {
-      // The ring's vector of the task's window row i at the strip's column x.
-      const auto window = [&](int i, int x) {
-        return ring + wrap_ring_slot(step_slot + row0 + i, s.ring_rows) * row_step + x * m.pitch + vec;
-      };
-      // Spare columns past the strip read a real pixel; their sums are not stored.
-      const Vec* row = window(0, smaller(x_tile + tile_pixel, s.lanes_w - 1));
-      float d[kMmaTaskRows][4];
+      // Each tile's pixel for this lane (spare columns past the strip read a real pixel, whose sums
+      // are not stored), at the loads' shifts: kw + next_shift for the pairs, the last alone.
+      int pair_at[kTiles], last_at[kTiles];
 #pragma unroll
-      for (int r = 0; r < kMmaTaskRows; ++r) {
-        d[r][0] = d[r][2] = bias_pair[0];
-        d[r][1] = d[r][3] = bias_pair[1];
+      for (int t = 0; t < kTiles; ++t) {
+        const int column = smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * m.pitch + vec;
+        pair_at[t] = (column + next_shift * m.pitch) * kVecBytes;
+        last_at[t] = (column + (kKernel - 1) * m.pitch) * kVecBytes;
       }
+      int row = wrap_ring_slot(step_slot + row0, s.ring_rows) * row_bytes;  // the task's first window row
+      float d[kTiles][kMmaTaskRows][4];
 #pragma unroll
-      for (int i = 0; i < kWindowRows; ++i) {
-        std::uint32_t a[kKernel][2];
-#pragma unroll
-        for (int kw = 0; kw + 1 < kKernel; kw += 2) {
-          std::uint32_t words[4];
-          load_matrices<4>(words, row + (kw + next_shift) * m.pitch);
-          a[kw][0] = words[0];
-          a[kw][1] = words[1];
-          a[kw + 1][0] = words[2];
-          a[kw + 1][1] = words[3];
-        }
-        if constexpr (kKernel % 2 == 1) {
-          std::uint32_t words[2];
-          load_matrices<2>(words, row + (kKernel - 1) * m.pitch);
-          a[kKernel - 1][0] = words[0];
-          a[kKernel - 1][1] = words[1];
-        }
-#pragma unroll
-        for (int kh = 0; kh < kKernel; ++kh) {
-          const int r = i - kh;  // the output row that reads window row i under filter row kh
-          if (r < 0 || r >= kMmaTaskRows) continue;
-#pragma unroll
-          for (int kw = 0; kw < kKernel; ++kw) multiply_add_16x8x8<scalar_t>(d[r], a[kw], b[kh * kKernel + kw]);
-        }
-        row += row_step;
-        if (row >= ring_end) row -= s.ring_rows * row_step;
-      }
-      float total = 0.f;
-#pragma unroll
-      for (int r = 0; r < kMmaTaskRows; ++r) total += (d[r][0] + d[r][1]) + (d[r][2] + d[r][3]);
-      if (total != total) {  // a NaN among them (or inf - inf): each NaN again as its own channel's sum
+      for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
         for (int r = 0; r < kMmaTaskRows; ++r) {
 #pragma unroll
-          for (int v = 0; v < 4; ++v) {
-            if (d[r][v] == d[r][v]) continue;
-            const int x = smaller(x_tile + group + 8 * (v / 2), s.lanes_w - 1), k = v % 2;
-            float sum = bias_pair[k];
-            for (int tap = 0; tap < kTaps; ++tap) {
-              const auto* const value = reinterpret_cast<const scalar_t*>(window(r + tap / kKernel, x + tap % kKernel));
-              const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
-              sum += static_cast<float>(value[2 * quad + k]) * static_cast<float>(w);
+          for (int v = 0; v < 4; ++v) d[t][r][v] = 0.f;
+          if constexpr (!kBackward) multiply_add_16x8x8<scalar_t>(d[t][r], ones, b_bias);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kWindowRows; ++i) {
+#pragma unroll
+        for (int t = 0; t < kTiles; ++t) {
+          std::uint32_t a[kKernel][2];
+#pragma unroll
+          for (int kw = 0; kw + 1 < kKernel; kw += 2) {
+            std::uint32_t words[4];
+            load_matrices<4>(words, shared_bytes + row + pair_at[t] + kw * m.pitch * kVecBytes);
+            a[kw][0] = words[0];
+            a[kw][1] = words[1];
+            a[kw + 1][0] = words[2];
+            a[kw + 1][1] = words[3];
+          }
+          if constexpr (kKernel % 2 == 1) {
+            std::uint32_t words[2];
+            load_matrices<2>(words, shared_bytes + row + last_at[t]);
+            a[kKernel - 1][0] = words[0];
+            a[kKernel - 1][1] = words[1];
+          }
+#pragma unroll
+          for (int kh = 0; kh < kKernel; ++kh) {
+            const int r = i - kh;  // the output row that reads window row i under filter row kh
+            if (r < 0 || r >= kMmaTaskRows) continue;
+#pragma unroll
+            for (int kw = 0; kw < kKernel; ++kw) {
+              multiply_add_16x8x8<scalar_t>(d[t][r], a[kw], b[kh * kKernel + kw]);
             }
-            d[r][v] = sum;
+          }
+        }
+        row += row_bytes;
+        if (row >= ring_bytes) row -= ring_bytes;
+      }
+      float total = 0.f;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+        for (int r = 0; r < kMmaTaskRows; ++r) total += (d[t][r][0] + d[t][r][1]) + (d[t][r][2] + d[t][r][3]);
+      }
+      const int y0 = band_y + step * m.step_rows + row0;
+      const int rows = smaller(kMmaTaskRows, dst_h - y0);
+      const int out = ((n * dst_h + y0) * dst_w + x0 + x_task + group) * channels + out_channel;
+#pragma unroll
+      for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int x = x_task + t * kMmaTilePixels + group + 8 * half;  // of the strip
+          if (x >= s.lanes_w || x0 + x >= dst_w) continue;
+#pragma unroll
+          for (int r = 0; r < kMmaTaskRows; ++r) {
+            if (r >= rows) break;
+            *reinterpret_cast<std::uint32_t*>(dst + out + r * out_row_step + (2 * t + half) * out_half_step) =
+                packed_pair<scalar_t>(d[t][r][2 * half], d[t][r][2 * half + 1]);
           }
         }
       }
-      const int y0 = band_y + step * m.step_rows + row0;
-      const int x = x_tile + group;  // of the strip: the lane's pixels are x and x + 8
-      const int out = ((n * dst_h + y0) * dst_w + x0 + x) * channels + out_channel;
-      const bool stores[2] = {x < s.lanes_w && x0 + x < dst_w, x + 8 < s.lanes_w && x0 + x + 8 < dst_w};
-      const int rows = smaller(kMmaTaskRows, dst_h - y0);
-#pragma unroll
-      for (int r = 0; r < kMmaTaskRows; ++r) {
-        if (r >= rows) break;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          if (!stores[half]) continue;
-          *reinterpret_cast<std::uint32_t*>(dst + out + r * out_row_step + half * out_half_step) =
-              packed_pair<scalar_t>(d[r][2 * half], d[r][2 * half + 1]);
+      if (total != total) {
+        // A NaN among them (or inf - inf): each value this lane stored as NaN, read back, is summed
+        // again as its own channel's products (see the top of this file). Rare: not unrolled.
+#pragma unroll 1
+        for (int i = 0; i < kTiles * 2 * kMmaTaskRows * 2; ++i) {
+          const int t = i / (4 * kMmaTaskRows), half = i / (2 * kMmaTaskRows) % 2, r = i / 2 % kMmaTaskRows,
+                    k = i % 2;
+          const int x = x_task + t * kMmaTilePixels + group + 8 * half;
+          if (x >= s.lanes_w || x0 + x >= dst_w || r >= rows) continue;
+          scalar_t* const value = dst + out + r * out_row_step + (2 * t + half) * out_half_step + k;
+          const float stored = static_cast<float>(*value);
+          if (stored == stored) continue;
+          float sum = bias_pair[k];
+#pragma unroll 1
+          for (int tap = 0; tap < kTaps; ++tap) {
+            const int slot = wrap_ring_slot(step_slot + row0 + r + tap / kKernel, s.ring_rows);
+            const auto* const in = reinterpret_cast<const scalar_t*>(ring + (slot * s.in_w + x + tap % kKernel) * m.pitch + vec);
+            const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
+            sum += static_cast<float>(in[2 * quad + k]) * static_cast<float>(w);
+          }
+          *value = static_cast<scalar_t>(sum);
         }
       }
-      x_tile += task_stride * kMmaTilePixels;
-      while (x_tile >= task_columns) {
-        x_tile -= task_columns;
+      x_task += task_stride * kTaskColumns;
+      while (x_task >= task_columns) {
+        x_task -= task_columns;
         row0 += kMmaTaskRows;
       }
     }
@@ -307,13 +346,14 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
       const int in_w = lanes_w - 1 + g.kernel_w;
       const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>);
       if (bytes > kMaxSharedBytes) continue;  // narrower strips next
-      const int tasks = (lanes_w + kMmaTilePixels - 1) / kMmaTilePixels * row_groups;
+      const int tiles = lanes_w <= kMmaTilePixels ? 1 : kMmaMostTaskTiles;
+      const int tasks = (lanes_w + tiles * kMmaTilePixels - 1) / (tiles * kMmaTilePixels) * row_groups;
       const int rounds = (tasks + warps_a_vector - 1) / warps_a_vector;  // tasks a warp a step
       // Output pixels over the warps' task slots, the plane's last step and strip counted as full.
-      const double use = double(g.dst_h) * g.dst_w /
-                         (double(row_steps) * strips_w * rounds * warps_a_vector * kMmaTilePixels * kMmaTaskRows);
+      const double use = double(g.dst_h) * g.dst_w / (double(row_steps) * strips_w * rounds * warps_a_vector *
+                                                      tiles * kMmaTilePixels * kMmaTaskRows);
       const Candidate c{ChannelsLastMma{ChannelsLastStream{lanes_w, in_w, ring_rows, static_cast<int>(strips_w), 1},
-                                        step_rows, pitch},
+                                        step_rows, pitch, tiles},
                         row_steps, bytes, static_cast<int>(use * 16), rounds >= 2, double(in_w) / lanes_w};
       if (!best || better(c, *best)) best = c;
       break;  // the widest strips that fit: narrower ones only copy more halo
@@ -333,10 +373,12 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                         g, steps);
 }
 
-// The kernel for a filter size (3), or null.
+// The kernel for a filter size (3) and tiles across a task (1 or 2), or null.
 template <typename scalar_t, bool kBackward>
-ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel) {
-  return kernel == 3 ? &channels_last_mma_kernel<scalar_t, kBackward, 3> : nullptr;
+ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int tiles) {
+  if (kernel != 3) return nullptr;
+  return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, 3, 1>
+                    : &channels_last_mma_kernel<scalar_t, kBackward, 3, kMmaMostTaskTiles>;
 }
 
 }  // namespace at::native::dwconv
