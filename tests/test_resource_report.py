@@ -102,9 +102,10 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split("|")[1:-1] for line in proc.stdout.splitlines() if line.startswith("| sm_")]
-    rows = [dict(arch=a.strip(), kernel=k.strip(" `"), spills=s.strip(), wide_global=g.strip(), wide_shared=sh.strip(),
-                 loop_divisions=int(d), hot_instructions=int(hot), fma_share=share.strip(), chain=chain.strip())
-            for a, k, _, _, s, _, g, sh, d, hot, share, chain in rows]
+    rows = [dict(arch=a.strip(), kernel=k.strip(" `"), stack=int(stack), spills=s.strip(), wide_global=g.strip(),
+                 wide_shared=sh.strip(), loop_divisions=int(d), hot_instructions=int(hot), fma_share=share.strip(),
+                 chain=chain.strip())
+            for a, k, _, stack, s, _, g, sh, d, hot, share, chain in rows]
     assert {r["arch"] for r in rows} == {"sm_80", "sm_90"}
     tiled = [r for r in rows if r["kernel"].startswith("tiled_channels_last_kernel<")]
     assert len(tiled) == 2 * 4 * 2 * 2  # archs x dtypes x index types x passes
@@ -166,8 +167,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
             assert loads == 2 * kernel_size ** 2 and stores == 1, row
         else:
             assert loads == stores == 0, row
-    # The tensor-core kernels (bfloat16 and half): no spill at their bound of 128 registers (a task's
-    # sums and the filter's 9 weight words stay in registers), no division in their loops, and a hot
+    # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
+    # registers (a task's sums and the filter's 9 weight words stay in registers), no division in their loops, and a hot
     # loop that is the task's: 36 products a tile (kTiles tiles), the forward's bias products and the
     # NaN path's one FFMA, in under 480 instructions (its loads, their addresses, the NaN test, the
     # stores, and the NaN path out of line: unrolled, it made the loop 3,000).
@@ -176,8 +177,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for row in mma:
         tiles = int(row["kernel"].rstrip(">").split(",")[-1])
         hot_products = row["hot_instructions"] * float(row["fma_share"].rstrip("%")) / 100  # the share is rounded
-        assert row["spills"] == "0/0" and row["loop_divisions"] == 0, row
-        assert abs(hot_products - (36 * tiles + 2)) <= 1 + 0.005 * row["hot_instructions"], row
+        assert row["spills"] == "0/0" and row["stack"] == 0 and row["loop_divisions"] == 0, row
+        slack = 0.005 * row["hot_instructions"]  # the forward's bias: 4 products a tile, or as few as ptxas shares
+        assert 36 * tiles - slack <= hot_products <= 36 * tiles + 4 * tiles + 1 + slack, row
         assert row["hot_instructions"] < 480, row
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes

@@ -257,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
           scalar_t* const value = dst + out + r * out_row_step + (2 * t + half) * out_half_step + k;
           const float stored = static_cast<float>(*value);
           if (stored == stored) continue;
-          float sum = bias_pair[k];
+          float sum = k == 0 ? bias_pair[0] : bias_pair[1];  // not bias_pair[k]: that would put it on the stack
 #pragma unroll 1
           for (int tap = 0; tap < kTaps; ++tap) {
             const int slot = wrap_ring_slot(step_slot + row0 + r + tap / kKernel, s.ring_rows);
