@@ -1045,12 +1045,15 @@ std::vector<Case> sweep() {
       {2, 24, 1, 20, 18, 3, 3, 1, 1, 1, 1, 1, 1, false},    // 3 vectors: a part-filled channel group
       {2, 16, 1, 16, 100, 3, 3, 1, 1, 1, 1, 1, 1, false},   // tasks of two tiles, four a row, the last part-filled
       {1, 32, 1, 33, 37, 3, 3, 1, 1, 1, 1, 1, 1, true},     // tasks of two tiles (a strip of 37), inf and NaN too
+      {2, 16, 1, 20, 40, 5, 5, 1, 1, 2, 2, 1, 1, false},    // 5x5
+      {1, 8, 1, 14, 14, 5, 5, 1, 1, 2, 2, 1, 1, true},      // 5x5, tasks of one tile, a last step of 2 rows
+      {1, 32, 1, 26, 37, 5, 5, 1, 1, 2, 2, 1, 1, true},     // 5x5, tasks of two tiles, inf and NaN too
   };
   std::mt19937 rng(12345);
   auto pick = [&](std::initializer_list<int> values) {
     return *(values.begin() + std::uniform_int_distribution<int>(0, int(values.size()) - 1)(rng));
   };
-  while (cases.size() < 84) {  // 10 random cases
+  while (cases.size() < 87) {  // 10 random cases
     Case k{};
     k.n = pick({1, 2, 3}); k.c = pick({1, 2, 5, 33, 8, 40}); k.m = pick({1, 1, 2});
     k.kh = pick({1, 2, 3, 5}); k.kw = pick({1, 3, 4, 7});

@@ -1,25 +1,25 @@
 #pragma once
-// The tensor-core channels_last kernel: bfloat16 and half, square 3x3 at stride 1 (dilation 1,
-// multiplier 1), forward and backward-input, on sm_80 and later. Its blocks stream bands of rows as
+// The tensor-core channels_last kernel: bfloat16 and half, square 3x3 and 5x5 at stride 1 (dilation
+// 1, multiplier 1), forward and backward-input, on sm_80 and later. Its blocks stream bands of rows as
 // channels_last_stream_kernel's do (a ring of input rows in shared memory, the next step's rows in
 // flight as cp.async copies), but a step's multiply-adds are warp matrix products
 // (DepthwiseConv2dCommon.cuh's multiply_add_16x8x8) instead of a thread's FMAs: the streamed kernel
-// issues about 26 instructions an output value at 3x3 (v26), its FMAs and the widening of each
-// 16-bit value among them, where an H100 at the byte floor has about 34 an output value to spend.
+// issues about 26 instructions an output value at 3x3 and 48 at 5x5 (v26), its FMAs and the widening
+// of each 16-bit value among them, where an H100 at the byte floor has about 34 an output value to
+// spend. (7x7's 49 weight words a lane would not leave room in 128 registers for a task's sums.)
 //
 // A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 32 output
 // columns (two tiles; one on strips of 16 columns or fewer) x kMmaTaskRows output rows of a step in
-// turn. A tile (one output row's 16
-// pixels x 8 channels, D, in float) gets, for each tap (kh, kw), D += A B: A the 16 input vectors
-// under the tap (16 pixels x 8 channels), B the tap's 8 weights on its diagonal (zero elsewhere). A's
-// rows are input vectors in the ring, a row address a lane (load_matrices), so that the window's
-// shifts cost no data movement; each input row's A for the three shifts is loaded once and serves
-// every output row of the task that reads it (6 rows of loads for 4 output rows at 3x3). B is fixed
-// for the warp's channels and held in registers from the start. Of each product's 1,024
-// multiply-adds 128 are wanted: the tensor cores do the rest in less time than the CUDA cores
-// would take for the 128, and a warp issues about a third of the instructions (the machine code:
-// about 300 a task of 1,024 output values, where the streamed kernel issues about 800 warp
-// instructions for as many).
+// turn. A tile (one output row's 16 pixels x 8 channels, D, in float) gets, for each tap (kh, kw),
+// D += A B: A the 16 input vectors under the tap (16 pixels x 8 channels), B the tap's 8 weights on
+// its diagonal (zero elsewhere). A's rows are input vectors in the ring, a row address a lane
+// (load_matrices), so that the window's shifts cost no data movement; each input row's A for every
+// shift is loaded once and serves every output row of the task that reads it (6 rows of loads for
+// 4 output rows at 3x3, 8 at 5x5). B is fixed for the warp's channels and held in registers from the
+// start. Of each product's 1,024 multiply-adds 128 are wanted: the tensor cores do the rest in less
+// time than the CUDA cores would take for the 128, and a warp issues a third to a half of the
+// instructions (the machine code, 3x3: about 355 a task of 1,024 output values, where the streamed
+// kernel issues about 825 warp instructions for as many).
 //
 // The zeros of B also multiply the other channels' inputs, and 0 x inf is NaN: an infinite or NaN
 // input would spread to the other channels of its vector. Where a task's values hold a NaN, the lane
@@ -283,12 +283,13 @@ template <typename scalar_t, bool kBackward>
 using ChannelsLastMmaKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
                                        ChannelsLastMma);
 
-// Whether the kernel serves the pass: bfloat16 or half, square 3x3 at stride 1 (dilation 1,
+// Whether the kernel serves the pass: bfloat16 or half, square 3x3 or 5x5 at stride 1 (dilation 1,
 // multiplier 1), channels a whole number of 16-byte vectors, on a GPU with the warp matrix products.
 template <typename scalar_t>
 bool has_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
   return sizeof(scalar_t) == 2 && gpu.compute_capability >= kWarpMatrixCapability &&
-         channels_last_register_kernels_serve<scalar_t>(g) && g.kernel_h == 3 && g.stride_h == 1;
+         channels_last_register_kernels_serve<scalar_t>(g) && (g.kernel_h == 3 || g.kernel_h == 5) &&
+         g.stride_h == 1;
 }
 
 // `launch` with bands of about `steps` steps (the plane's row steps shared evenly by the fewest
@@ -373,12 +374,17 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                         g, steps);
 }
 
-// The kernel for a filter size (3) and tiles across a task (1 or 2), or null.
+// The kernel for a filter size (3 or 5) and tiles across a task (1 or 2), or null.
 template <typename scalar_t, bool kBackward>
 ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int tiles) {
-  if (kernel != 3) return nullptr;
-  return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, 3, 1>
-                    : &channels_last_mma_kernel<scalar_t, kBackward, 3, kMmaMostTaskTiles>;
+  const bool one = tiles == 1;
+  switch (kernel) {
+    case 3: return one ? &channels_last_mma_kernel<scalar_t, kBackward, 3, 1>
+                       : &channels_last_mma_kernel<scalar_t, kBackward, 3, kMmaMostTaskTiles>;
+    case 5: return one ? &channels_last_mma_kernel<scalar_t, kBackward, 5, 1>
+                       : &channels_last_mma_kernel<scalar_t, kBackward, 5, kMmaMostTaskTiles>;
+    default: return nullptr;
+  }
 }
 
 }  // namespace at::native::dwconv

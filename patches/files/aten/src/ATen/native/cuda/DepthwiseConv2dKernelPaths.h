@@ -34,7 +34,7 @@ enum class KernelPath : int {
   ChannelsLastStream,              // forward and backward-input, channels_last, 3x3/5x5/7x7, a band of rows streamed
   ChannelsLastWindowGradWeight,    // the weight gradient, channels_last, 3x3/5x5/7x7, a thread's K^2 sums, rows read once
   Pixel,                           // forward and backward-input, both layouts, 3x3/5x5, a thread a pixel: small grids
-  ChannelsLastMma,                 // forward and backward-input, channels_last bf16/fp16 3x3, warp matrix products
+  ChannelsLastMma,                 // forward and backward-input, channels_last bf16/fp16 3x3/5x5, warp matrix products
   kCount
 };
 
