@@ -56,7 +56,8 @@ KERNELS_CHECKED = [
                    "pixel NHWC", "direct NCHW", "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
-    "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward pixel NCHW stride 2",
+    "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward tensor-core NHWC stride 2",
+    "forward pixel NCHW stride 2",
     "forward pixel NHWC stride 2"] + [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
@@ -488,6 +489,10 @@ MUTATIONS = [
      "72:73"),  # a task's second tile reading the first one's columns
     (("last_at[t] = (column + (kKernel - 1) * m.pitch) * kVecBytes;", "last_at[t] = (column + 2 * m.pitch) * kVecBytes;"),
      "74:75"),  # 5x5's last shift read at 3x3's
+    (("smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * kStride * m.pitch + vec;",
+      "smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * m.pitch + vec;"),
+     "65:66"),  # stride 2's pixels read at stride 1's columns
+    (("if ((i - kh) % kStride != 0) continue;", ""), "65:66"),  # stride 2: a window row met by every filter row
 ]
 
 

@@ -174,9 +174,11 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     # addresses, the NaN test, the stores, and the NaN path out of line: unrolled, it made the 3x3
     # loop 3,000).
     mma = [r for r in rows if r["kernel"].startswith("channels_last_mma_kernel<")]
-    assert len(mma) == 2 * 2 * 2 * 2 * 2  # archs x half types x passes x filter sizes x tiles a task
+    # archs x half types x (forward: 3x3 in tasks of 1 and 2 tiles, 5x5, and both at stride 2; backward-input:
+    # 3x3 in tasks of 1 and 2 tiles, 5x5)
+    assert len(mma) == 2 * 2 * (5 + 3)
     for row in mma:
-        kernel_size, tiles = map(int, row["kernel"].rstrip(">").split(",")[-2:])
+        kernel_size, stride, tiles = map(int, row["kernel"].rstrip(">").split(",")[-3:])
         hot_products = row["hot_instructions"] * float(row["fma_share"].rstrip("%")) / 100  # the share is rounded
         assert row["spills"] == "0/0" and row["stack"] == 0 and row["loop_divisions"] == 0, row
         slack = 0.005 * row["hot_instructions"]  # the forward's bias: 4 products a tile, or as few as ptxas shares

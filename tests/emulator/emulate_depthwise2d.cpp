@@ -416,9 +416,9 @@ void check_channels_last_mma(const std::string& pass, const std::string& tag, co
       if (!plan) continue;
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h, plan->mma.tiles), in.data(), weight.data(), bias,
+                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, plan->mma.tiles), in.data(), weight.data(), bias,
                          out.data(), g, plan->mma);
-      expect_close(pass + " tensor-core NHWC",
+      expect_close(pass + " tensor-core NHWC" + stride_tag(g),
                    tag + " vectors=" + std::to_string(plan->block.x) + " step rows=" +
                        std::to_string(plan->mma.step_rows) + " steps=" + std::to_string(plan->mma.ring.steps),
                    p.k, out, ref, true, terms);

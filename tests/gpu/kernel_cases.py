@@ -122,7 +122,7 @@ def channels_last_tiled_cases(element_size):
     channels a whole number of 16-byte vectors, aligned data, a tile that fits in shared memory;
     backward-input at stride 1): for square 3, 5 and 7 at stride 1 and 3 and 5 at stride 2
     (dilation 1), the streamed kernel where its blocks fill the GPU with bands of two steps or
-    more (the tensor-core one in bfloat16 and half at 3x3 and 5x5, stride 1), else the register-tiled one
+    more (the tensor-core one in bfloat16 and half at 3x3 and 5x5), else the register-tiled one
     where its tile uses two thirds of its lanes; the general one for the rest. The pixel kernel,
     which would take most of these small grids, is off (PIXEL_OFF)."""
     vector = _vector(element_size)
@@ -136,7 +136,8 @@ def channels_last_tiled_cases(element_size):
          mma if element_size == 2 else stream),
         ("streamed 5x5", 32 * vector, (112, 112), 5, 1, 2, 1, 1, True, mma if element_size == 2 else stream),
         ("streamed 7x7", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
-        ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True, stream),
+        ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True,
+         mma if element_size == 2 else stream),
         ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
         ("several tiles down and across", 8 * vector, (56, 56), 5, 1, 2, 1, 1, True, register),
         ("7x7", 3 * vector, (14, 14), 7, 1, 3, 1, 1, True, register),

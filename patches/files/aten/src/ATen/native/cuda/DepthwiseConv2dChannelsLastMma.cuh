@@ -1,6 +1,6 @@
 #pragma once
-// The tensor-core channels_last kernel: bfloat16 and half, square 3x3 and 5x5 at stride 1 (dilation
-// 1, multiplier 1), forward and backward-input, on sm_80 and later. Its blocks stream bands of rows as
+// The tensor-core channels_last kernel: bfloat16 and half, square 3x3 and 5x5 (dilation 1, multiplier
+// 1), forward at stride 1 and 2 and backward-input (stride 1), on sm_80 and later. Its blocks stream bands of rows as
 // channels_last_stream_kernel's do (a ring of input rows in shared memory, the next step's rows in
 // flight as cp.async copies), but a step's multiply-adds are warp matrix products
 // (DepthwiseConv2dCommon.cuh's multiply_add_16x8x8) instead of a thread's FMAs: the streamed kernel
@@ -9,13 +9,13 @@
 // spend. (7x7's 49 weight words a lane would not leave room in 128 registers for a task's sums.)
 //
 // A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 32 output
-// columns (two tiles; one on strips of 16 columns or fewer) x kMmaTaskRows output rows of a step in
-// turn. A tile (one output row's 16 pixels x 8 channels, D, in float) gets, for each tap (kh, kw),
+// columns (two tiles, at 3x3 and stride 1 where the strip is wider than 16; else one) x kMmaTaskRows
+// output rows of a step in turn. A tile (one output row's 16 pixels x 8 channels, D, in float) gets, for each tap (kh, kw),
 // D += A B: A the 16 input vectors under the tap (16 pixels x 8 channels), B the tap's 8 weights on
 // its diagonal (zero elsewhere). A's rows are input vectors in the ring, a row address a lane
 // (load_matrices), so that the window's shifts cost no data movement; each input row's A for every
 // shift is loaded once and serves every output row of the task that reads it (6 rows of loads for
-// 4 output rows at 3x3, 8 at 5x5). B is fixed for the warp's channels and held in registers from the
+// 4 output rows at 3x3 and stride 1, 8 at 5x5; at stride 2 an input row serves one or two). B is fixed for the warp's channels and held in registers from the
 // start. Of each product's 1,024 multiply-adds 128 are wanted: the tensor cores do the rest in less
 // time than the CUDA cores would take for the 128, and a warp issues a third to a half of the
 // instructions (the machine code, 3x3: about 355 a task of 1,024 output values, where the streamed
@@ -38,7 +38,13 @@ namespace at::native::dwconv {
 constexpr int kMmaTilePixels = 16;        // a product's rows: output pixels of one output row
 constexpr int kMmaChannels = 8;           // a product's columns: a 16-byte vector of 16-bit values
 constexpr int kMmaTaskRows = 4;           // output rows of a warp's task
-constexpr int kMmaMostTaskTiles = 2;      // tiles across a task (a kernel's kTiles): 16 or 32 output columns
+
+// Tiles across a task (a kernel's kTiles: 16 or 32 output columns) where the strip is wider than a
+// tile: 2 for 3x3 at stride 1; 1 for the rest, whose two-tile tasks spilled at the kernel's 128
+// registers (5x5's 25 weight words, stride 2's longer windows).
+constexpr int mma_most_task_tiles(int kernel, int stride) {
+  return kernel == 3 && stride == 1 ? 2 : 1;
+}
 constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channel vector
 constexpr int kMmaMinBlocks = 2;          // __launch_bounds__: 128 registers
 
@@ -47,7 +53,7 @@ struct ChannelsLastMma {
   int step_rows;            // output rows a step: a multiple of kMmaTaskRows
   int pitch;                // 16-byte vectors a ring column holds: blockDim.x made odd, so that the
                             // eight rows an ldmatrix matrix reads (eight columns) fall in distinct banks
-  int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else 2
+  int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else mma_most_task_tiles
 };
 
 struct ChannelsLastMmaLaunch {
@@ -75,7 +81,7 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 // Block: (vectors, kThreads / vectors) threads, vectors dividing kMmaWarps; threadIdx.x is the
 // channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
 // fewer). 32-bit indexing only.
-template <typename scalar_t, bool kBackward, int kKernel, int kTiles>
+template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles>
 __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
@@ -86,7 +92,8 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
   using Vec = Vector16<scalar_t>;
   static_assert(kVector16<scalar_t> == kMmaChannels, "a product's columns are one 16-byte vector of 16-bit values");
   constexpr int kTaps = kKernel * kKernel;
-  constexpr int kWindowRows = kMmaTaskRows + kKernel - 1;  // input rows a task reads
+  constexpr int kWindowRows = (kMmaTaskRows - 1) * kStride + kKernel;  // input rows a task reads
+  static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
   const ChannelsLastStream& s = m.ring;
   const int vectors = blockDim.x;
@@ -102,10 +109,11 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
   const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
   const int band_y = static_cast<int>(blockIdx.x) / s.strips_w * s.steps * m.step_rows;  // the band's first output row
   const int x0 = static_cast<int>(blockIdx.x) % s.strips_w * s.lanes_w;
-  const int window_rows = m.step_rows - 1 + kKernel;
+  const int window_rows = (m.step_rows - 1) * kStride + kKernel;
+  const int new_rows = m.step_rows * kStride;  // input rows a step moves down
   const int steps = smaller(s.steps, (dst_h - band_y + m.step_rows - 1) / m.step_rows);
-  const int image_row0 = band_y - g.pad_h;
-  const int image_col0 = x0 - g.pad_w;
+  const int image_row0 = band_y * kStride - g.pad_h;
+  const int image_col0 = x0 * kStride - g.pad_w;
   const bool live_copies = static_cast<int>(threadIdx.x) < live_vectors;  // else zeros are copied
   const scalar_t* const src_vector =
       src + n * src_h * src_w * channels + c0 + (live_copies ? static_cast<int>(threadIdx.x) * kMmaChannels : 0);
@@ -158,7 +166,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
     const bool next = step + 1 < steps;
     if (next) {
       copy_stream_rows(ring, src_vector, s, m.pitch, wrap_ring_slot(step_slot + window_rows, s.ring_rows),
-                       m.step_rows, image_row0 + window_rows + step * m.step_rows, image_col0, live_copies, src_h,
+                       new_rows, image_row0 + window_rows + step * new_rows, image_col0, live_copies, src_h,
                        src_w, channels);
       wait_async_copies<1>();
     } else {
@@ -174,11 +182,11 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
       int pair_at[kTiles], last_at[kTiles];
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
-        const int column = smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * m.pitch + vec;
+        const int column = smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * kStride * m.pitch + vec;
         pair_at[t] = (column + next_shift * m.pitch) * kVecBytes;
         last_at[t] = (column + (kKernel - 1) * m.pitch) * kVecBytes;
       }
-      int row = wrap_ring_slot(step_slot + row0, s.ring_rows) * row_bytes;  // the task's first window row
+      int row = wrap_ring_slot(step_slot + row0 * kStride, s.ring_rows) * row_bytes;  // the task's first window row
       float d[kTiles][kMmaTaskRows][4];
 #pragma unroll
       for (int t = 0; t < kTiles; ++t) {
@@ -211,7 +219,9 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
           }
 #pragma unroll
           for (int kh = 0; kh < kKernel; ++kh) {
-            const int r = i - kh;  // the output row that reads window row i under filter row kh
+            // The output row that reads window row i under filter row kh, if any.
+            if ((i - kh) % kStride != 0) continue;
+            const int r = (i - kh) / kStride;
             if (r < 0 || r >= kMmaTaskRows) continue;
 #pragma unroll
             for (int kw = 0; kw < kKernel; ++kw) {
@@ -260,8 +270,9 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
           float sum = k == 0 ? bias_pair[0] : bias_pair[1];  // not bias_pair[k]: that would put it on the stack
 #pragma unroll 1
           for (int tap = 0; tap < kTaps; ++tap) {
-            const int slot = wrap_ring_slot(step_slot + row0 + r + tap / kKernel, s.ring_rows);
-            const auto* const in = reinterpret_cast<const scalar_t*>(ring + (slot * s.in_w + x + tap % kKernel) * m.pitch + vec);
+            const int slot = wrap_ring_slot(step_slot + (row0 + r) * kStride + tap / kKernel, s.ring_rows);
+            const auto* const in = reinterpret_cast<const scalar_t*>(
+                ring + (slot * s.in_w + x * kStride + tap % kKernel) * m.pitch + vec);
             const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
             sum += static_cast<float>(in[2 * quad + k]) * static_cast<float>(w);
           }
@@ -275,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
       }
     }
     if (next) __syncthreads();  // no warp still reads the slots the next step's copies fill
-    step_slot = wrap_ring_slot(step_slot + m.step_rows, s.ring_rows);
+    step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);
   }
 }
 
@@ -283,13 +294,14 @@ template <typename scalar_t, bool kBackward>
 using ChannelsLastMmaKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
                                        ChannelsLastMma);
 
-// Whether the kernel serves the pass: bfloat16 or half, square 3x3 or 5x5 at stride 1 (dilation 1,
-// multiplier 1), channels a whole number of 16-byte vectors, on a GPU with the warp matrix products.
+// Whether the kernel serves the pass: bfloat16 or half, square 3x3 or 5x5 at stride 1 or 2 (dilation
+// 1, multiplier 1; backward-input is always a stride-1 correlation here), channels a whole number of
+// 16-byte vectors, on a GPU with the warp matrix products.
 template <typename scalar_t>
 bool has_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
   return sizeof(scalar_t) == 2 && gpu.compute_capability >= kWarpMatrixCapability &&
          channels_last_register_kernels_serve<scalar_t>(g) && (g.kernel_h == 3 || g.kernel_h == 5) &&
-         g.stride_h == 1;
+         (g.stride_h == 1 || g.stride_h == 2);
 }
 
 // `launch` with bands of about `steps` steps (the plane's row steps shared evenly by the fewest
@@ -339,15 +351,15 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
     const int step_rows = row_groups * kMmaTaskRows;
     const int64_t row_steps = (g.dst_h + step_rows - 1) / step_rows;
     if (row_steps < kStreamMinRowSteps) continue;
-    const int window_rows = step_rows - 1 + g.kernel_h;
-    const int ring_rows = window_rows + step_rows;
+    const int window_rows = (step_rows - 1) * g.stride_h + g.kernel_h;
+    const int ring_rows = window_rows + step_rows * g.stride_h;
     for (int64_t strips_w = 1; strips_w <= g.dst_w; ++strips_w) {
       const int lanes_w = static_cast<int>((g.dst_w + strips_w - 1) / strips_w);
       if ((g.dst_w + lanes_w - 1) / lanes_w != strips_w) continue;  // the shape of fewer strips
-      const int in_w = lanes_w - 1 + g.kernel_w;
+      const int in_w = (lanes_w - 1) * g.stride_w + g.kernel_w;
       const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>);
       if (bytes > kMaxSharedBytes) continue;  // narrower strips next
-      const int tiles = lanes_w <= kMmaTilePixels ? 1 : kMmaMostTaskTiles;
+      const int tiles = lanes_w <= kMmaTilePixels ? 1 : mma_most_task_tiles(g.kernel_h, g.stride_h);
       const int tasks = (lanes_w + tiles * kMmaTilePixels - 1) / (tiles * kMmaTilePixels) * row_groups;
       const int rounds = (tasks + warps_a_vector - 1) / warps_a_vector;  // tasks a warp a step
       // Output pixels over the warps' task slots, the plane's last step and strip counted as full.
@@ -355,7 +367,7 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                                                       tiles * kMmaTilePixels * kMmaTaskRows);
       const Candidate c{ChannelsLastMma{ChannelsLastStream{lanes_w, in_w, ring_rows, static_cast<int>(strips_w), 1},
                                         step_rows, pitch, tiles},
-                        row_steps, bytes, static_cast<int>(use * 16), rounds >= 2, double(in_w) / lanes_w};
+                        row_steps, bytes, static_cast<int>(use * 16), rounds >= 2, double(in_w) * g.stride_h / lanes_w};
       if (!best || better(c, *best)) best = c;
       break;  // the widest strips that fit: narrower ones only copy more halo
     }
@@ -374,17 +386,22 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                         g, steps);
 }
 
-// The kernel for a filter size (3 or 5) and tiles across a task (1 or 2), or null.
+// The kernel for a filter size (3 or 5), stride (1 or 2; 1 for backward-input) and tiles across a
+// task (1 or 2), or null.
 template <typename scalar_t, bool kBackward>
-ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int tiles) {
-  const bool one = tiles == 1;
-  switch (kernel) {
-    case 3: return one ? &channels_last_mma_kernel<scalar_t, kBackward, 3, 1>
-                       : &channels_last_mma_kernel<scalar_t, kBackward, 3, kMmaMostTaskTiles>;
-    case 5: return one ? &channels_last_mma_kernel<scalar_t, kBackward, 5, 1>
-                       : &channels_last_mma_kernel<scalar_t, kBackward, 5, kMmaMostTaskTiles>;
-    default: return nullptr;
-  }
+ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int stride, int tiles) {
+  return register_tiled_instance<!kBackward>(kernel, stride, [tiles](auto k, auto s) -> ChannelsLastMmaKernel<scalar_t, kBackward> {
+    constexpr int kKernel = decltype(k)::value, kStride = decltype(s)::value;
+    constexpr int kMostTiles = mma_most_task_tiles(kKernel, kStride);
+    if constexpr (kKernel == 7) {
+      return nullptr;
+    } else if constexpr (kMostTiles == 1) {
+      return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1> : nullptr;
+    } else {
+      return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1>
+                        : &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, kMostTiles>;
+    }
+  });
 }
 
 }  // namespace at::native::dwconv
