@@ -14,7 +14,8 @@
 // - the warp matrix operations (ldmatrix .x1/.x2/.x4 and mma.sync m16n8k8: DWCONV_EMULATED_WARP_MATRICES)
 //   are such meetings too, computed from the fragment layouts DepthwiseConv2dCommon.cuh describes
 //   (the products in float, summed in k order); a row address off 16 bytes or outside the launch's
-//   shared memory, or a warp whose lanes meet at different operations, fails the launch;
+//   shared memory, or a warp whose lanes meet at different operations or different calls of one
+//   (PTX's .aligned: every lane at the same instruction), fails the launch;
 // - __shared__ arrays become function statics (one block runs at a time), and the
 //   dynamic shared memory of a launch is one buffer, poisoned before every block, with a guard
 //   zone past its end that a block writing there fails the launch by;
@@ -89,6 +90,7 @@ struct Fiber {
   WarpOp warp_op = WarpOp::kShuffleDown;
   const void* matrix_row = nullptr;
   int matrix_count = 0;
+  int matrix_call = 0;  // the place of the call (its source line), which every lane must share
   std::uint32_t fragment_a[2] = {}, fragment_b = 0;
   float fragment_c[4] = {};
   float (*widen)(std::uint16_t) = nullptr;
@@ -209,11 +211,12 @@ T shfl_down_sync(unsigned mask, T value, unsigned delta) {
 }
 
 // ldmatrix .x{count}: this lane's row address in; its word of each of the `count` matrices out.
-inline void load_matrices(std::uint32_t* words, int count, const void* row) {
+inline void load_matrices(std::uint32_t* words, int count, const void* row, int call) {
   Fiber* self = running;
   self->warp_op = Fiber::WarpOp::kLoadMatrices;
   self->matrix_row = row;
   self->matrix_count = count;
+  self->matrix_call = call;
   self->state = Fiber::State::kAtShuffle;
   suspend(*self);
   std::memcpy(words, self->fragment_out, sizeof(std::uint32_t) * count);
@@ -221,9 +224,10 @@ inline void load_matrices(std::uint32_t* words, int count, const void* row) {
 
 // mma.sync m16n8k8 with float sums: d += A B, from this lane's fragments.
 inline void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b,
-                                float (*widen)(std::uint16_t)) {
+                                float (*widen)(std::uint16_t), int call) {
   Fiber* self = running;
   self->warp_op = Fiber::WarpOp::kMultiplyAdd;
+  self->matrix_call = call;
   std::memcpy(self->fragment_a, a, sizeof(a));
   self->fragment_b = b;
   std::memcpy(self->fragment_c, d, sizeof(d));
@@ -355,6 +359,11 @@ inline void resolve_shuffles(unsigned threads) {
     for (unsigned l = 0; l < kWarpLanes; ++l) {
       lanes[l] = fibers[first + l].get();
       if (lanes[l]->warp_op != lanes[0]->warp_op) fail_block(threads, "a warp's lanes meet at different warp operations");
+      if (lanes[l]->warp_op != Fiber::WarpOp::kShuffleDown && lanes[l]->matrix_call != lanes[0]->matrix_call) {
+        fail_block(threads, "a warp's lanes meet at different ldmatrix or mma.sync calls (lines " +
+                                std::to_string(lanes[0]->matrix_call) + " and " + std::to_string(lanes[l]->matrix_call) +
+                                ")");
+      }
     }
     if (lanes[0]->warp_op != Fiber::WarpOp::kShuffleDown) {
       if (lanes[0]->warp_op == Fiber::WarpOp::kLoadMatrices) {

@@ -1196,7 +1196,10 @@ int main(int argc, char** argv) {
         const Problem q(cases[i], rng, true);
         check_all<float, int32_t>(q, "float, inf and NaN in the input");
 #ifndef DWCONV_EMULATE_FLOAT32_ONLY
-        if (cases[i].c % 8 == 0) check_all<c10::BFloat16, int32_t>(q, "bfloat16, inf and NaN in the input");
+        if (cases[i].c % 8 == 0) {
+          check_all<c10::BFloat16, int32_t>(q, "bfloat16, inf and NaN in the input");
+          check_all<c10::Half, int32_t>(q, "half, inf and NaN in the input");
+        }
 #endif
       }
     } catch (const std::exception& error) {  // a launch no GPU would accept

@@ -1,10 +1,14 @@
 // Checks cuda_emulation.h itself: block and thread indices, barriers, a barrier missing or
-// reached by only some threads or at different calls, warp shuffles and the ones it refuses,
+// reached by only some threads or at different calls, warp shuffles and the ones it refuses, the
+// warp matrix operations (ldmatrix's fragments, ldmatrix and mma.sync together giving a matrix
+// product, lanes at different calls),
 // asynchronous copies and the waits they need, shared memory poisoned per block and a write past
 // it, and the launches a GPU refuses.
 // Ends with "N passed, M failed", as the kernels' emulator does.
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -111,6 +115,53 @@ __global__ void shuffle_in_odd_lanes() {
 __global__ void shuffle_with_mask(unsigned mask) { __shfl_down_sync(mask, 1, 1); }
 
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
+
+// 16-bit values as bfloat16's top half of a float: small integers, exact.
+float widen_bf16(std::uint16_t bits) {
+  const std::uint32_t word = std::uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof(value));
+  return value;
+}
+std::uint16_t narrow_bf16(float value) {
+  std::uint32_t word;
+  std::memcpy(&word, &value, sizeof(word));
+  return static_cast<std::uint16_t>(word >> 16);
+}
+
+// Shared memory holds four 8x8 matrices of 16-bit values, matrix i's row r at i * 8 + r; each lane
+// loads them (.x4, lane l addressing row l % 8 of matrix l / 8) and writes its four words.
+__global__ void load_four_matrices(const std::uint16_t* values, std::uint32_t* words) {
+  DWCONV_SHARED_BYTES(raw);
+  auto* rows = reinterpret_cast<std::uint16_t*>(raw);
+  const unsigned lane = threadIdx.x;
+  for (unsigned i = lane; i < 4 * 8 * 8; i += 32) rows[i] = values[i];
+  __syncthreads();
+  std::uint32_t got[4];
+  dwconv_emu::load_matrices(got, 4, rows + lane * 8, __LINE__);
+  for (int i = 0; i < 4; ++i) words[lane * 4 + i] = got[i];
+}
+
+// d = A B for A 16x8 (row-major in shared memory, loaded .x2: lanes 0-15 address rows 0-15) and
+// B 8x8 (row-major in global memory), through the fragments, written row-major into d (16x8).
+// With `apart`, the odd lanes reach the product at another call.
+__global__ void multiply_matrices(const std::uint16_t* a, const std::uint16_t* b, float* d, bool apart) {
+  DWCONV_SHARED_BYTES(raw);
+  auto* rows = reinterpret_cast<std::uint16_t*>(raw);
+  const unsigned lane = threadIdx.x, g = lane / 4, q = lane % 4;
+  for (unsigned i = lane; i < 16 * 8; i += 32) rows[i] = a[i];
+  __syncthreads();
+  std::uint32_t fragment[2];
+  dwconv_emu::load_matrices(fragment, 2, rows + (lane % 16) * 8, __LINE__);
+  const std::uint32_t column = std::uint32_t(b[(2 * q) * 8 + g]) | std::uint32_t(b[(2 * q + 1) * 8 + g]) << 16;
+  float sums[4] = {0.f, 0.f, 0.f, 0.f};
+  if (apart && lane % 2 == 1) {
+    dwconv_emu::multiply_add_16x8x8(sums, fragment, column, widen_bf16, __LINE__);
+  } else {
+    dwconv_emu::multiply_add_16x8x8(sums, fragment, column, widen_bf16, __LINE__);
+  }
+  for (int i = 0; i < 4; ++i) d[(g + 8 * (i / 2)) * 8 + 2 * q + i % 2] = sums[i];
+}
 
 struct alignas(16) Quad {
   int v[4];
@@ -263,6 +314,40 @@ int main() {
     expect(error.find("not whole warps") != std::string::npos, "a shuffle in a block of 48 threads is refused: " + error);
     launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 1u);
     expect(out[5] == 6 && out[31] == 31, "and the next launch shuffles as usual");
+  }
+  {
+    std::vector<std::uint16_t> values(4 * 8 * 8);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<std::uint16_t>(i);
+    std::vector<std::uint32_t> words(32 * 4);
+    expect(launch_error(dim3(1), dim3(32), values.size() * 2, load_four_matrices, values.data(), words.data()).empty(),
+           "ldmatrix .x4 runs");
+    bool fragments = true;
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      for (unsigned i = 0; i < 4; ++i) {  // row lane / 4 of matrix i, its columns 2 (lane % 4) and 2 (lane % 4) + 1
+        const unsigned first = i * 64 + (lane / 4) * 8 + 2 * (lane % 4);
+        fragments = fragments && words[lane * 4 + i] == (first | (first + 1) << 16);
+      }
+    }
+    expect(fragments, "ldmatrix .x4: lane l's word i holds row l / 4 of matrix i at columns 2 (l % 4), + 1, low first");
+    std::vector<std::uint16_t> a(16 * 8), b(8 * 8);
+    for (int i = 0; i < 16 * 8; ++i) a[i] = narrow_bf16(float(i % 7 - 3));
+    for (int i = 0; i < 8 * 8; ++i) b[i] = narrow_bf16(float(i % 5 - 2));
+    std::vector<float> d(16 * 8);
+    expect(launch_error(dim3(1), dim3(32), a.size() * 2, multiply_matrices, a.data(), b.data(), d.data(), false).empty(),
+           "ldmatrix .x2 and mma.sync m16n8k8 run");
+    bool product = true;
+    for (int r = 0; r < 16; ++r) {
+      for (int c = 0; c < 8; ++c) {
+        float sum = 0.f;
+        for (int k = 0; k < 8; ++k) sum += widen_bf16(a[r * 8 + k]) * widen_bf16(b[k * 8 + c]);
+        product = product && d[r * 8 + c] == sum;
+      }
+    }
+    expect(product, "the fragments ldmatrix gives and mma.sync takes make A B");
+    const std::string error =
+        launch_error(dim3(1), dim3(32), a.size() * 2, multiply_matrices, a.data(), b.data(), d.data(), true);
+    expect(error.find("different ldmatrix or mma.sync calls") != std::string::npos,
+           "lanes at two mma.sync calls fail the launch: " + error);
   }
   {
     constexpr int kThreadsHere = 32, kBlocks = 4;  // four blocks: each way of landing, each thread order

@@ -43,6 +43,10 @@
 // - channels_last_stream_kernel (DepthwiseConv2dChannelsLastStream.cuh): the same thread work
 //   over a band of rows, where the blocks fill the GPU: a ring of input rows in shared memory,
 //   the next step's rows copied asynchronously (cp.async) while the step computes.
+// - channels_last_mma_kernel (DepthwiseConv2dChannelsLastMma.cuh): the same band of rows for
+//   bfloat16 and half 3x3/5x5 (the forward at stride 1 and 2, backward-input) on the tensor cores
+//   (sm_80 and later): a warp computes 16-pixel x 8-channel tiles, each tap an mma.sync of the input
+//   vectors under it (ldmatrix from the ring) and the tap's weights on a diagonal.
 // - row_kernel: conv1d (planes of one row, NCHW) with a 1 x 2, 3 or 4 filter at stride 1: a
 //   thread computes chunks of 32 bytes of output (8 floats, 16 bf16/fp16 values) from the 16-byte
 //   vectors that hold their inputs, in registers. grad_weight_row_kernel is its weight gradient.
@@ -100,6 +104,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dKernelPaths.h>
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAMacros.h>
 
@@ -112,6 +117,7 @@
 #include <ATen/ops/sum.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -130,11 +136,22 @@ Strides4 strides_of(const Tensor& t) {
   return {t.stride(0), t.stride(1), t.stride(2), t.stride(3)};
 }
 
+// The PTX arch of the code this file's kernels run as on each device (cudaFuncGetAttributes'
+// ptxVersion of the probe below, compiled with them), 0 until check_kernels_run_on, which every
+// entry calls first, has read it: the device's own arch where the build holds it, an older one
+// where the runtime compiles that arch's PTX for the device (TORCH_CUDA_ARCH_LIST="7.5+PTX" on an
+// H100 runs compute_75 code, which has no warp matrix products).
+std::array<std::atomic<int>, C10_COMPILE_TIME_MAX_GPUS>& code_archs() {
+  static std::array<std::atomic<int>, C10_COMPILE_TIME_MAX_GPUS> archs{};
+  return archs;
+}
+
 GpuLimits gpu_limits() {
   const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
+  const int code_arch = code_archs()[c10::cuda::current_device()].load(std::memory_order_relaxed);
   return {p->multiProcessorCount, p->maxThreadsPerMultiProcessor, p->maxBlocksPerMultiProcessor,
           p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock),
-          p->major * 10 + p->minor};
+          std::min(p->major * 10 + p->minor, code_arch)};
 }
 
 // A kernel with no work: whether the runtime finds code of it for a device says whether this
@@ -167,6 +184,7 @@ void check_kernels_run_on(c10::DeviceIndex device) {
   cudaFuncAttributes attributes;
   const cudaError_t found = cudaFuncGetAttributes(&attributes, arch_probe_kernel);
   if (found == cudaSuccess) {
+    code_archs()[device].store(attributes.ptxVersion, std::memory_order_relaxed);
     runs[device].store(true, std::memory_order_relaxed);
     return;
   }

@@ -10,21 +10,24 @@
 //
 // A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 32 output
 // columns (two tiles, at 3x3 and stride 1 where the strip is wider than 16; else one) x kMmaTaskRows
-// output rows of a step in turn. A tile (one output row's 16 pixels x 8 channels, D, in float) gets, for each tap (kh, kw),
-// D += A B: A the 16 input vectors under the tap (16 pixels x 8 channels), B the tap's 8 weights on
-// its diagonal (zero elsewhere). A's rows are input vectors in the ring, a row address a lane
-// (load_matrices), so that the window's shifts cost no data movement; each input row's A for every
-// shift is loaded once and serves every output row of the task that reads it (6 rows of loads for
-// 4 output rows at 3x3 and stride 1, 8 at 5x5; at stride 2 an input row serves one or two). B is fixed for the warp's channels and held in registers from the
-// start. Of each product's 1,024 multiply-adds 128 are wanted: the tensor cores do the rest in less
-// time than the CUDA cores would take for the 128, and a warp issues a third to a half of the
-// instructions (the machine code, 3x3: about 355 a task of 1,024 output values, where the streamed
-// kernel issues about 825 warp instructions for as many).
+// output rows of a step in turn. A tile (one output row's 16 pixels x 8 channels, D, in float)
+// gets, for each tap (kh, kw), D += A B: A the 16 input vectors under the tap (16 pixels x 8
+// channels), B the tap's 8 weights on its diagonal (zero elsewhere). A's rows are input vectors in
+// the ring, a row address a lane (load_matrices), so that the window's shifts cost no data
+// movement; each input row's A for every shift is loaded once and serves every output row of the
+// task that reads it (6 rows of loads for 4 output rows at 3x3 and stride 1, 8 at 5x5; at stride 2
+// an input row serves one or two output rows at 3x3, two or three at 5x5). B is fixed for the
+// warp's channels and held in registers from the start. Of each product's 1,024 multiply-adds 128
+// are wanted: the tensor cores do the rest in less time than the CUDA cores would take for the 128,
+// and a warp issues a third to a half of the instructions (the machine code, 3x3: about 355 a task
+// of 1,024 output values, where the streamed kernel issues about 825 warp instructions for as many).
 //
 // The zeros of B also multiply the other channels' inputs, and 0 x inf is NaN: an infinite or NaN
-// input would spread to the other channels of its vector. Where a task's values hold a NaN, the lane
-// reads back each value it stored as NaN and sums it again from the ring as a plain sum of its own
-// channel's products, which gives what the CUDA-core kernels give (a true NaN stays NaN).
+// input would spread to the other channels of its vector. Where a task's sums hold a NaN, the lane
+// sums each of its NaN values again from the ring as a plain sum of its own channel's products and
+// stores that, which gives what the CUDA-core kernels give (a true NaN stays NaN). Left as it is:
+// PTX leaves the rounding of the products' float sums to the GPU, so a bfloat16 sum beyond the
+// float range (products past 1e38) may saturate where a CUDA-core FMA gives inf.
 // Device code and plain host arithmetic, as in DepthwiseConv2dCommon.cuh, so that tests/emulator
 // can run it on a CPU.
 
@@ -51,8 +54,9 @@ constexpr int kMmaMinBlocks = 2;          // __launch_bounds__: 128 registers
 struct ChannelsLastMma {
   ChannelsLastStream ring;  // the strip (lanes_w: its output columns), the ring's rows and columns, the band's steps
   int step_rows;            // output rows a step: a multiple of kMmaTaskRows
-  int pitch;                // 16-byte vectors a ring column holds: blockDim.x made odd, so that the
-                            // eight rows an ldmatrix matrix reads (eight columns) fall in distinct banks
+  int pitch;                // 16-byte vectors a ring column holds: blockDim.x made odd, so that at stride 1
+                            // the eight rows an ldmatrix matrix reads (eight columns) fall in distinct
+                            // bank groups (at stride 2, two columns apart, in pairs: 2-way conflicts)
   int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else mma_most_task_tiles
 };
 
@@ -239,44 +243,59 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
         for (int r = 0; r < kMmaTaskRows; ++r) total += (d[t][r][0] + d[t][r][1]) + (d[t][r][2] + d[t][r][3]);
       }
       const int y0 = band_y + step * m.step_rows + row0;
-      const int rows = smaller(kMmaTaskRows, dst_h - y0);
-      const int out = ((n * dst_h + y0) * dst_w + x0 + x_task + group) * channels + out_channel;
+      const int rows = smaller(kMmaTaskRows, dst_h - y0);  // a task may start past the plane's last row
+      if (rows > 0) {
+        const int out = ((n * dst_h + y0) * dst_w + x0 + x_task + group) * channels + out_channel;
+        // The lane's values, [tile][row][v]: pixel group + 8 (v / 2) of the tile, channel v % 2 of its pair.
+        const auto place = [&](int t, int r, int v) {
+          return out + r * out_row_step + (2 * t + v / 2) * out_half_step + v % 2;
+        };
+        const auto stored = [&](int t, int r, int v) {
+          const int x = x_task + t * kMmaTilePixels + group + 8 * (v / 2);  // of the strip
+          return r < rows && x < s.lanes_w && x0 + x < dst_w;
+        };
 #pragma unroll
-      for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int x = x_task + t * kMmaTilePixels + group + 8 * half;  // of the strip
-          if (x >= s.lanes_w || x0 + x >= dst_w) continue;
+        for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
           for (int r = 0; r < kMmaTaskRows; ++r) {
-            if (r >= rows) break;
-            *reinterpret_cast<std::uint32_t*>(dst + out + r * out_row_step + (2 * t + half) * out_half_step) =
-                packed_pair<scalar_t>(d[t][r][2 * half], d[t][r][2 * half + 1]);
+#pragma unroll
+            for (int v = 0; v < 4; v += 2) {
+              if (stored(t, r, v)) {
+                *reinterpret_cast<std::uint32_t*>(dst + place(t, r, v)) = packed_pair<scalar_t>(d[t][r][v], d[t][r][v + 1]);
+              }
+            }
           }
         }
-      }
-      if (total != total) {
-        // A NaN among them (or inf - inf): each value this lane stored as NaN, read back, is summed
-        // again as its own channel's products (see the top of this file). Rare: not unrolled.
-#pragma unroll 1
-        for (int i = 0; i < kTiles * 2 * kMmaTaskRows * 2; ++i) {
-          const int t = i / (4 * kMmaTaskRows), half = i / (2 * kMmaTaskRows) % 2, r = i / 2 % kMmaTaskRows,
-                    k = i % 2;
-          const int x = x_task + t * kMmaTilePixels + group + 8 * half;
-          if (x >= s.lanes_w || x0 + x >= dst_w || r >= rows) continue;
-          scalar_t* const value = dst + out + r * out_row_step + (2 * t + half) * out_half_step + k;
-          const float stored = static_cast<float>(*value);
-          if (stored == stored) continue;
-          float sum = k == 0 ? bias_pair[0] : bias_pair[1];  // not bias_pair[k]: that would put it on the stack
-#pragma unroll 1
-          for (int tap = 0; tap < kTaps; ++tap) {
-            const int slot = wrap_ring_slot(step_slot + (row0 + r) * kStride + tap / kKernel, s.ring_rows);
-            const auto* const in = reinterpret_cast<const scalar_t*>(
-                ring + (slot * s.in_w + x * kStride + tap % kKernel) * m.pitch + vec);
-            const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
-            sum += static_cast<float>(in[2 * quad + k]) * static_cast<float>(w);
+        if (total != total) {
+          // A NaN among them (or inf - inf): each NaN value again as its own channel's sum (see the
+          // top of this file), stored over the one above. Rare: a mask of them, then a rolled loop.
+          std::uint32_t nan_values = 0;
+#pragma unroll
+          for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+            for (int r = 0; r < kMmaTaskRows; ++r) {
+#pragma unroll
+              for (int v = 0; v < 4; ++v) {
+                nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << ((t * kMmaTaskRows + r) * 4 + v);
+              }
+            }
           }
-          *value = static_cast<scalar_t>(sum);
+#pragma unroll 1
+          for (int i = 0; i < kTiles * kMmaTaskRows * 4; ++i) {
+            const int t = i / (4 * kMmaTaskRows), r = i / 4 % kMmaTaskRows, v = i % 4, k = v % 2;
+            if (!(nan_values >> i & 1u) || !stored(t, r, v)) continue;
+            const int x = x_task + t * kMmaTilePixels + group + 8 * (v / 2);
+            float sum = k == 0 ? bias_pair[0] : bias_pair[1];  // not bias_pair[k]: that would put it on the stack
+#pragma unroll 1
+            for (int tap = 0; tap < kTaps; ++tap) {
+              const int slot = wrap_ring_slot(step_slot + (row0 + r) * kStride + tap / kKernel, s.ring_rows);
+              const auto* const in = reinterpret_cast<const scalar_t*>(
+                  ring + (slot * s.in_w + x * kStride + tap % kKernel) * m.pitch + vec);
+              const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
+              sum += static_cast<float>(in[2 * quad + k]) * static_cast<float>(w);
+            }
+            dst[place(t, r, v)] = static_cast<scalar_t>(sum);
+          }
         }
       }
       x_task += task_stride * kTaskColumns;
@@ -321,9 +340,10 @@ inline std::optional<ChannelsLastMmaLaunch> with_mma_steps(ChannelsLastMmaLaunch
 // kStreamMinRowSteps steps down the plane, or where its blocks would not fill the GPU's SMs at least
 // once (batch 1: the pixel and register-tiled kernels spread the work wider). Vectors a block: as
 // channel_vectors_per_block gives (a power of two up to 8, each on kMmaWarps / vectors warps).
-// Steps of 1 or 2 tasks' rows, each with the widest strips whose ring fits; of them the best use of
-// the warps' task slots (in sixteenths), then at least two tasks a warp a step, then the fewest
-// input vectors copied an output. The band's steps: as channels_last_stream's.
+// Steps of 1 or 2 tasks' rows, each with the widest strips whose ring fits, in tasks of one tile or
+// (mma_most_task_tiles) two; of them the best use of the warps' task slots (in sixteenths), then
+// two tiles, then at least two tasks a warp a step, then the fewest input vectors copied an output.
+// The band's steps: as channels_last_stream's.
 template <typename scalar_t>
 std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
   if (!has_channels_last_mma<scalar_t>(g, gpu)) return std::nullopt;
@@ -343,6 +363,7 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   };
   const auto better = [](const Candidate& a, const Candidate& b) {
     if (a.use_sixteenths != b.use_sixteenths) return a.use_sixteenths > b.use_sixteenths;
+    if (a.mma.tiles != b.mma.tiles) return a.mma.tiles > b.mma.tiles;  // fewer instructions an output
     if (a.two_tasks != b.two_tasks) return a.two_tasks;
     return a.copied_per_output < b.copied_per_output;
   };
@@ -353,23 +374,29 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
     if (row_steps < kStreamMinRowSteps) continue;
     const int window_rows = (step_rows - 1) * g.stride_h + g.kernel_h;
     const int ring_rows = window_rows + step_rows * g.stride_h;
-    for (int64_t strips_w = 1; strips_w <= g.dst_w; ++strips_w) {
+    // The widest strips whose ring fits (narrower ones only copy more halo): from the fewest that
+    // a 48 KB ring of single input rows allows.
+    const int64_t widest = std::max<int64_t>(1, int64_t(kMaxSharedBytes) / (int64_t(ring_rows) * pitch * 16));
+    for (int64_t strips_w = std::max<int64_t>(1, g.dst_w * g.stride_w / widest); strips_w <= g.dst_w; ++strips_w) {
       const int lanes_w = static_cast<int>((g.dst_w + strips_w - 1) / strips_w);
       if ((g.dst_w + lanes_w - 1) / lanes_w != strips_w) continue;  // the shape of fewer strips
       const int in_w = (lanes_w - 1) * g.stride_w + g.kernel_w;
       const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>);
       if (bytes > kMaxSharedBytes) continue;  // narrower strips next
-      const int tiles = lanes_w <= kMmaTilePixels ? 1 : mma_most_task_tiles(g.kernel_h, g.stride_h);
-      const int tasks = (lanes_w + tiles * kMmaTilePixels - 1) / (tiles * kMmaTilePixels) * row_groups;
-      const int rounds = (tasks + warps_a_vector - 1) / warps_a_vector;  // tasks a warp a step
-      // Output pixels over the warps' task slots, the plane's last step and strip counted as full.
-      const double use = double(g.dst_h) * g.dst_w / (double(row_steps) * strips_w * rounds * warps_a_vector *
-                                                      tiles * kMmaTilePixels * kMmaTaskRows);
-      const Candidate c{ChannelsLastMma{ChannelsLastStream{lanes_w, in_w, ring_rows, static_cast<int>(strips_w), 1},
-                                        step_rows, pitch, tiles},
-                        row_steps, bytes, static_cast<int>(use * 16), rounds >= 2, double(in_w) * g.stride_h / lanes_w};
-      if (!best || better(c, *best)) best = c;
-      break;  // the widest strips that fit: narrower ones only copy more halo
+      for (int tiles = 1; tiles <= (lanes_w > kMmaTilePixels ? mma_most_task_tiles(g.kernel_h, g.stride_h) : 1);
+           ++tiles) {
+        const int tasks = (lanes_w + tiles * kMmaTilePixels - 1) / (tiles * kMmaTilePixels) * row_groups;
+        const int rounds = (tasks + warps_a_vector - 1) / warps_a_vector;  // tasks a warp a step
+        // Output pixels over the warps' task slots, the plane's last step and strip counted as full.
+        const double use = double(g.dst_h) * g.dst_w / (double(row_steps) * strips_w * rounds * warps_a_vector *
+                                                        tiles * kMmaTilePixels * kMmaTaskRows);
+        const Candidate c{ChannelsLastMma{ChannelsLastStream{lanes_w, in_w, ring_rows, static_cast<int>(strips_w), 1},
+                                          step_rows, pitch, tiles},
+                          row_steps, bytes, static_cast<int>(use * 16), rounds >= 2,
+                          double(in_w) * g.stride_h / lanes_w};
+        if (!best || better(c, *best)) best = c;
+      }
+      break;
     }
   }
   if (!best) return std::nullopt;

@@ -120,10 +120,13 @@ struct GpuLimits {
   int registers_per_sm;
   int64_t shared_bytes_per_sm;
   int64_t reserved_shared_bytes;  // a block
-  int compute_capability;         // 90 for an H100
+  // The compute capability (major x 10 + minor) of the code the kernels run as: the device's (90 for
+  // an H100), or the older arch whose PTX the runtime compiles for it where the build holds no code
+  // of the device's own (TORCH_CUDA_ARCH_LIST="7.5+PTX" on an H100: 75), whichever is lower.
+  int compute_capability;
 };
 
-// The compute capability of the warp matrix products (mma.sync m16n8k16 in bfloat16 and half).
+// The compute capability of the warp matrix products (mma.sync m16n8k8 in bfloat16 and half).
 constexpr int kWarpMatrixCapability = 80;
 
 // Blocks of `threads` threads, `shared_bytes` and `registers` a thread that one SM holds at once
@@ -353,27 +356,36 @@ __device__ __forceinline__ void wait_async_copies() {
 // col): d += A B, A 16x8, B 8x8, d 16x8 in float; with g = lane / 4 and q = lane % 4, a lane holds
 // A's rows g (a[0]) and g + 8 (a[1]) at columns 2q, 2q + 1, B's column g at rows 2q, 2q + 1 (b), and
 // d's rows g (d[0], d[1]) and g + 8 (d[2], d[3]) at columns 2q, 2q + 1: load_matrices<2> over A's
-// rows 0-7 then 8-15 gives a lane its a[]. Whole warps only. The PTX ISA leaves the order and
-// rounding of the float sums to the GPU. The CPU emulator supplies its own
-// (DWCONV_EMULATED_WARP_MATRICES), from that description. Before sm_80 they trap: the host code
-// chooses no kernel that uses them there (GpuLimits::compute_capability).
+// rows 0-7 then 8-15 gives a lane its a[]. Whole warps, at the same call. The PTX ISA leaves the
+// order and rounding of the float sums to the GPU. The CPU emulator supplies its own
+// (DWCONV_EMULATED_WARP_MATRICES), from that description, told each call's place so that lanes
+// meeting at different calls fail. Code compiled for an arch before sm_80 traps here: the host code
+// chooses no kernel that uses them where the code runs as such (GpuLimits::compute_capability).
 template <typename scalar_t>
 __host__ __device__ inline float widen_16bit(std::uint16_t bits) {
   return static_cast<float>(scalar_t(bits, scalar_t::from_bits()));
 }
+template <int kCount>
+constexpr bool kLoadableMatrices = kCount == 1 || kCount == 2 || kCount == 4;
+template <typename scalar_t>
+constexpr bool kWarpMatrixType = std::is_same_v<scalar_t, c10::BFloat16> || std::is_same_v<scalar_t, c10::Half>;
 #ifdef DWCONV_EMULATED_WARP_MATRICES
 template <int kCount>
-__device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row) {
-  dwconv_emu::load_matrices(words, kCount, row);
+__device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row,
+                                              int call = __builtin_LINE()) {
+  static_assert(kLoadableMatrices<kCount>, "ldmatrix loads 1, 2 or 4 matrices");
+  dwconv_emu::load_matrices(words, kCount, row, call);
 }
 template <typename scalar_t>
-__device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b) {
-  dwconv_emu::multiply_add_16x8x8(d, a, b, &widen_16bit<scalar_t>);
+__device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b,
+                                                    int call = __builtin_LINE()) {
+  static_assert(kWarpMatrixType<scalar_t>, "the warp matrix products take bfloat16 or half");
+  dwconv_emu::multiply_add_16x8x8(d, a, b, &widen_16bit<scalar_t>, call);
 }
 #else
 template <int kCount>
 __device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row) {
-  static_assert(kCount == 1 || kCount == 2 || kCount == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  static_assert(kLoadableMatrices<kCount>, "ldmatrix loads 1, 2 or 4 matrices");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
   if constexpr (kCount == 4) {
@@ -393,8 +405,7 @@ __device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], co
 }
 template <typename scalar_t>
 __device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b) {
-  static_assert(std::is_same_v<scalar_t, c10::BFloat16> || std::is_same_v<scalar_t, c10::Half>,
-                "the warp matrix products take bfloat16 or half");
+  static_assert(kWarpMatrixType<scalar_t>, "the warp matrix products take bfloat16 or half");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (std::is_same_v<scalar_t, c10::BFloat16>) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
