@@ -478,6 +478,8 @@ MUTATIONS = [
      "15:16"),  # the first round's input rows only
     # The tensor-core channels_last kernel (bfloat16 and half: the full build's):
     (("if (total != total) {", "if (false) {"), "70:74"),  # a neighbour's inf x 0 left as NaN (one tile, two)
+    (("nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << ((t * kMmaTaskRows + r) * 4 + v);",
+      "nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << (r * 4 + v);"), "73:74"),  # the second tile's NaNs unmarked
     (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (group % 2))",
       "bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (1 - group % 2))"), "71:72"),  # B off its diagonal
     (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap])", "bits_of(filter[tap])"), "71:72"),  # backward unflipped
