@@ -400,7 +400,7 @@ MUTATIONS = [
     # The streamed channels_last kernel: its copies in flight, the barriers around them, the ring:
     (("      wait_async_copies<1>();\n", "\n"), "62:63"),  # a step reads rows it did not wait for
     (("    __syncthreads();  // the step's rows have landed, whoever copied them", "// barrier removed"), "62:63"),
-    (("    if (next) __syncthreads();  // no thread still reads the slots the next step's copies fill",
+    (("    if (step + 1 < steps) __syncthreads();  // no thread still reads the slots the next step's copies fill",
       "// barrier removed"), "62:63"),  # the next step's copies over rows still read
     (("const int ring_rows = window_rows + step_rows * stride;",
       "const int ring_rows = window_rows + step_rows * stride - 1;"), "62:63"),  # copies in flight over the window
@@ -410,8 +410,8 @@ MUTATIONS = [
       "image_row0 + window_rows + (step + 1) * new_rows, image_col0,"), "63:64"),  # the next rows a step late
     (("wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,",
       "wrap_ring_slot(step_slot + window_rows + 1, s.ring_rows), new_rows,"), "62:63"),  # the next rows' slots
-    (("step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);",
-      "step_slot = wrap_ring_slot(step_slot + new_rows - 1, s.ring_rows);"), "62:63"),  # a step's first slot
+    (("return wrap_ring_slot(step_slot + new_rows, s.ring_rows);",
+      "return wrap_ring_slot(step_slot + new_rows - 1, s.ring_rows);"), "62:63"),  # a step's first slot
     (("const int lane_row_offset = ty * kBlockRows * kStride;", "const int lane_row_offset = ty * kBlockRows;"),
      "64:66"),  # stride 2's lane rows
     (("live && within(iy, src_h) && within(ix, src_w);", "live && within(iy, src_h) && within(ix, src_w + 1);"),

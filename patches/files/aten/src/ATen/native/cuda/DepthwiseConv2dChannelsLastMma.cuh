@@ -122,8 +122,9 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
   const scalar_t* const src_vector =
       src + n * src_h * src_w * channels + c0 + (live_copies ? static_cast<int>(threadIdx.x) * kMmaChannels : 0);
 
-  copy_stream_rows(ring, src_vector, s, m.pitch, 0, window_rows, image_row0, image_col0, live_copies, src_h, src_w,
-                   channels);
+  const StreamBand<scalar_t> band{ring,       src_vector, s,           m.pitch, window_rows, new_rows,
+                                  image_row0, image_col0, live_copies, src_h,   src_w,       channels};
+  band.copy_first_window();
 
   // The warp's vector, and B for each tap: B's column `group` is the vector's channel `group`, and
   // a lane holds its rows 2 quad and 2 quad + 1: the tap's weight where the row is the column (in
@@ -167,16 +168,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
 
   int step_slot = 0;  // the ring slot of the step's first window row
   for (int step = 0; step < steps; ++step) {
-    const bool next = step + 1 < steps;
-    if (next) {
-      copy_stream_rows(ring, src_vector, s, m.pitch, wrap_ring_slot(step_slot + window_rows, s.ring_rows),
-                       new_rows, image_row0 + window_rows + step * new_rows, image_col0, live_copies, src_h,
-                       src_w, channels);
-      wait_async_copies<1>();
-    } else {
-      wait_async_copies<0>();
-    }
-    __syncthreads();  // the step's rows have landed, whoever copied them
+    band.begin_step(step, steps, step_slot);
 
     // Tasks in the step's order: across the first kMmaTaskRows rows, then the next.
     int x_task = first_x_task, row0 = first_row0;
@@ -304,8 +296,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
         row0 += kMmaTaskRows;
       }
     }
-    if (next) __syncthreads();  // no warp still reads the slots the next step's copies fill
-    step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);
+    step_slot = band.end_step(step, steps, step_slot);
   }
 }
 

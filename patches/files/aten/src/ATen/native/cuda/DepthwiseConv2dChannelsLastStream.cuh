@@ -76,6 +76,47 @@ __device__ __forceinline__ void copy_stream_rows(Vector16<scalar_t>* ring, const
   commit_async_copies();
 }
 
+// A band's walk down its rows, shared by the streamed kernels (this file's and the tensor-core one):
+// the ring's first window copied, then at each step the next step's new rows copied into the slots
+// after the step's window while the step computes, with the waits and barriers between. The ring
+// holds window_rows + new_rows rows, so every slot sum is less than two turns and wraps with one
+// subtraction.
+template <typename scalar_t>
+struct StreamBand {
+  Vector16<scalar_t>* ring;
+  const scalar_t* src_vector;  // the thread's channel vector of the image's first pixel
+  ChannelsLastStream s;
+  int pitch;        // vectors a ring column holds
+  int window_rows;  // input rows a step reads
+  int new_rows;     // input rows a step moves down
+  int image_row0, image_col0;  // the band's first input row and the strip's first input column
+  bool live;        // the thread's vector is one of the image's (else it copies zeros)
+  int src_h, src_w, channels;
+
+  __device__ __forceinline__ void copy_first_window() const {
+    copy_stream_rows(ring, src_vector, s, pitch, 0, window_rows, image_row0, image_col0, live, src_h, src_w, channels);
+  }
+
+  // Before step `step` (of `steps`) computes from the window whose first row is in slot `step_slot`.
+  __device__ __forceinline__ void begin_step(int step, int steps, int step_slot) const {
+    if (step + 1 < steps) {
+      // The next step's new rows follow this step's window.
+      copy_stream_rows(ring, src_vector, s, pitch, wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,
+                       image_row0 + window_rows + step * new_rows, image_col0, live, src_h, src_w, channels);
+      wait_async_copies<1>();
+    } else {
+      wait_async_copies<0>();
+    }
+    __syncthreads();  // the step's rows have landed, whoever copied them
+  }
+
+  // After step `step` computed: the slot of the next step's first window row.
+  __device__ __forceinline__ int end_step(int step, int steps, int step_slot) const {
+    if (step + 1 < steps) __syncthreads();  // no thread still reads the slots the next step's copies fill
+    return wrap_ring_slot(step_slot + new_rows, s.ring_rows);
+  }
+};
+
 // Block: (vectors, lane_rows * lanes_w) threads; threadIdx.x is the channel vector, threadIdx.y
 // the pixel lane. 32-bit indexing only.
 template <typename scalar_t, bool kBackward, int kKernel, int kStride>
@@ -116,7 +157,9 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   // An idle vector's (never read) copies take the image's first vector, inside the tensor.
   const scalar_t* const src_vector = src + n * src_h * src_w * channels + c0 + (live_vector ? vec * V : 0);
 
-  copy_stream_rows(ring, src_vector, s, vectors, 0, window_rows, image_row0, image_col0, live_vector, src_h, src_w, channels);
+  const StreamBand<scalar_t> band{ring,       src_vector, s,          vectors, window_rows, new_rows,
+                                  image_row0, image_col0, live_vector, src_h,  src_w,       channels};
+  band.copy_first_window();
   // Backward-input correlates with the kernel flipped in both directions.
   stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
 
@@ -126,20 +169,9 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   const int row_step = s.in_w * vectors;                 // between ring slots, in vectors
   const int lane_row_offset = ty * kBlockRows * kStride;  // the lane row's first window row, below new_rows
   const Vec* const column = ring + tx * kStride * vectors + vec;
-  // The ring slot of the step's first window row. The ring holds window_rows + new_rows rows, so
-  // every slot sum below is less than two turns and wraps with one subtraction.
-  int step_slot = 0;
+  int step_slot = 0;  // the ring slot of the step's first window row
   for (int step = 0; step < steps; ++step) {
-    const bool next = step + 1 < steps;
-    if (next) {
-      // The next step's new rows follow this step's window.
-      copy_stream_rows(ring, src_vector, s, vectors, wrap_ring_slot(step_slot + window_rows, s.ring_rows), new_rows,
-                       image_row0 + window_rows + step * new_rows, image_col0, live_vector, src_h, src_w, channels);
-      wait_async_copies<1>();
-    } else {
-      wait_async_copies<0>();
-    }
-    __syncthreads();  // the step's rows have landed, whoever copied them
+    band.begin_step(step, steps, step_slot);
 
     const int y = band_y + step * step_rows + ty * kBlockRows;
     if (computes && y < dst_h) {
@@ -153,8 +185,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
       store_channels_last_column(acc, dst + ((n * dst_h + y) * dst_w + x0 + tx) * channels + c0 + vec * V, dst_h - y,
                                  dst_w * channels);
     }
-    if (next) __syncthreads();  // no thread still reads the slots the next step's copies fill
-    step_slot = wrap_ring_slot(step_slot + new_rows, s.ring_rows);
+    step_slot = band.end_step(step, steps, step_slot);
   }
 }
 
