@@ -170,9 +170,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
     # registers (a task's sums and the filter's 9 weight words stay in registers), no division in their loops, and a hot
     # loop that is the task's: 4 K^2 products a tile (kTiles tiles), the forward's bias products and
-    # the NaN path's one FFMA, in under 480 instructions at 3x3, 1,030 at 5x5 (its loads, their
-    # addresses, the NaN test, the stores, and the NaN path out of line: unrolled, it made the 3x3
-    # loop 3,000).
+    # the NaN path's one FFMA, in fewer than twice the products and 450 instructions beside (its
+    # loads, their addresses, the NaN test, the stores, and the NaN path, rolled: unrolled, it made
+    # the 3x3 loop 3,000; 526 at 3x3 in two-tile tasks, 342-457 in one-tile ones).
     mma = [r for r in rows if r["kernel"].startswith("channels_last_mma_kernel<")]
     # archs x half types x (forward: 3x3 in tasks of 1 and 2 tiles, 5x5, and both at stride 2; backward-input:
     # 3x3 in tasks of 1 and 2 tiles, 5x5)
@@ -184,7 +184,7 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         slack = 0.005 * row["hot_instructions"]  # the forward's bias: 4 products a tile, or as few as ptxas shares
         products = 4 * kernel_size ** 2 * tiles
         assert products - slack <= hot_products <= products + 4 * tiles + 1 + slack, row
-        assert row["hot_instructions"] < 480 * (kernel_size / 3) ** 1.5, row
+        assert row["hot_instructions"] < 2 * products + 450, row
     large_filter = [r for r in rows if r["kernel"].startswith("large_filter_kernel<")]
     assert len(large_filter) == 2 * 4 * 2  # archs x dtypes x passes
     large_filter_grad_weight = [r for r in rows if r["kernel"].startswith("grad_weight_large_filter_kernel<")]

@@ -19,7 +19,7 @@
 // an input row serves one or two output rows at 3x3, two or three at 5x5). B is fixed for the
 // warp's channels and held in registers from the start. Of each product's 1,024 multiply-adds 128
 // are wanted: the tensor cores do the rest in less time than the CUDA cores would take for the 128,
-// and a warp issues a third to a half of the instructions (the machine code, 3x3: about 355 a task
+// and a warp issues a third to a half of the instructions (the machine code, 3x3: about 365 a task
 // of 1,024 output values, where the streamed kernel issues about 825 warp instructions for as many).
 //
 // The zeros of B also multiply the other channels' inputs, and 0 x inf is NaN: an infinite or NaN
