@@ -495,6 +495,9 @@ MUTATIONS = [
       "smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * m.pitch + vec;"),
      "65:66"),  # stride 2's pixels read at stride 1's columns
     (("if ((i - kh) % kStride != 0) continue;", ""), "65:66"),  # stride 2: a window row met by every filter row
+    (("for (int kw = 0; kw + 1 < kKernel; kw += 2) {\n            std::uint32_t words[4];",
+      "for (int kw = 0; kw + 1 < kKernel && kw < 4; kw += 2) {\n            std::uint32_t words[4];"),
+     "54:55"),  # 7x7's third pair of shifts not loaded
 ]
 
 

@@ -243,8 +243,9 @@ def test_the_driver_refuses_a_bad_line_by_name(kernel_choice, line, message):
 
 def tensor_core_layer(problem) -> bool:
     """Whether the tensor-core channels_last kernel is written for the layer's forward and
-    stride-1 backward-input: bf16 and fp16, 3x3 and 5x5 at stride 1 or 2."""
-    return ELEMENT_BYTES[problem.dtype] == 2 and problem.layer.kernel in (3, 5) and problem.layer.stride in (1, 2)
+    stride-1 backward-input: bf16 and fp16, 3x3 and 5x5 at stride 1 or 2, 7x7 at stride 1."""
+    layer = problem.layer
+    return ELEMENT_BYTES[problem.dtype] == 2 and (layer.kernel in (3, 5) or (layer.kernel == 7 and layer.stride == 1))
 
 
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
@@ -252,7 +253,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
     channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
-    passes, and the tensor-core one for those of bf16 and fp16 at 3x3 and 5x5) for the rest, or at
+    passes, and the tensor-core one for those of bf16 and fp16) for the rest, or at
     batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
@@ -287,7 +288,7 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
 def test_the_streamed_kernels_take_the_large_channels_last_planes_at_batch_64(bench_launches):
     """At batch 64 the channels_last forward and stride-1 backward-input of every 3x3/5x5/7x7 bench
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the
-    GPU), through the tensor-core kernel in bf16 and fp16 at 3x3 and 5x5, else the streamed
+    GPU), through the tensor-core kernel in bf16 and fp16, else the streamed
     one. Batch 1's grids are too small to fill the GPU with bands: its 3x3 and 5x5 forwards take
     the pixel kernel, which an H100 SXM (132 SMs) holds at once for every such layer (a smaller GPU
     may leave the largest to the tiles), and its 7x7 ones the pixel kernel too where the GPU holds a

@@ -174,9 +174,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     # loads, their addresses, the NaN test, the stores, and the NaN path, rolled: unrolled, it made
     # the 3x3 loop 3,000; 526 at 3x3 in two-tile tasks, 342-457 in one-tile ones).
     mma = [r for r in rows if r["kernel"].startswith("channels_last_mma_kernel<")]
-    # archs x half types x (forward: 3x3 in tasks of 1 and 2 tiles, 5x5, and both at stride 2; backward-input:
-    # 3x3 in tasks of 1 and 2 tiles, 5x5)
-    assert len(mma) == 2 * 2 * (5 + 3)
+    # archs x half types x (forward: 3x3 in tasks of 1 and 2 tiles, 5x5, 7x7, 3x3 and 5x5 at stride 2;
+    # backward-input: 3x3 in tasks of 1 and 2 tiles, 5x5, 7x7)
+    assert len(mma) == 2 * 2 * (6 + 4)
     for row in mma:
         kernel_size, stride, tiles = map(int, row["kernel"].rstrip(">").split(",")[-3:])
         hot_products = row["hot_instructions"] * float(row["fma_share"].rstrip("%")) / 100  # the share is rounded

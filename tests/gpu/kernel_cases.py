@@ -122,9 +122,10 @@ def channels_last_tiled_cases(element_size):
     channels a whole number of 16-byte vectors, aligned data, a tile that fits in shared memory;
     backward-input at stride 1): for square 3, 5 and 7 at stride 1 and 3 and 5 at stride 2
     (dilation 1), the streamed kernel where its blocks fill the GPU with bands of two steps or
-    more (the tensor-core one in bfloat16 and half at 3x3 and 5x5), else the register-tiled one
-    where its tile uses two thirds of its lanes; the general one for the rest. The pixel kernel,
-    which would take most of these small grids, is off (PIXEL_OFF)."""
+    more (the tensor-core one in bfloat16 and half), else the register-tiled one where its tile
+    uses two thirds of its lanes; the general one for the rest. The pixel kernel, which would take
+    most of these small grids, is off (PIXEL_OFF); with the tensor-core path off too, the half
+    types stream their bands on the CUDA cores."""
     vector = _vector(element_size)
     tiled, register, stream, mma = CHANNELS_LAST_TILED, CHANNELS_LAST_REGISTER_TILED, CHANNELS_LAST_STREAM, CHANNELS_LAST_MMA
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, forward's kernel)
@@ -135,7 +136,7 @@ def channels_last_tiled_cases(element_size):
         ("streamed, 12 rows: three steps of four", 32 * vector, (12, 600), 3, 1, 1, 1, 1, True,
          mma if element_size == 2 else stream),
         ("streamed 5x5", 32 * vector, (112, 112), 5, 1, 2, 1, 1, True, mma if element_size == 2 else stream),
-        ("streamed 7x7", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, stream),
+        ("streamed 7x7", 24 * vector, (112, 112), 7, 1, 3, 1, 1, True, mma if element_size == 2 else stream),
         ("streamed at stride 2: backward-input elsewhere", 32 * vector, (224, 224), 3, 2, 1, 1, 1, True,
          mma if element_size == 2 else stream),
         ("8 vectors a block", 8 * vector, (20, 33), 3, 1, 1, 1, 1, True, register),
@@ -164,6 +165,12 @@ def channels_last_tiled_cases(element_size):
         offset = 0 if aligned else 1
         cases.append(Expectation(Call(label, 2, c, size, kernel, stride, padding, dilation, m, "cl", offset, offset),
                                  launches, PIXEL_OFF))
+    for label, size, kernel, stride, padding in (("streamed, tensor cores off", 112, 3, 1, 1),
+                                                 ("streamed 7x7, tensor cores off", 112, 7, 1, 3),
+                                                 ("streamed 5x5 at stride 2, tensor cores off", 224, 5, 2, 2)):
+        passes = ("forward", "backward-input") if stride == 1 else ("forward",)
+        cases.append(Expectation(Call(label, 2, 24 * vector, size, kernel, stride, padding, 1, 1, "cl"),
+                                 {name: {stream: True, mma: False} for name in passes}, PIXEL_OFF + ("channels_last_mma",)))
     return cases
 
 
@@ -384,7 +391,7 @@ KERNEL_PATH_ROWS = [
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
     ("channels_last_register_tiled", "cl", 8, 8, (40, 33), (3, 3), 1, (1, 1),  # more threads than pixel takes
      {"forward": CHANNELS_LAST_REGISTER_TILED, "backward-input": CHANNELS_LAST_REGISTER_TILED}),
-    ("channels_last_stream", "cl", 2, 32, (112, 112), (7, 7), 1, (3, 3),  # 3x3/5x5's half types: channels_last_mma
+    ("channels_last_stream", "cl", 2, 32, (112, 112), (7, 7), 1, (3, 3),  # the half types: channels_last_mma's
      {"forward": CHANNELS_LAST_STREAM, "backward-input": CHANNELS_LAST_STREAM}),
     ("channels_last_mma", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1),
      {"forward": CHANNELS_LAST_MMA, "backward-input": CHANNELS_LAST_MMA}),
@@ -413,6 +420,8 @@ KERNEL_PATH_ROWS = [
 # Paths compiled for float and the half types only, and for the half types only.
 PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight"}
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma"}
+# Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
+PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 
 
 def kernel_path_cases(element_size):
@@ -423,6 +432,8 @@ def kernel_path_cases(element_size):
     for path, layout, n, c, size, kernel, stride, padding, takes in KERNEL_PATH_ROWS:
         call = Call(path, n, int(c * vector) if layout == "cl" else c, size, kernel, stride, padding, 1, 1, layout)
         if (element_size > 4 and path in PATHS_WITHOUT_DOUBLE) or (element_size != 2 and path in PATHS_OF_THE_HALF_TYPES):
+            takes = {}
+        if element_size == 2 and path in PATHS_BEHIND_THE_TENSOR_CORES:
             takes = {}
         cases.append((path, call, takes))
     return cases

@@ -1,12 +1,13 @@
 #pragma once
 // The tensor-core channels_last kernel: bfloat16 and half, square 3x3 and 5x5 (dilation 1, multiplier
-// 1), forward at stride 1 and 2 and backward-input (stride 1), on sm_80 and later. Its blocks stream bands of rows as
+// 1) forward at stride 1 and 2, 7x7 forward at stride 1, and backward-input (stride 1), on sm_80 and
+// later. Its blocks stream bands of rows as
 // channels_last_stream_kernel's do (a ring of input rows in shared memory, the next step's rows in
 // flight as cp.async copies), but a step's multiply-adds are warp matrix products
 // (DepthwiseConv2dCommon.cuh's multiply_add_16x8x8) instead of a thread's FMAs: the streamed kernel
 // issues about 26 instructions an output value at 3x3 and 48 at 5x5 (v26), its FMAs and the widening
 // of each 16-bit value among them, where an H100 at the byte floor has about 34 an output value to
-// spend. (7x7's 49 weight words a lane would not leave room in 128 registers for a task's sums.)
+// spend, and about 85 at 7x7.
 //
 // A warp owns one 16-byte channel vector (8 channels) of the block's and takes tasks of 32 output
 // columns (two tiles, at 3x3 and stride 1 where the strip is wider than 16; else one) x kMmaTaskRows
@@ -15,12 +16,12 @@
 // channels), B the tap's 8 weights on its diagonal (zero elsewhere). A's rows are input vectors in
 // the ring, a row address a lane (load_matrices), so that the window's shifts cost no data
 // movement; each input row's A for every shift is loaded once and serves every output row of the
-// task that reads it (6 rows of loads for 4 output rows at 3x3 and stride 1, 8 at 5x5; at stride 2
-// an input row serves one or two output rows at 3x3, two or three at 5x5). B is fixed for the
-// warp's channels and held in registers from the start. Of each product's 1,024 multiply-adds 128
-// are wanted: the tensor cores do the rest in less time than the CUDA cores would take for the 128,
-// and a warp issues a third to a half of the instructions (the machine code, 3x3: about 365 a task
-// of 1,024 output values, where the streamed kernel issues about 825 warp instructions for as many).
+// task that reads it (6 rows of loads for 4 output rows at 3x3 and stride 1, 8 at 5x5, 10 at 7x7;
+// at stride 2 an input row serves one or two output rows at 3x3, two or three at 5x5). B is fixed
+// for the warp's channels and held in registers from the start. Of each product's 1,024
+// multiply-adds 128 are wanted: the tensor cores do the rest in less time than the CUDA cores would
+// take for the 128, and a warp issues a third to a half of the instructions (the machine code, 3x3:
+// about 365 a task of 1,024 output values, where the streamed kernel issues about 825 for as many).
 //
 // The zeros of B also multiply the other channels' inputs, and 0 x inf is NaN: an infinite or NaN
 // input would spread to the other channels of its vector. Where a task's sums hold a NaN, the lane
@@ -44,12 +45,16 @@ constexpr int kMmaTaskRows = 4;           // output rows of a warp's task
 
 // Tiles across a task (a kernel's kTiles: 16 or 32 output columns) where the strip is wider than a
 // tile: 2 for 3x3 at stride 1; 1 for the rest, whose two-tile tasks spilled at the kernel's 128
-// registers (5x5's 25 weight words, stride 2's longer windows).
+// registers (5x5's 25 weight words, stride 2's longer windows; 7x7 runs at one block an SM).
 constexpr int mma_most_task_tiles(int kernel, int stride) {
   return kernel == 3 && stride == 1 ? 2 : 1;
 }
 constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channel vector
-constexpr int kMmaMinBlocks = 2;          // __launch_bounds__: 128 registers
+// Blocks an SM its __launch_bounds__ ask for: 2 (128 registers), and 1 at 7x7, whose 49 weight
+// words a lane spilled at 128 (it holds 160-170 without).
+constexpr int mma_min_blocks(int kernel) {
+  return kernel == 7 ? 1 : 2;
+}
 
 struct ChannelsLastMma {
   ChannelsLastStream ring;  // the strip (lanes_w: its output columns), the ring's rows and columns, the band's steps
@@ -86,7 +91,7 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 // channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
 // fewer). 32-bit indexing only.
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles>
-__global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_kernel(
+__global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -304,14 +309,14 @@ template <typename scalar_t, bool kBackward>
 using ChannelsLastMmaKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
                                        ChannelsLastMma);
 
-// Whether the kernel serves the pass: bfloat16 or half, square 3x3 or 5x5 at stride 1 or 2 (dilation
-// 1, multiplier 1; backward-input is always a stride-1 correlation here), channels a whole number of
-// 16-byte vectors, on a GPU with the warp matrix products.
+// Whether the kernel serves the pass: bfloat16 or half, square 3x3 or 5x5 at stride 1 or 2, 7x7 at
+// stride 1 (dilation 1, multiplier 1; backward-input is always a stride-1 correlation here), channels
+// a whole number of 16-byte vectors, on a GPU with the warp matrix products.
 template <typename scalar_t>
 bool has_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
   return sizeof(scalar_t) == 2 && gpu.compute_capability >= kWarpMatrixCapability &&
-         channels_last_register_kernels_serve<scalar_t>(g) && (g.kernel_h == 3 || g.kernel_h == 5) &&
-         (g.stride_h == 1 || g.stride_h == 2);
+         channels_last_register_kernels_serve<scalar_t>(g) &&
+         (g.kernel_h == 7 ? g.stride_h == 1 : g.stride_h == 1 || g.stride_h == 2);
 }
 
 // `launch` with bands of about `steps` steps (the plane's row steps shared evenly by the fewest
@@ -392,7 +397,7 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   }
   if (!best) return std::nullopt;
   const int64_t resident =
-      gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(kMmaMinBlocks));
+      gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(mma_min_blocks(g.kernel_h)));
   const int64_t strips = channel_blocks * g.batch * best->mma.ring.strips_w;
   const auto bands = [&](int64_t steps) { return (best->row_steps + steps - 1) / steps; };
   if (strips * bands(2) < resident) return std::nullopt;
@@ -404,16 +409,14 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                         g, steps);
 }
 
-// The kernel for a filter size (3 or 5), stride (1 or 2; 1 for backward-input) and tiles across a
-// task (1 or 2), or null.
+// The kernel for a filter size (3, 5 or 7), stride (1 or 2; 1 for 7x7 and backward-input) and tiles
+// across a task (1 or 2), or null.
 template <typename scalar_t, bool kBackward>
 ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int stride, int tiles) {
   return register_tiled_instance<!kBackward>(kernel, stride, [tiles](auto k, auto s) -> ChannelsLastMmaKernel<scalar_t, kBackward> {
     constexpr int kKernel = decltype(k)::value, kStride = decltype(s)::value;
     constexpr int kMostTiles = mma_most_task_tiles(kKernel, kStride);
-    if constexpr (kKernel == 7) {
-      return nullptr;
-    } else if constexpr (kMostTiles == 1) {
+    if constexpr (kMostTiles == 1) {
       return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1> : nullptr;
     } else {
       return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1>
