@@ -138,7 +138,7 @@ Strides4 strides_of(const Tensor& t) {
 
 // The PTX arch of the code this file's kernels run as on each device (cudaFuncGetAttributes'
 // ptxVersion of the probe below, compiled with them), 0 until check_kernels_run_on, which every
-// entry calls first, has read it: the device's own arch where the build holds it, an older one
+// entry calls first, has found the probe's code there and read it: the device's own arch where the build holds it, an older one
 // where the runtime compiles that arch's PTX for the device (TORCH_CUDA_ARCH_LIST="7.5+PTX" on an
 // H100 runs compute_75 code, which has no warp matrix products).
 std::array<std::atomic<int>, C10_COMPILE_TIME_MAX_GPUS>& code_archs() {
@@ -179,13 +179,11 @@ std::string compiled_archs() {
 // image is available for execution on the device", which names neither whose kernels nor the
 // fix: refuse before it, by name. Checked once a device.
 void check_kernels_run_on(c10::DeviceIndex device) {
-  static std::array<std::atomic<bool>, C10_COMPILE_TIME_MAX_GPUS> runs{};
-  if (runs[device].load(std::memory_order_relaxed)) return;
+  if (code_archs()[device].load(std::memory_order_relaxed) != 0) return;  // checked before
   cudaFuncAttributes attributes;
   const cudaError_t found = cudaFuncGetAttributes(&attributes, arch_probe_kernel);
   if (found == cudaSuccess) {
     code_archs()[device].store(attributes.ptxVersion, std::memory_order_relaxed);
-    runs[device].store(true, std::memory_order_relaxed);
     return;
   }
   (void)cudaGetLastError();  // not a sticky error: cleared, so that no later launch check reports it

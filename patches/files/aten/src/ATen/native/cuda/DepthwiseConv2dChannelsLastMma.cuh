@@ -247,8 +247,9 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
         const auto place = [&](int t, int r, int v) {
           return out + r * out_row_step + (2 * t + v / 2) * out_half_step + v % 2;
         };
+        const auto strip_column = [&](int t, int v) { return x_task + t * kMmaTilePixels + group + 8 * (v / 2); };
         const auto stored = [&](int t, int r, int v) {
-          const int x = x_task + t * kMmaTilePixels + group + 8 * (v / 2);  // of the strip
+          const int x = strip_column(t, v);
           return r < rows && x < s.lanes_w && x0 + x < dst_w;
         };
 #pragma unroll
@@ -281,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
           for (int i = 0; i < kTiles * kMmaTaskRows * 4; ++i) {
             const int t = i / (4 * kMmaTaskRows), r = i / 4 % kMmaTaskRows, v = i % 4, k = v % 2;
             if (!(nan_values >> i & 1u) || !stored(t, r, v)) continue;
-            const int x = x_task + t * kMmaTilePixels + group + 8 * (v / 2);
+            const int x = strip_column(t, v);
             float sum = k == 0 ? bias_pair[0] : bias_pair[1];  // not bias_pair[k]: that would put it on the stack
 #pragma unroll 1
             for (int tap = 0; tap < kTaps; ++tap) {
@@ -319,16 +320,12 @@ bool has_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
          (g.kernel_h == 7 ? g.stride_h == 1 : g.stride_h == 1 || g.stride_h == 2);
 }
 
-// `launch` with bands of about `steps` steps (the plane's row steps shared evenly by the fewest
-// bands of at most `steps`), or nothing where the grid would be too wide.
+// `launch` with bands of about `steps` steps (set_stream_bands), or nothing where the grid would be
+// too wide.
 inline std::optional<ChannelsLastMmaLaunch> with_mma_steps(ChannelsLastMmaLaunch launch, const PassGeometry& g,
                                                            int64_t steps) {
   const int64_t row_steps = (g.dst_h + launch.mma.step_rows - 1) / launch.mma.step_rows;
-  const int64_t bands = (row_steps + steps - 1) / steps;
-  const int64_t grid_x = bands * launch.mma.ring.strips_w;
-  if (grid_x > std::numeric_limits<int32_t>::max()) return std::nullopt;
-  launch.mma.ring.steps = static_cast<int>((row_steps + bands - 1) / bands);
-  launch.grid.x = static_cast<unsigned>(grid_x);
+  if (!set_stream_bands(launch.mma.ring, launch.grid, row_steps, steps)) return std::nullopt;
   return launch;
 }
 
@@ -398,15 +395,12 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   if (!best) return std::nullopt;
   const int64_t resident =
       gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(mma_min_blocks(g.kernel_h)));
-  const int64_t strips = channel_blocks * g.batch * best->mma.ring.strips_w;
-  const auto bands = [&](int64_t steps) { return (best->row_steps + steps - 1) / steps; };
-  if (strips * bands(2) < resident) return std::nullopt;
-  int64_t steps = 2;
-  while (steps < best->row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
+  const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
+  if (!steps) return std::nullopt;
   return with_mma_steps(ChannelsLastMmaLaunch{dim3(1, static_cast<unsigned>(channel_blocks),
                                                    static_cast<unsigned>(g.batch)),
                                               dim3(vectors, kThreads / vectors), best->mma, best->bytes},
-                        g, steps);
+                        g, *steps);
 }
 
 // The kernel for a filter size (3, 5 or 7), stride (1 or 2; 1 for 7x7 and backward-input) and tiles

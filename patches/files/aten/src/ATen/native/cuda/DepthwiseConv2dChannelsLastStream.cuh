@@ -202,17 +202,34 @@ ChannelsLastStreamKernel<scalar_t, kBackward> channels_last_stream_kernel_for(in
   });
 }
 
-// `launch` with bands of about `steps` steps (the plane's row steps shared evenly by the fewest
-// bands of at most `steps`), or nothing where the grid would be too wide.
+// Bands of about `steps` of a plane's `row_steps` steps (shared evenly by the fewest bands of at
+// most `steps`), for the streamed kernels: a full band's steps into `stream` and the grid's x (bands
+// x strips) into `grid`; false where that x would be too wide.
+inline bool set_stream_bands(ChannelsLastStream& stream, dim3& grid, int64_t row_steps, int64_t steps) {
+  const int64_t bands = (row_steps + steps - 1) / steps;
+  const int64_t grid_x = bands * stream.strips_w;
+  if (grid_x > std::numeric_limits<int32_t>::max()) return false;
+  stream.steps = static_cast<int>((row_steps + bands - 1) / bands);
+  grid.x = static_cast<unsigned>(grid_x);
+  return true;
+}
+
+// The steps a band of the streamed kernels takes: the most that leave kStreamWaves waves of blocks
+// (`strips` x bands of them) over the `resident` blocks the GPU holds at once, at least 2; nothing
+// where bands of 2 steps would not fill the GPU once.
+inline std::optional<int64_t> stream_band_steps(int64_t row_steps, int64_t strips, int64_t resident) {
+  const auto bands = [&](int64_t steps) { return (row_steps + steps - 1) / steps; };
+  if (strips * bands(2) < resident) return std::nullopt;
+  int64_t steps = 2;
+  while (steps < row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
+  return steps;
+}
+
+// `launch` with bands of about `steps` steps, or nothing where the grid would be too wide.
 inline std::optional<ChannelsLastStreamLaunch> with_stream_steps(ChannelsLastStreamLaunch launch, const PassGeometry& g,
                                                                  int64_t steps) {
   const int64_t step_rows = int64_t(launch.block.y) / launch.stream.lanes_w * kBlockRows;
-  const int64_t row_steps = (g.dst_h + step_rows - 1) / step_rows;
-  const int64_t bands = (row_steps + steps - 1) / steps;
-  const int64_t grid_x = bands * launch.stream.strips_w;
-  if (grid_x > std::numeric_limits<int32_t>::max()) return std::nullopt;
-  launch.stream.steps = static_cast<int>((row_steps + bands - 1) / bands);
-  launch.grid.x = static_cast<unsigned>(grid_x);
+  if (!set_stream_bands(launch.stream, launch.grid, (g.dst_h + step_rows - 1) / step_rows, steps)) return std::nullopt;
   return launch;
 }
 
@@ -289,11 +306,9 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
   const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, best->threads, best->launch.shared_bytes,
                                                                   registers_within_bounds(kStreamMinBlocks));
   const int64_t strips = int64_t(best->launch.grid.y) * best->launch.grid.z * best->launch.stream.strips_w;
-  const auto bands = [&](int64_t steps) { return (best->row_steps + steps - 1) / steps; };
-  if (strips * bands(2) < resident) return std::nullopt;
-  int64_t steps = 2;
-  while (steps < best->row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
-  return with_stream_steps(best->launch, g, steps);
+  const auto steps = stream_band_steps(best->row_steps, strips, resident);
+  if (!steps) return std::nullopt;
+  return with_stream_steps(best->launch, g, *steps);
 }
 
 }  // namespace at::native::dwconv
