@@ -111,8 +111,8 @@ class Problem:
 
     @property
     def label(self) -> str:
-        """"<set> <layer> b<batch> <dtype> <layout>": the problem as reports name it and MATCH searches it."""
-        return f"{self.layer.set} {self.layer.name} b{self.batch} {self.dtype} {self.layout}"
+        """The problem as reports name it and MATCH searches it (label_text)."""
+        return label_text(self.layer.set, self.layer.name, self.batch, self.dtype, self.layout)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -145,6 +145,12 @@ def problems(set_names: list[str] | None = None, configs_2d: tuple[tuple[str, st
                     inference = batch == INFERENCE_BATCH and not layer.conv1d
                     out.append(Problem(layer, batch, dtype, layout, INFERENCE_PASSES if inference else TRAINING_PASSES))
     return out
+
+
+def label_text(set_name: str, layer: str, batch: int, dtype: str, layout: str) -> str:
+    """"<set> <layer> b<batch> <dtype> <layout>": a problem as run_bench prints it, names the first one
+    a cut-short run left, and MATCH searches it."""
+    return f"{set_name} {layer} b{batch} {dtype} {layout}"
 
 
 def label_pattern(match: str) -> re.Pattern:

@@ -12,7 +12,7 @@ from math import exp, log
 from pathlib import Path
 
 from .floor import ELEMENT_BYTES
-from .layers import DEFAULT_SETS, GEOMEAN_SETS, problems
+from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
 from .schema import problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
@@ -34,7 +34,7 @@ def variant_title(variant: str) -> str:
 
 def problem_label(row: dict) -> str:
     """A row's problem as a cut-short run names the first one it left (run_bench's "next")."""
-    return f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']}"
+    return label_text(row["set"], row["layer"], row["batch"], row["dtype"], row["layout"])
 
 
 def row_key(row: dict) -> tuple:
