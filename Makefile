@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -56,6 +56,9 @@ docker: $(VENV)/.ready  ## the runtime image around the wheel in dist/ (`docker 
 
 test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check and the Docker lint)
 	$(PY) -m pytest tests
+
+race-check: $(VENV)/.ready  ## the kernels' whole emulator sweep under ThreadSanitizer: accesses no barrier orders (about 20 minutes; `make test` runs a part)
+	DWCONV_RACE_CASES=: $(PY) -m pytest tests/test_emulator.py -k "race"
 
 lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts
 	$(VENV)/bin/hadolint --config .hadolint.yaml docker/*.Dockerfile

@@ -1,6 +1,7 @@
 """The 2D depthwise kernels run on the CPU through tests/emulator (no GPU needed): every kernel,
-both layouts, 32/64-bit indexing, float/double/half, against float64 loops. Then proof that the
-emulator fails when the kernels are wrong, a missing __syncthreads() included."""
+both layouts, 32/64-bit indexing, float/double/half, against float64 loops; and, built with
+ThreadSanitizer, every kernel checked for accesses of a block's threads that no barrier orders. Then
+proof that the emulator fails when the kernels are wrong, a missing __syncthreads() included."""
 
 import math
 import os
@@ -26,13 +27,20 @@ KERNEL_HEADERS = tuple(sorted(str(path.relative_to(OURS))
                              for path in (OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh")))
 
 
-def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False) -> Path:
+# ThreadSanitizer's build: the race check of cuda_emulation.h, its reports with source lines.
+RACE_CHECKED = ("-fsanitize=thread", "-g")
+
+
+def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False,
+          race_checked: bool = False) -> Path:
     """The emulator, its headers looked up in include_roots in order; float32_only: the kernels
-    checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY)."""
+    checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY); race_checked: built
+    with ThreadSanitizer."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
-    binary = tmp_path / ("emulate_depthwise2d_float32" if float32_only else "emulate_depthwise2d")
+    binary = tmp_path / ("emulate_depthwise2d" + ("_float32" if float32_only else "") + ("_tsan" if race_checked else ""))
     subprocess.run(
         ["g++", "-std=c++20", optimization, "-pthread", *(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []),
+         *(RACE_CHECKED if race_checked else ()),
          *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
          *[f"-I{d}" for d in torch.include_dirs], str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
          f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
@@ -42,7 +50,8 @@ def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", 
 
 
 def run(binary: Path, *args: str):
-    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"})
     match = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert match, proc.stdout + proc.stderr
     return proc, int(match.group(1)), int(match.group(2))
@@ -126,22 +135,71 @@ def test_the_emulators_gpus_hold_what_the_plan_reports_sm_limits_say():
                           Gpu(1, f"sm_{name[2:]}").compute_capability], name
 
 
-def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
-    proc, passed, failed = run(build(tmp_path, [OURS]))
-    assert failed == 0 and proc.returncode == 0, proc.stdout
-    assert passed >= 800
+def assert_every_kernel_reached(proc: subprocess.CompletedProcess, least: int) -> None:
+    """The sweep's run checked every kernel, and every kernel the choice names, `least` times or more."""
     checked = dict(re.findall(r"^checked (.+): (\d+)$", proc.stdout, re.M))
     assert sorted(checked) == sorted(KERNELS_CHECKED), proc.stdout
-    assert all(int(count) >= 20 for count in checked.values()), proc.stdout
+    assert all(int(count) >= least for count in checked.values()), proc.stdout
     # Blocks with thread groups (grids the GPU holds at once) in both kernels that have them.
     grouped = dict(re.findall(r"^with thread groups, checked (.+): (\d+)$", proc.stdout, re.M))
     assert sorted(grouped) == ["large-filter", "register-tiled NCHW"], proc.stdout
-    assert all(int(count) >= 20 for count in grouped.values()), proc.stdout
+    assert all(int(count) >= least for count in grouped.values()), proc.stdout
     # Run as DepthwiseConv2d.cu runs them (chosen, then launched), the sweep reaches every kernel.
     dispatched = dict(re.findall(r"^dispatched to (\w+): (\d+)$", proc.stdout, re.M))
     choice = (OURS / "ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh").read_text()
     assert sorted(dispatched) == sorted(re.findall(r'return "(\w+_kernel)";', choice)), proc.stdout
-    assert all(int(count) >= 10 for count in dispatched.values()), proc.stdout
+    assert all(int(count) >= least // 2 for count in dispatched.values()), proc.stdout
+
+
+def test_kernels_match_float64_on_the_emulated_gpu(tmp_path):
+    proc, passed, failed = run(build(tmp_path, [OURS]))
+    assert failed == 0 and proc.returncode == 0, proc.stdout
+    assert passed >= 800
+    assert_every_kernel_reached(proc, least=20)
+
+
+# What a GPU leaves unordered, which the race check must report, and what it orders, which it must
+# not (tests/emulator/race_selftest.cpp): several of the races give the same values in every order.
+RACE_SCENARIOS = {
+    "neighbour read after a barrier": False,
+    "neighbour read without a barrier": True,
+    "one thread writes a flag": False,
+    "every thread writes the same flag": True,
+    "rewrite after a barrier": False,
+    "rewrite without a barrier": True,
+    "copy read after its wait and a barrier": False,
+    "copy read after its wait alone": True,
+    "copy over a slot read before a barrier": False,
+    "copy over a slot another thread still reads": True,
+    "ldmatrix after a barrier": False,
+    "ldmatrix of rows other lanes wrote": True,
+    "a shuffle between a write and a read": True,
+    "blocks reuse shared memory": False,
+    "threads write their own global elements": False,
+    "threads write one global element": True,
+}
+
+
+@pytest.fixture(scope="module")
+def race_selftest(tmp_path_factory):
+    binary = tmp_path_factory.mktemp("race") / "race_selftest"
+    subprocess.run(["g++", "-std=c++20", "-O1", *RACE_CHECKED, f"-I{EMULATOR}", str(EMULATOR / "race_selftest.cpp"),
+                    "-o", str(binary)], check=True, capture_output=True, text=True)
+    return binary
+
+
+@pytest.mark.parametrize("scenario, races", RACE_SCENARIOS.items())
+def test_the_race_check_reports_what_a_gpu_leaves_unordered(race_selftest, scenario, races):
+    proc = subprocess.run([str(race_selftest), scenario], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"})
+    assert proc.stdout == f"ran {scenario}\n", proc.stdout + proc.stderr
+    if races:
+        assert proc.returncode == 66 and "WARNING: ThreadSanitizer: data race" in proc.stderr, proc.stderr
+        # The report names the kernel's access (or, for ldmatrix, the lane's read of its row).
+        first_frame = re.search(r"^ +#0 (.*)$", proc.stderr, re.M).group(1)
+        assert "race_selftest.cpp" in first_frame or "load_matrices" in first_frame, proc.stderr
+    else:
+        assert proc.returncode == 0 and "ThreadSanitizer" not in proc.stderr, proc.stderr
 
 
 # Each mutation with the cases of the sweep that reach the code it breaks.
@@ -152,7 +210,7 @@ MUTATIONS = [
     (("if (kPartial && x0 + j >= dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NHWC register
     (("if (kPartial && x + j >= g.dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NCHW columns
     (("if (kPartial && y + i >= g.dst_h) return;", "if (kPartial && i >= kBlockRows) return;"), "7:8"),  # NCHW rows
-    (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), "12"),
+    (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), ":12"),
     (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "0:1"),
     # The block sums of the general NCHW and the row weight gradients (warp shuffles, then warps):
     (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {",
@@ -527,7 +585,21 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     return proc, failed
 
 
-MUTATED_RUNS = pytest.StashKey[dict]()
+# The sweep's cases that `make test` runs under the race check: every kernel checked and dispatched,
+# the streamed and tensor-core kernels at 3x3, 5x5 and 7x7 with inf and NaN, the ring and window
+# weight gradients (about 3 minutes of CPU, at nice 19 beside the other tests). `make race-check`
+# runs the whole sweep (DWCONV_RACE_CASES=:, about 20 minutes).
+RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "8,11,12,14,23,35,38,39,50,52,57,58,62,63,66,68,75")
+RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
+
+
+def run_race_checked(tmp_path: Path, cases: str):
+    """The emulator built with ThreadSanitizer, run over `cases`."""
+    proc, _, failed = run(build(tmp_path, [OURS], race_checked=True), cases)
+    return proc, failed
+
+
+EARLY_RUNS = pytest.StashKey[dict]()
 
 
 def _lowest_priority() -> None:
@@ -536,10 +608,14 @@ def _lowest_priority() -> None:
 
 
 def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
-    """Starts the selected mutations' builds and runs on every core, at nice 19, as soon as the
-    session is collected (tests/conftest.py): the other tests, which leave a core idle much of the
-    time, keep the CPU first, and the mutation tests, collected last, find most runs done."""
-    keys = [(item.callspec.params["mutation"], item.callspec.params["cases"]) for item in items]
+    """Starts the race-checked sweep and the selected mutations' builds and runs on every core, at
+    nice 19, as soon as the session is collected (tests/conftest.py): the other tests, which leave a
+    core idle much of the time, keep the CPU first, and the tests of these runs, collected last, find
+    most of them done."""
+    keys = [RACE_SWEEP] if any(item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu"
+                               for item in items) else []
+    keys += [(item.callspec.params["mutation"], item.callspec.params["cases"]) for item in items
+             if item.originalname == "test_emulator_catches_broken_kernels"]
     work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
     pool = None
     try:
@@ -550,12 +626,14 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
             future.set_exception(err)
     else:
         pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
-        runs = {key: pool.submit(run_mutated, Path(tempfile.mkdtemp(dir=work.name)), *key) for key in keys}
-    session.stash[MUTATED_RUNS] = {"pool": pool, "work": work, "runs": runs}
+        runs = {key: pool.submit(run_race_checked if key == RACE_SWEEP else run_mutated,
+                                 Path(tempfile.mkdtemp(dir=work.name)), *((RACE_CASES,) if key == RACE_SWEEP else key))
+                for key in keys}
+    session.stash[EARLY_RUNS] = {"pool": pool, "work": work, "runs": runs}
 
 
 def stop_early(session: pytest.Session) -> None:
-    started = session.stash.get(MUTATED_RUNS, None)
+    started = session.stash.get(EARLY_RUNS, None)
     if started:
         if started["pool"] is not None:
             started["pool"].shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
@@ -563,9 +641,9 @@ def stop_early(session: pytest.Session) -> None:
 
 
 @pytest.fixture
-def mutated_runs(request):
-    """Each mutation's run, started by start_early."""
-    return request.session.stash[MUTATED_RUNS]["runs"]
+def early_runs(request):
+    """The race-checked sweep's run and each mutation's, started by start_early."""
+    return request.session.stash[EARLY_RUNS]["runs"]
 
 
 def test_mutation_builds_run_at_nice_19_and_their_tests_last(request):
@@ -582,7 +660,17 @@ def test_mutation_builds_run_at_nice_19_and_their_tests_last(request):
 
 
 @pytest.mark.started_early
+def test_kernels_leave_no_race_on_the_emulated_gpu(early_runs):
+    """Built with ThreadSanitizer, the kernels over RACE_CASES: no two accesses of a block's threads
+    to one place, one a write, that no barrier orders, in shared or global memory."""
+    proc, failed = early_runs[RACE_SWEEP].result()
+    assert "ThreadSanitizer" not in proc.stderr, proc.stderr[-20000:]
+    assert failed == 0 and proc.returncode == 0, proc.stdout
+    assert_every_kernel_reached(proc, least=1)
+
+
+@pytest.mark.started_early
 @pytest.mark.parametrize("mutation, cases", MUTATIONS)
-def test_emulator_catches_broken_kernels(mutated_runs, mutation, cases):
-    proc, failed = mutated_runs[(mutation, cases)].result()
+def test_emulator_catches_broken_kernels(early_runs, mutation, cases):
+    proc, failed = early_runs[(mutation, cases)].result()
     assert failed > 0 and proc.returncode == 1, proc.stdout

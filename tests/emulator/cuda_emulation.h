@@ -25,7 +25,16 @@
 //   source when issued and land, by groups, when the thread waits for them in every other pair of
 //   blocks, and at once in the rest: a read that no wait covers shows stale data in the first, a
 //   copy issued into a slot that other threads still read shows in the second. A copy outside the
-//   launch's shared memory, or a thread that ends with copies it has not waited for, fails the launch.
+//   launch's shared memory, or a thread that ends with copies it has not waited for, fails the launch;
+// - built with -fsanitize=thread, ThreadSanitizer checks every memory access of the kernels against
+//   the orderings a GPU guarantees and no others (as compute-sanitizer's racecheck does, and past it
+//   for global memory within a block): each thread is a fiber of its own, __syncthreads() orders the
+//   block's threads, the launch orders its blocks one after another (blocks never share shared
+//   memory on a GPU, but here they share the buffer), and shuffles and matrix operations order
+//   nothing. An asynchronous copy writes its slot as the thread that issued it, at the copy or at its
+//   wait as above, so a copy into a slot another thread still reads, or a read of a landed copy that
+//   no barrier orders after the wait, is reported either way. The emulator's own bookkeeping is
+//   hidden from it. A race is a report, and the process exits 66 at its end.
 // Include it after every other header and before the kernels.
 
 #include <setjmp.h>
@@ -41,6 +50,14 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreWritesEnd(const char* file, int line);
+#endif
 
 struct dim3 {
   unsigned x, y, z;
@@ -62,6 +79,49 @@ inline bool async_copies_land_late = false;  // this block's: at the wait, else 
 inline std::size_t launch_shared_bytes = 0;
 inline unsigned long blocks_run = 0;
 
+// What ThreadSanitizer sees, where the emulator is built with it (else each is nothing): which
+// fiber runs, which accesses are the emulator's own, and the orderings a GPU gives.
+namespace race_check {
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kOn = true;
+inline void* scheduler_fiber = nullptr;
+inline void* new_fiber() { return __tsan_create_fiber(0); }
+inline void delete_fiber(void* fiber) { __tsan_destroy_fiber(fiber); }
+inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch_to_fiber_no_sync); }
+inline void* current_fiber() { return __tsan_get_current_fiber(); }
+inline void release(void* token) { __tsan_release(token); }
+inline void acquire(void* token) { __tsan_acquire(token); }
+// The emulator's bookkeeping (a fiber's state, its values at a warp meeting), written by a fiber
+// and read by the scheduler: not the kernel's memory, and ordered by the fiber switches.
+struct Bookkeeping {
+  Bookkeeping() {
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~Bookkeeping() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  }
+  Bookkeeping(const Bookkeeping&) = delete;
+  Bookkeeping& operator=(const Bookkeeping&) = delete;
+};
+#else
+constexpr bool kOn = false;
+inline void* scheduler_fiber = nullptr;
+inline void* new_fiber() { return nullptr; }
+inline void delete_fiber(void*) {}
+inline void switch_to(void*) {}
+inline void* current_fiber() { return nullptr; }
+inline void release(void*) {}
+inline void acquire(void*) {}
+struct Bookkeeping {
+  Bookkeeping() = default;
+  Bookkeeping(const Bookkeeping&) = delete;
+  Bookkeeping& operator=(const Bookkeeping&) = delete;
+};
+#endif
+}  // namespace race_check
+
 // An asynchronous copy not landed yet: its 16 bytes, read when it was issued.
 struct PendingCopy {
   unsigned char* dst;
@@ -81,6 +141,7 @@ struct Fiber {
   ucontext_t context{};  // where it starts
   jmp_buf resume_point;  // where it stopped, once started
   bool started = false;
+  void* race_fiber;      // its thread for ThreadSanitizer
   State state = State::kFinished;
   void* memory;
   // At a warp meeting: which operation; for a shuffle, the mask, the value this lane offers, the
@@ -89,6 +150,7 @@ struct Fiber {
   enum class WarpOp { kShuffleDown, kLoadMatrices, kMultiplyAdd };
   WarpOp warp_op = WarpOp::kShuffleDown;
   const void* matrix_row = nullptr;
+  unsigned char matrix_row_bytes[16] = {};  // read by this lane, as the GPU reads them
   int matrix_count = 0;
   int matrix_call = 0;  // the place of the call (its source line), which every lane must share
   std::uint32_t fragment_a[2] = {}, fragment_b = 0;
@@ -118,8 +180,12 @@ struct Fiber {
     context.uc_stack.ss_size = kStackBytes;
     context.uc_link = nullptr;
     makecontext(&context, entry, 0);
+    race_fiber = race_check::new_fiber();
   }
-  ~Fiber() { munmap(memory, kGuardBytes + kStackBytes); }
+  ~Fiber() {
+    race_check::delete_fiber(race_fiber);
+    munmap(memory, kGuardBytes + kStackBytes);
+  }
   Fiber(const Fiber&) = delete;
   Fiber& operator=(const Fiber&) = delete;
 };
@@ -131,15 +197,17 @@ inline Fiber* running = nullptr;
 // Switches between the scheduler and a fiber. swapcontext saves and restores the signal mask, a
 // system call each way, which was half of the emulator's time; _setjmp/_longjmp save none, and
 // setcontext only starts a fiber. Where _FORTIFY_SOURCE makes _longjmp refuse a jump to another
-// stack (__longjmp_chk), the switches stay swapcontext.
+// stack (__longjmp_chk), and under ThreadSanitizer (whose fibers are made for swapcontext), the
+// switches stay swapcontext.
 #if defined(__USE_FORTIFY_LEVEL) && __USE_FORTIFY_LEVEL > 0
 constexpr bool kJumpSwitches = false;
 #else
-constexpr bool kJumpSwitches = true;
+constexpr bool kJumpSwitches = !race_check::kOn;
 #endif
 
 // From the scheduler: runs `fiber` until it next stops.
 inline void resume(Fiber& fiber) {
+  race_check::switch_to(fiber.race_fiber);
   if constexpr (kJumpSwitches) {
     if (_setjmp(scheduler_point) != 0) return;
     if (fiber.started) _longjmp(fiber.resume_point, 1);
@@ -152,6 +220,7 @@ inline void resume(Fiber& fiber) {
 
 // From a fiber: back to the scheduler, to go on from here when resumed.
 inline void suspend(Fiber& self) {
+  race_check::switch_to(race_check::scheduler_fiber);
   if constexpr (kJumpSwitches) {
     if (_setjmp(self.resume_point) == 0) _longjmp(scheduler_point, 1);
   } else {
@@ -164,17 +233,39 @@ inline const void* block_body_args = nullptr;
 // Fibers outlive launches: made on first need, reused by every later block.
 inline std::vector<std::unique_ptr<Fiber>> fibers;
 
+// A block runs after the one before it: the scheduler acquires what every thread of a block
+// released at its end (block_end_token), and each thread of the next acquires, as it starts, what
+// the scheduler released before the block (block_start_token): the earlier blocks and the launching
+// thread's writes, and nothing of its own block's threads that ran before it.
+inline char block_start_token, block_end_token;
+// A thread at a barrier releases into the token of the barrier's generation (its parity) and
+// acquires from it once every thread has arrived: a thread already past barrier g cannot release
+// into g + 2's token before every thread has acquired g's.
+inline char barrier_tokens[2];
+inline unsigned long barrier_generation = 0;
+
 inline void fiber_main() {
   for (;;) {  // one pass a block; resumed by the scheduler for the next
+    race_check::acquire(&block_start_token);
     block_body(block_body_args);
     if (!running->open_copies.empty() || !running->copy_groups.empty()) {
-      ++unwaited_async_copies;
+      {
+        race_check::Bookkeeping quiet;
+        ++unwaited_async_copies;
+      }
       running->open_copies.clear();
       running->copy_groups.clear();
     }
+    race_check::release(&block_end_token);
     running->state = Fiber::State::kFinished;
     suspend(*running);
   }
+}
+
+// Counts a 16-byte access off a 16-byte boundary, from any thread.
+inline void count_misaligned_vector_access() {
+  race_check::Bookkeeping quiet;
+  ++misaligned_vector_accesses;
 }
 
 inline void sync_threads(const char* file, int line) {
@@ -182,7 +273,10 @@ inline void sync_threads(const char* file, int line) {
   self->state = Fiber::State::kAtBarrier;
   self->barrier_file = file;
   self->barrier_line = line;
+  void* const token = &barrier_tokens[barrier_generation % 2];
+  race_check::release(token);
   suspend(*self);
+  race_check::acquire(token);
 }
 
 constexpr unsigned kWarpLanes = 32;
@@ -215,6 +309,11 @@ inline void load_matrices(std::uint32_t* words, int count, const void* row, int 
   Fiber* self = running;
   self->warp_op = Fiber::WarpOp::kLoadMatrices;
   self->matrix_row = row;
+  const auto* bytes = static_cast<const unsigned char*>(row);
+  if (reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && bytes >= shared_memory &&
+      bytes + 16 <= shared_memory + launch_shared_bytes) {
+    std::memcpy(self->matrix_row_bytes, row, 16);
+  }
   self->matrix_count = count;
   self->matrix_call = call;
   self->state = Fiber::State::kAtShuffle;
@@ -245,11 +344,12 @@ inline void land(const std::vector<PendingCopy>& copies) {
 inline void copy_async_16(void* dst, const void* src, bool inside) {
   auto* to = static_cast<unsigned char*>(dst);
   if (to < shared_memory || to + 16 > shared_memory + launch_shared_bytes) {
+    race_check::Bookkeeping quiet;
     ++stray_async_copies;
     return;
   }
   if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % 16 != 0)) {
-    ++misaligned_vector_accesses;
+    count_misaligned_vector_access();
   }
   PendingCopy copy{to, {}};
   if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
@@ -304,8 +404,7 @@ inline void resolve_load_matrices(unsigned threads, Fiber* const* lanes) {
   }
   for (unsigned l = 0; l < kWarpLanes; ++l) {
     for (unsigned i = 0; i < static_cast<unsigned>(count); ++i) {
-      const auto* row = static_cast<const unsigned char*>(lanes[8 * i + l / 4]->matrix_row);
-      std::memcpy(&lanes[l]->fragment_out[i], row + 4 * (l % 4), 4);
+      std::memcpy(&lanes[l]->fragment_out[i], lanes[8 * i + l / 4]->matrix_row_bytes + 4 * (l % 4), 4);
     }
   }
 }
@@ -385,7 +484,11 @@ inline void resolve_shuffles(unsigned threads) {
   }
 }
 
+// The scheduler's own accesses (the fibers' states, the warp meetings) are bookkeeping, hidden
+// from ThreadSanitizer; a block's threads are ordered after the launching thread and every earlier block.
 inline void run_block(unsigned threads, bool ascending) {
+  race_check::Bookkeeping quiet;
+  race_check::release(&block_start_token);
   while (fibers.size() < threads) fibers.push_back(std::make_unique<Fiber>(fiber_main));
   for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
   for (;;) {
@@ -405,7 +508,10 @@ inline void run_block(unsigned threads, bool ascending) {
       resolve_shuffles(threads);
       continue;
     }
-    if (at_barrier == 0) return;
+    if (at_barrier == 0) {
+      race_check::acquire(&block_end_token);
+      return;
+    }
     if (at_barrier < threads) {
       fail_block(threads, "__syncthreads() reached by some of a block's threads, not all (a GPU would hang)");
     }
@@ -418,6 +524,7 @@ inline void run_block(unsigned threads, bool ascending) {
                                 std::to_string(b.barrier_line) + " (undefined on a GPU)");
       }
     }
+    ++barrier_generation;
     for (unsigned t = 0; t < threads; ++t) fibers[t]->state = Fiber::State::kRunnable;
   }
 }
@@ -450,17 +557,25 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   stray_async_copies = 0;
   unwaited_async_copies = 0;
   launch_shared_bytes = shared_bytes;
+  {
+    race_check::Bookkeeping quiet;
+    race_check::scheduler_fiber = race_check::current_fiber();
+  }
   static unsigned launches = 0;
   ++launches;
   for (unsigned bz = 0; bz < grid.z; ++bz) {
     for (unsigned by = 0; by < grid.y; ++by) {
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         // NaN for floats: unwritten reads show; the guard zone past the end shows writes there.
-        std::memset(shared_memory, 0xff, shared_bytes + kSharedGuardBytes);
+        {
+          race_check::Bookkeeping quiet;
+          std::memset(shared_memory, 0xff, shared_bytes + kSharedGuardBytes);
+        }
         block_index = dim3(bx, by, bz);
         async_copies_land_late = (blocks_run++ / 2) % 2 == 0;
         run_block(block.x * block.y * block.z, (bx + by + bz + launches) % 2 == 0);
         const unsigned char* guard = shared_memory + shared_bytes;
+        race_check::Bookkeeping quiet;
         if (std::any_of(guard, guard + kSharedGuardBytes, [](unsigned char byte) { return byte != 0xff; })) {
           throw std::runtime_error("emulated launch wrote past its dynamic shared memory (" +
                                    std::to_string(shared_bytes) + " bytes)");
@@ -495,7 +610,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define __align__(n) alignas(n)
 #define __shared__ static
 #define DWCONV_EXPECT_ALIGNED(address) \
-  (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : void(++dwconv_emu::misaligned_vector_accesses))
+  (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
 #define DWCONV_EMULATED_ASYNC_COPIES
 #define DWCONV_EMULATED_WARP_MATRICES

@@ -1155,10 +1155,35 @@ void check_grid_stride_bound() {
   }
 }
 
+std::vector<size_t> every_case(size_t count) {
+  std::vector<size_t> all(count);
+  for (size_t i = 0; i < count; ++i) all[i] = i;
+  return all;
+}
+
+// The cases CASES names (the usage above main), in its order.
+std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
+  std::vector<size_t> chosen;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string item = spec.substr(start, comma - start);
+    const auto colon = item.find(':');
+    const size_t first = colon == 0 ? 0 : std::stoul(item.substr(0, colon));
+    const std::string end = colon == std::string::npos ? "" : item.substr(colon + 1);
+    const size_t last = colon == std::string::npos ? first + 1 : end.empty() ? count : std::min(count, size_t(std::stoul(end)));
+    if (first >= count && colon == std::string::npos) throw std::out_of_range("no case " + item);
+    for (size_t i = first; i < last; ++i) chosen.push_back(i);
+    start = comma + 1;
+  }
+  return chosen;
+}
+
 }  // namespace
 
-// Usage: emulate_depthwise2d [END | BEGIN:END], the cases of the sweep to run (default: all);
-// emulate_depthwise2d --list, the sweep's cases with their indices.
+// Usage: emulate_depthwise2d [CASES], the cases of the sweep to run (default: all), comma-separated
+// items each a case (7) or a range (3:9, :9 or 3:, 9 not included); emulate_depthwise2d --list, the
+// sweep's cases with their indices.
 // Built with DWCONV_EMULATE_FLOAT32_ONLY, it checks the kernels in float with 32-bit indices only:
 // half the build time, for the planted-bug runs that a float run catches.
 int main(int argc, char** argv) {
@@ -1168,18 +1193,12 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < cases.size(); ++i) std::printf("%zu [%s]\n", i, cases[i].str().c_str());
     return 0;
   }
-  size_t begin = 0, end = cases.size();
-  if (argc > 1) {
-    const std::string range = argv[1];
-    const auto colon = range.find(':');
-    if (colon != std::string::npos) begin = std::stoul(range.substr(0, colon));
-    end = std::min(end, size_t(std::stoul(colon == std::string::npos ? range : range.substr(colon + 1))));
-  }
+  const std::vector<size_t> chosen = argc > 1 ? chosen_cases(argv[1], cases.size()) : every_case(cases.size());
   check_bench_layers_planned<c10::Half>("half");  // bf16's sizes are half's
   check_bench_layers_planned<float>("float");
   check_bench_layers_planned<double>("double");
   check_grid_stride_bound();
-  for (size_t i = begin; i < end; ++i) {
+  for (const size_t i : chosen) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
     const Problem p(cases[i], rng);
     try {
