@@ -563,12 +563,9 @@ MUTATIONS = [
 HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh"}
 
 
-def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
-    """The emulator built from the kernels with `mutation` made, run over `cases`. Built without
-    optimisation: the build is most of the time, and these runs are short. The float-only build
-    first, which takes half as long and catches most bugs; where it passes, the whole one (double,
-    half and 64-bit indices too), so that only a bug every build misses goes uncaught. A header of
-    the half types' kernels alone (HALF_TYPES_ONLY) goes straight to the whole build."""
+def mutated_header(tmp_path: Path, mutation: tuple[str, str]) -> tuple[Path, str]:
+    """(an include root holding the one kernel header `mutation` changes, with the change made,
+    that header's name), for the emulator's build ahead of OURS."""
     old, new = mutation
     texts = {header: (OURS / header).read_text() for header in KERNEL_HEADERS}
     holders = [header for header, text in texts.items() if old in text]
@@ -577,7 +574,17 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     mutated = tmp_path / "src"
     (mutated / holders[0]).parent.mkdir(parents=True)
     (mutated / holders[0]).write_text(texts[holders[0]].replace(old, new))
-    builds = (False,) if holders[0] in HALF_TYPES_ONLY else (True, False)
+    return mutated, holders[0]
+
+
+def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
+    """The emulator built from the kernels with `mutation` made, run over `cases`. Built without
+    optimisation: the build is most of the time, and these runs are short. The float-only build
+    first, which takes half as long and catches most bugs; where it passes, the whole one (double,
+    half and 64-bit indices too), so that only a bug every build misses goes uncaught. A header of
+    the half types' kernels alone (HALF_TYPES_ONLY) goes straight to the whole build."""
+    mutated, header = mutated_header(tmp_path, mutation)
+    builds = (False,) if header in HALF_TYPES_ONLY else (True, False)
     for float32_only in builds:
         proc, _, failed = run(build(tmp_path, [mutated, OURS], "-O0", float32_only), cases)  # mutated header first
         if failed > 0:
@@ -585,11 +592,27 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     return proc, failed
 
 
+# Barriers whose removal no order of the emulator's shows (every case of the sweep passes without
+# them: a warp meeting holds the writer back until the readers have read), each with a case that
+# reaches it: the race check must report each.
+RACE_MUTATIONS = [
+    (("__syncthreads();  // no thread still reads warp_sums", "// barrier removed"), "1"),  # the next taps' sums
+]
+
+
+def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
+    """The emulator built with ThreadSanitizer from the kernels with `mutation` made, run over `cases`."""
+    mutated, _ = mutated_header(tmp_path, mutation)
+    proc, _, failed = run(build(tmp_path, [mutated, OURS], race_checked=True), cases)
+    return proc, failed
+
+
 # The sweep's cases that `make test` runs under the race check: every kernel checked and dispatched,
 # the streamed and tensor-core kernels at 3x3, 5x5 and 7x7 with inf and NaN, the ring and window
-# weight gradients (about 3 minutes of CPU, at nice 19 beside the other tests). `make race-check`
-# runs the whole sweep (DWCONV_RACE_CASES=:, about 20 minutes).
-RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "8,11,12,14,23,35,38,39,50,52,57,58,62,63,66,68,75")
+# weight gradients, channel multipliers (the backward-inputs' loops over a group's members) and a
+# thread group's blocks going on to a next item (about 4 minutes of CPU, at nice 19 beside the other
+# tests). `make race-check` runs the whole sweep (DWCONV_RACE_CASES=:, about 18 minutes).
+RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75")
 RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
 
 
@@ -602,6 +625,11 @@ def run_race_checked(tmp_path: Path, cases: str):
 EARLY_RUNS = pytest.StashKey[dict]()
 
 
+def early_key(mutation: tuple[str, str], cases: str, race_checked: bool) -> tuple:
+    """A planted bug's key among the runs started early."""
+    return (mutation, cases, race_checked)
+
+
 def _lowest_priority() -> None:
     """Nice 19 for the calling thread and the processes it starts (Linux keeps a nice value a thread)."""
     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
@@ -612,10 +640,17 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
     nice 19, as soon as the session is collected (tests/conftest.py): the other tests, which leave a
     core idle much of the time, keep the CPU first, and the tests of these runs, collected last, find
     most of them done."""
-    keys = [RACE_SWEEP] if any(item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu"
-                               for item in items) else []
-    keys += [(item.callspec.params["mutation"], item.callspec.params["cases"]) for item in items
-             if item.originalname == "test_emulator_catches_broken_kernels"]
+    jobs = {}  # key: (function, its arguments after the work folder), the longest first
+    for item in items:
+        if item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu":
+            jobs[RACE_SWEEP] = (run_race_checked, (RACE_CASES,))
+    for item in items:
+        if item.originalname in ("test_emulator_catches_broken_kernels", "test_race_check_catches_what_no_order_shows"):
+            params = item.callspec.params
+            race = item.originalname == "test_race_check_catches_what_no_order_shows"
+            jobs[early_key(params["mutation"], params["cases"], race)] = (
+                run_race_mutated if race else run_mutated, (params["mutation"], params["cases"]))
+    keys = list(jobs)
     work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
     pool = None
     try:
@@ -626,9 +661,8 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
             future.set_exception(err)
     else:
         pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
-        runs = {key: pool.submit(run_race_checked if key == RACE_SWEEP else run_mutated,
-                                 Path(tempfile.mkdtemp(dir=work.name)), *((RACE_CASES,) if key == RACE_SWEEP else key))
-                for key in keys}
+        runs = {key: pool.submit(function, Path(tempfile.mkdtemp(dir=work.name)), *args)
+                for key, (function, args) in jobs.items()}
     session.stash[EARLY_RUNS] = {"pool": pool, "work": work, "runs": runs}
 
 
@@ -670,7 +704,14 @@ def test_kernels_leave_no_race_on_the_emulated_gpu(early_runs):
 
 
 @pytest.mark.started_early
+@pytest.mark.parametrize("mutation, cases", RACE_MUTATIONS)
+def test_race_check_catches_what_no_order_shows(early_runs, mutation, cases):
+    proc, _ = early_runs[early_key(mutation, cases, True)].result()
+    assert proc.returncode == 66 and "WARNING: ThreadSanitizer: data race" in proc.stderr, proc.stdout + proc.stderr
+
+
+@pytest.mark.started_early
 @pytest.mark.parametrize("mutation, cases", MUTATIONS)
 def test_emulator_catches_broken_kernels(early_runs, mutation, cases):
-    proc, failed = early_runs[(mutation, cases)].result()
+    proc, failed = early_runs[early_key(mutation, cases, False)].result()
     assert failed > 0 and proc.returncode == 1, proc.stdout

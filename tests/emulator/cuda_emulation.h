@@ -91,8 +91,10 @@ inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch
 inline void* current_fiber() { return __tsan_get_current_fiber(); }
 inline void release(void* token) { __tsan_release(token); }
 inline void acquire(void* token) { __tsan_acquire(token); }
-// The emulator's bookkeeping (a fiber's state, its values at a warp meeting), written by a fiber
-// and read by the scheduler: not the kernel's memory, and ordered by the fiber switches.
+// The emulator's bookkeeping (a fiber's state, its values at a warp meeting, the counts of
+// faults), shared by the fibers and the scheduler: not the kernel's memory. The fiber switches
+// order it, but are made without synchronisation so as not to order the kernel's threads, so
+// ThreadSanitizer is told to look away while it is read and written.
 struct Bookkeeping {
   Bookkeeping() {
     AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
