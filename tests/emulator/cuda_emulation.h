@@ -13,7 +13,7 @@
 //   block of whole warps); a shuffle some of a warp's lanes reach fails the launch;
 // - the warp matrix operations (ldmatrix .x1/.x2/.x4 and mma.sync m16n8k8: DWCONV_EMULATED_WARP_MATRICES)
 //   are such meetings too, computed from the fragment layouts DepthwiseConv2dCommon.cuh describes
-//   (the products in float, summed in k order); a row address off 16 bytes or outside the launch's
+//   (the products in float, summed in k order; each lane reads its ldmatrix row as it arrives); a row address off 16 bytes or outside the launch's
 //   shared memory, or a warp whose lanes meet at different operations or different calls of one
 //   (PTX's .aligned: every lane at the same instruction), fails the launch;
 // - __shared__ arrays become function statics (one block runs at a time), and the
@@ -31,10 +31,13 @@
 //   for global memory within a block): each thread is a fiber of its own, __syncthreads() orders the
 //   block's threads, the launch orders its blocks one after another (blocks never share shared
 //   memory on a GPU, but here they share the buffer), and shuffles and matrix operations order
-//   nothing. An asynchronous copy writes its slot as the thread that issued it, at the copy or at its
-//   wait as above, so a copy into a slot another thread still reads, or a read of a landed copy that
-//   no barrier orders after the wait, is reported either way. The emulator's own bookkeeping is
-//   hidden from it. A race is a report, and the process exits 66 at its end.
+//   nothing. An asynchronous copy, which a GPU may land
+//   at any time up to its wait, writes its slot as the thread that issued it at the copy, again after
+//   each barrier the thread passes with it in flight, and at its wait, in both kinds of block: a copy
+//   into a slot another thread still reads, an access to it while in flight, or a read of it that no
+//   barrier orders after the wait is reported. The emulator's own bookkeeping is hidden from it. A
+//   race is a report, and the process exits 66 at its end. Blocks run one after another, so races
+//   between the blocks of a launch in global memory are not seen.
 // Include it after every other header and before the kernels.
 
 #include <setjmp.h>
@@ -53,6 +56,7 @@
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
+extern "C" void __tsan_write_range(void* address, unsigned long size);
 extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
 extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
 extern "C" void AnnotateIgnoreWritesBegin(const char* file, int line);
@@ -91,6 +95,8 @@ inline void switch_to(void* fiber) { __tsan_switch_to_fiber(fiber, __tsan_switch
 inline void* current_fiber() { return __tsan_get_current_fiber(); }
 inline void release(void* token) { __tsan_release(token); }
 inline void acquire(void* token) { __tsan_acquire(token); }
+// A write of `bytes` bytes at `address` by the running fiber, made by no instruction of it (a copy in flight).
+inline void write(void* address, unsigned long bytes) { __tsan_write_range(address, bytes); }
 // The emulator's bookkeeping (a fiber's state, its values at a warp meeting, the counts of
 // faults), shared by the fibers and the scheduler: not the kernel's memory. The fiber switches
 // order it, but are made without synchronisation so as not to order the kernel's threads, so
@@ -116,6 +122,7 @@ inline void switch_to(void*) {}
 inline void* current_fiber() { return nullptr; }
 inline void release(void*) {}
 inline void acquire(void*) {}
+inline void write(void*, unsigned long) {}
 struct Bookkeeping {
   Bookkeeping() = default;
   Bookkeeping(const Bookkeeping&) = delete;
@@ -124,10 +131,12 @@ struct Bookkeeping {
 #endif
 }  // namespace race_check
 
-// An asynchronous copy not landed yet: its 16 bytes, read when it was issued.
+// An asynchronous copy not waited for: its 16 bytes, read when it was issued, and whether they have
+// landed (at the copy, in the blocks where copies land at once).
 struct PendingCopy {
   unsigned char* dst;
   unsigned char bytes[16];
+  bool landed;
 };
 // The threads a block may have: the kernels' __launch_bounds__ (which the emulation cannot read
 // off each kernel, so a program sets the bound its kernels share). A GPU refuses a launch of more.
@@ -279,6 +288,12 @@ inline void sync_threads(const char* file, int line) {
   race_check::release(token);
   suspend(*self);
   race_check::acquire(token);
+  if constexpr (race_check::kOn) {  // a copy in flight may land in this barrier interval too
+    for (const PendingCopy& copy : self->open_copies) race_check::write(copy.dst, sizeof(copy.bytes));
+    for (const auto& group : self->copy_groups) {
+      for (const PendingCopy& copy : group) race_check::write(copy.dst, sizeof(copy.bytes));
+    }
+  }
 }
 
 constexpr unsigned kWarpLanes = 32;
@@ -338,8 +353,15 @@ inline void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std:
   std::memcpy(d, self->fragment_out, sizeof(d));
 }
 
+// At its wait: a copy lands where it has not yet, and writes its slot (for the race check) where it has.
 inline void land(const std::vector<PendingCopy>& copies) {
-  for (const PendingCopy& copy : copies) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+  for (const PendingCopy& copy : copies) {
+    if (copy.landed) {
+      race_check::write(copy.dst, sizeof(copy.bytes));
+    } else {
+      std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+    }
+  }
 }
 
 // cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read).
@@ -353,13 +375,14 @@ inline void copy_async_16(void* dst, const void* src, bool inside) {
   if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % 16 != 0)) {
     count_misaligned_vector_access();
   }
-  PendingCopy copy{to, {}};
+  PendingCopy copy{to, {}, !async_copies_land_late};
   if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
-  if (async_copies_land_late) {
-    running->open_copies.push_back(copy);
+  if (copy.landed) {
+    std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
   } else {
-    land({copy});
+    race_check::write(copy.dst, sizeof(copy.bytes));
   }
+  running->open_copies.push_back(copy);
 }
 
 inline void commit_async_copies() {
@@ -379,6 +402,13 @@ inline void wait_async_copies(int pending) {
 
 // Fails the launch: the threads stopped mid-kernel are never resumed, so they are made anew.
 [[noreturn]] inline void fail_block(unsigned threads, const std::string& why) {
+  for (unsigned t = 0; t < threads; ++t) {  // what they did comes before the host's next step, as at a block's end
+    if (fibers[t]->state == Fiber::State::kFinished) continue;
+    race_check::switch_to(fibers[t]->race_fiber);
+    race_check::release(&block_end_token);
+    race_check::switch_to(race_check::scheduler_fiber);
+  }
+  race_check::acquire(&block_end_token);
   for (unsigned t = 0; t < threads; ++t) {
     if (fibers[t]->state != Fiber::State::kFinished) fibers[t] = std::make_unique<Fiber>(fiber_main);
   }
@@ -550,17 +580,17 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
     throw std::runtime_error("emulated launch has more threads a block than the kernels' __launch_bounds__ (" +
                              std::to_string(launch_bound_threads) + "): a GPU refuses it");
   }
-  grid_dim = grid;
-  block_dim = block;
   const auto body = [&] { kernel(args...); };
-  block_body = [](const void* b) { (*static_cast<decltype(body)*>(b))(); };
-  block_body_args = &body;
-  misaligned_vector_accesses = 0;
-  stray_async_copies = 0;
-  unwaited_async_copies = 0;
-  launch_shared_bytes = shared_bytes;
   {
     race_check::Bookkeeping quiet;
+    grid_dim = grid;
+    block_dim = block;
+    block_body = [](const void* b) { (*static_cast<decltype(body)*>(b))(); };
+    block_body_args = &body;
+    misaligned_vector_accesses = 0;
+    stray_async_copies = 0;
+    unwaited_async_copies = 0;
+    launch_shared_bytes = shared_bytes;
     race_check::scheduler_fiber = race_check::current_fiber();
   }
   static unsigned launches = 0;
@@ -572,9 +602,9 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
         {
           race_check::Bookkeeping quiet;
           std::memset(shared_memory, 0xff, shared_bytes + kSharedGuardBytes);
+          block_index = dim3(bx, by, bz);
+          async_copies_land_late = (blocks_run++ / 2) % 2 == 0;
         }
-        block_index = dim3(bx, by, bz);
-        async_copies_land_late = (blocks_run++ / 2) % 2 == 0;
         run_block(block.x * block.y * block.z, (bx + by + bz + launches) % 2 == 0);
         const unsigned char* guard = shared_memory + shared_bytes;
         race_check::Bookkeeping quiet;

@@ -1,7 +1,8 @@
 // Checks the emulator's race check (cuda_emulation.h built with -fsanitize=thread): each scenario,
-// named on the command line, is one launch that a GPU either orders (ThreadSanitizer must stay
+// named on the command line, is a launch that a GPU either orders (ThreadSanitizer must stay
 // silent) or leaves racing (it must report, in the kernel below). Several races here give the
-// same values in every order the emulator runs threads in, which only the race check can see.
+// same values in every order the emulator runs threads in, which only the race check can see. The
+// asynchronous copies' scenarios run in each kind of block: copies landing at the wait, and at the copy.
 // Prints "ran <scenario>"; ThreadSanitizer's reports go to stderr and make the exit status 66.
 
 #include <cstdint>
@@ -83,6 +84,22 @@ __global__ void copy_over_read_slot(const Vector* src, int* out, bool barrier) {
   out[t] = seen + slots[t].values[0];
 }
 
+// A thread copies into its slot and passes a barrier with the copy in flight before its wait; a GPU
+// may land the copy in the interval after that barrier, where its neighbour reads the slot (or not).
+__global__ void copy_across_a_barrier(const Vector* src, int* out, bool neighbour_reads_in_flight) {
+  DWCONV_SHARED_BYTES(raw);
+  auto* slots = reinterpret_cast<Vector*>(raw);
+  const unsigned t = threadIdx.x;
+  dwconv_emu::copy_async_16(&slots[t], &src[t], true);
+  dwconv_emu::commit_async_copies();
+  __syncthreads();
+  const int early = neighbour_reads_in_flight ? slots[(t + 1) % blockDim.x].values[0] : 0;
+  __syncthreads();
+  dwconv_emu::wait_async_copies(0);
+  __syncthreads();
+  out[t] = early + slots[(t + 1) % blockDim.x].values[0];
+}
+
 // Lane l writes row l of a 32-row matrix; ldmatrix has lane l address row (l + 1) % 32, written by
 // another lane: ordered only by the barrier (the warp operation orders nothing).
 __global__ void rows_then_load_matrices(std::uint32_t* out, bool barrier) {
@@ -106,15 +123,28 @@ __global__ void write_shuffle_read(int* out) {
   out[lane] = offered + slots[(lane + 1) % kWarp];
 }
 
-// Every block writes and reads the same shared word as the block before it: blocks share no shared
-// memory on a GPU, so nothing races.
+float widen_half_bits(std::uint16_t bits) { return static_cast<float>(bits); }
+
+// A warp matrix product between a write and another lane's read orders nothing either.
+__global__ void write_multiply_read(int* out) {
+  DWCONV_SHARED_BYTES(raw);
+  int* slots = reinterpret_cast<int*>(raw);
+  const unsigned lane = threadIdx.x;
+  slots[lane] = 1;
+  float d[4] = {};
+  const std::uint32_t a[2] = {};
+  dwconv_emu::multiply_add_16x8x8(d, a, 0u, &widen_half_bits, __LINE__);
+  out[lane] = static_cast<int>(d[0]) + slots[(lane + 1) % kWarp];
+}
+
+// Every block writes and reads the same shared word as the block before it, with no barrier after
+// the reads: blocks share no shared memory on a GPU, so nothing races.
 __global__ void blocks_reuse_shared(int* out) {
   DWCONV_SHARED_BYTES(raw);
   int* word = reinterpret_cast<int*>(raw);
   if (threadIdx.x == 0) *word = static_cast<int>(blockIdx.x);
   __syncthreads();
   out[blockIdx.x * blockDim.x + threadIdx.x] = *word;
-  __syncthreads();
 }
 
 // Two threads of a block write one element of global memory.
@@ -136,7 +166,30 @@ int main(int argc, char** argv) {
   std::uint32_t words[kWarp] = {};
   const dim3 one(1), warp(kWarp);
   const std::size_t bytes = kWarp * sizeof(Vector);
-  if (scenario == "neighbour read after a barrier") {
+  // The copies' scenarios: two blocks whose copies land at the wait (blocks 0 and 1 of the
+  // emulator's count), or at the copy (2 and 3).
+  const std::string at_the_wait = " (landing at the wait)", at_the_copy = " (landing at the copy)";
+  std::string copies = scenario;
+  for (const std::string& kind : {at_the_wait, at_the_copy}) {
+    if (copies.size() > kind.size() && copies.compare(copies.size() - kind.size(), kind.size(), kind) == 0) {
+      copies.resize(copies.size() - kind.size());
+      dwconv_emu::blocks_run = kind == at_the_wait ? 0 : 2;
+    }
+  }
+  const dim3 two(2);
+  if (copies == "copy read after its wait and a barrier") {
+    dwconv_emu::launch(two, warp, bytes, copy_then_neighbour_read, src, out, true);
+  } else if (copies == "copy read after its wait alone") {
+    dwconv_emu::launch(two, warp, bytes, copy_then_neighbour_read, src, out, false);
+  } else if (copies == "copy over a slot read before a barrier") {
+    dwconv_emu::launch(two, warp, bytes, copy_over_read_slot, src, out, true);
+  } else if (copies == "copy over a slot another thread still reads") {
+    dwconv_emu::launch(two, warp, bytes, copy_over_read_slot, src, out, false);
+  } else if (copies == "copy carried across a barrier") {
+    dwconv_emu::launch(two, warp, bytes, copy_across_a_barrier, src, out, false);
+  } else if (copies == "copy read in flight after a barrier") {
+    dwconv_emu::launch(two, warp, bytes, copy_across_a_barrier, src, out, true);
+  } else if (scenario == "neighbour read after a barrier") {
     dwconv_emu::launch(one, warp, bytes, neighbour_read, out, true);
   } else if (scenario == "neighbour read without a barrier") {
     dwconv_emu::launch(one, warp, bytes, neighbour_read, out, false);
@@ -148,21 +201,14 @@ int main(int argc, char** argv) {
     dwconv_emu::launch(one, warp, bytes, rewrite_after_read, out, true);
   } else if (scenario == "rewrite without a barrier") {
     dwconv_emu::launch(one, warp, bytes, rewrite_after_read, out, false);
-  } else if (scenario == "copy read after its wait and a barrier") {
-    for (int block_pair = 0; block_pair < 2; ++block_pair)  // copies land at the wait, then at once
-      dwconv_emu::launch(dim3(2), warp, bytes, copy_then_neighbour_read, src, out, true);
-  } else if (scenario == "copy read after its wait alone") {
-    dwconv_emu::launch(dim3(4), warp, bytes, copy_then_neighbour_read, src, out, false);
-  } else if (scenario == "copy over a slot read before a barrier") {
-    dwconv_emu::launch(dim3(4), warp, bytes, copy_over_read_slot, src, out, true);
-  } else if (scenario == "copy over a slot another thread still reads") {
-    dwconv_emu::launch(dim3(4), warp, bytes, copy_over_read_slot, src, out, false);
   } else if (scenario == "ldmatrix after a barrier") {
     dwconv_emu::launch(one, warp, bytes, rows_then_load_matrices, words, true);
   } else if (scenario == "ldmatrix of rows other lanes wrote") {
     dwconv_emu::launch(one, warp, bytes, rows_then_load_matrices, words, false);
   } else if (scenario == "a shuffle between a write and a read") {
     dwconv_emu::launch(one, warp, bytes, write_shuffle_read, out);
+  } else if (scenario == "an mma.sync between a write and a read") {
+    dwconv_emu::launch(one, warp, bytes, write_multiply_read, out);
   } else if (scenario == "blocks reuse shared memory") {
     dwconv_emu::launch(dim3(4), warp, bytes, blocks_reuse_shared, out);
   } else if (scenario == "threads write their own global elements") {
