@@ -27,8 +27,10 @@ KERNEL_HEADERS = tuple(sorted(str(path.relative_to(OURS))
                              for path in (OURS / "ATen/native/cuda").glob("DepthwiseConv2d*.cuh")))
 
 
-# ThreadSanitizer's build: the race check of cuda_emulation.h, its reports with source lines.
+# ThreadSanitizer's build: the race check of cuda_emulation.h, its reports with source lines; and
+# its runs' settings (every report made, a race's exit status 66).
 RACE_CHECKED = ("-fsanitize=thread", "-g")
+RACE_CHECK_ENV = {**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"}
 
 
 def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False,
@@ -50,8 +52,7 @@ def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", 
 
 
 def run(binary: Path, *args: str):
-    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"})
+    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=900, env=RACE_CHECK_ENV)
     match = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert match, proc.stdout + proc.stderr
     return proc, int(match.group(1)), int(match.group(2))
@@ -199,7 +200,7 @@ def race_selftest(tmp_path_factory):
 @pytest.mark.parametrize("scenario, races", RACE_SCENARIOS.items())
 def test_the_race_check_reports_what_a_gpu_leaves_unordered(race_selftest, scenario, races):
     proc = subprocess.run([str(race_selftest), scenario], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"})
+                          env=RACE_CHECK_ENV)
     assert proc.stdout == f"ran {scenario}\n", proc.stdout + proc.stderr
     if races:
         assert proc.returncode == 66 and "WARNING: ThreadSanitizer: data race" in proc.stderr, proc.stderr
@@ -571,18 +572,23 @@ MUTATIONS = [
 HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh"}
 
 
+def header_holding(text: str) -> str:
+    """The one kernel header that holds `text`, once."""
+    holders = [header for header in KERNEL_HEADERS if text in (OURS / header).read_text()]
+    assert len(holders) == 1 and (OURS / holders[0]).read_text().count(text) == 1, \
+        f"the kernels changed: {text!r} is not once in {KERNEL_HEADERS}"
+    return holders[0]
+
+
 def mutated_header(tmp_path: Path, mutation: tuple[str, str]) -> tuple[Path, str]:
     """(an include root holding the one kernel header `mutation` changes, with the change made,
     that header's name), for the emulator's build ahead of OURS."""
     old, new = mutation
-    texts = {header: (OURS / header).read_text() for header in KERNEL_HEADERS}
-    holders = [header for header, text in texts.items() if old in text]
-    assert len(holders) == 1 and texts[holders[0]].count(old) == 1, \
-        f"the kernels changed: {old!r} is not once in {KERNEL_HEADERS}"
+    header = header_holding(old)
     mutated = tmp_path / "src"
-    (mutated / holders[0]).parent.mkdir(parents=True)
-    (mutated / holders[0]).write_text(texts[holders[0]].replace(old, new))
-    return mutated, holders[0]
+    (mutated / header).parent.mkdir(parents=True)
+    (mutated / header).write_text((OURS / header).read_text().replace(old, new))
+    return mutated, header
 
 
 def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
@@ -611,8 +617,7 @@ RACE_MUTATIONS = [
 def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
     """The emulator built with ThreadSanitizer from the kernels with `mutation` made, run over `cases`."""
     mutated, _ = mutated_header(tmp_path, mutation)
-    proc, _, failed = run(build(tmp_path, [mutated, OURS], race_checked=True), cases)
-    return proc, failed
+    return run_race_checked(tmp_path, cases, (mutated, OURS))
 
 
 # The sweep's cases that `make test` runs under the race check: every kernel checked and dispatched,
@@ -624,9 +629,9 @@ RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,3
 RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
 
 
-def run_race_checked(tmp_path: Path, cases: str):
-    """The emulator built with ThreadSanitizer, run over `cases`."""
-    proc, _, failed = run(build(tmp_path, [OURS], race_checked=True), cases)
+def run_race_checked(tmp_path: Path, cases: str, include_roots: tuple[Path, ...] = (OURS,)):
+    """The emulator built with ThreadSanitizer from the headers in include_roots, run over `cases`."""
+    proc, _, failed = run(build(tmp_path, list(include_roots), race_checked=True), cases)
     return proc, failed
 
 
@@ -648,16 +653,16 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
     nice 19, as soon as the session is collected (tests/conftest.py): the other tests, which leave a
     core idle much of the time, keep the CPU first, and the tests of these runs, collected last, find
     most of them done."""
+    planted = {"test_emulator_catches_broken_kernels": (run_mutated, False),
+               "test_race_check_catches_what_no_order_shows": (run_race_mutated, True)}
     jobs = {}  # key: (function, its arguments after the work folder), the longest first
+    if any(item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu" for item in items):
+        jobs[RACE_SWEEP] = (run_race_checked, (RACE_CASES,))
     for item in items:
-        if item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu":
-            jobs[RACE_SWEEP] = (run_race_checked, (RACE_CASES,))
-    for item in items:
-        if item.originalname in ("test_emulator_catches_broken_kernels", "test_race_check_catches_what_no_order_shows"):
-            params = item.callspec.params
-            race = item.originalname == "test_race_check_catches_what_no_order_shows"
-            jobs[early_key(params["mutation"], params["cases"], race)] = (
-                run_race_mutated if race else run_mutated, (params["mutation"], params["cases"]))
+        if item.originalname in planted:
+            function, race_checked = planted[item.originalname]
+            mutation, cases = item.callspec.params["mutation"], item.callspec.params["cases"]
+            jobs[early_key(mutation, cases, race_checked)] = (function, (mutation, cases))
     keys = list(jobs)
     work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
     pool = None
@@ -717,7 +722,7 @@ def test_race_check_catches_what_no_order_shows(early_runs, mutation, cases):
     proc, failed = early_runs[early_key(mutation, cases, True)].result()
     assert failed == 0, proc.stdout  # every value right: no order of the emulator shows the bug
     # Every report is of the kernel the barrier was taken from (its stacks pass through that header).
-    header = next(header for header in KERNEL_HEADERS if mutation[0] in (OURS / header).read_text())
+    header = header_holding(mutation[0])
     reports = [text for text in proc.stderr.split("==================") if "WARNING: ThreadSanitizer" in text]
     assert proc.returncode == 66 and reports and all(Path(header).name in report for report in reports), \
         proc.stdout + proc.stderr

@@ -273,6 +273,12 @@ inline void fiber_main() {
   }
 }
 
+// Whether `bytes` bytes at `address` lie inside the running launch's dynamic shared memory.
+inline bool in_launch_shared(const void* address, std::size_t bytes) {
+  const auto* first = static_cast<const unsigned char*>(address);
+  return first >= shared_memory && first + bytes <= shared_memory + launch_shared_bytes;
+}
+
 // Counts a 16-byte access off a 16-byte boundary, from any thread.
 inline void count_misaligned_vector_access() {
   race_check::Bookkeeping quiet;
@@ -326,10 +332,8 @@ inline void load_matrices(std::uint32_t* words, int count, const void* row, int 
   Fiber* self = running;
   self->warp_op = Fiber::WarpOp::kLoadMatrices;
   self->matrix_row = row;
-  const auto* bytes = static_cast<const unsigned char*>(row);
-  if (reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && bytes >= shared_memory &&
-      bytes + 16 <= shared_memory + launch_shared_bytes) {
-    std::memcpy(self->matrix_row_bytes, row, 16);
+  if (reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && in_launch_shared(row, 16)) {
+    std::memcpy(self->matrix_row_bytes, row, 16);  // else resolve_load_matrices fails the launch
   }
   self->matrix_count = count;
   self->matrix_call = call;
@@ -367,7 +371,7 @@ inline void land(const std::vector<PendingCopy>& copies) {
 // cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read).
 inline void copy_async_16(void* dst, const void* src, bool inside) {
   auto* to = static_cast<unsigned char*>(dst);
-  if (to < shared_memory || to + 16 > shared_memory + launch_shared_bytes) {
+  if (!in_launch_shared(to, 16)) {
     race_check::Bookkeeping quiet;
     ++stray_async_copies;
     return;
@@ -426,11 +430,11 @@ inline void resolve_load_matrices(unsigned threads, Fiber* const* lanes) {
   const int count = lanes[0]->matrix_count;
   for (unsigned l = 0; l < kWarpLanes; ++l) {
     if (lanes[l]->matrix_count != count) fail_block(threads, "ldmatrix with lanes loading different counts");
-    const auto* row = static_cast<const unsigned char*>(lanes[l]->matrix_row);
+    const void* row = lanes[l]->matrix_row;
     if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0) {
       fail_block(threads, "ldmatrix with a row address off a 16-byte boundary");
     }
-    if (row < shared_memory || row + 16 > shared_memory + launch_shared_bytes) {
+    if (!in_launch_shared(row, 16)) {
       fail_block(threads, "ldmatrix with a row address outside the launch's shared memory");
     }
   }

@@ -1155,12 +1155,6 @@ void check_grid_stride_bound() {
   }
 }
 
-std::vector<size_t> every_case(size_t count) {
-  std::vector<size_t> all(count);
-  for (size_t i = 0; i < count; ++i) all[i] = i;
-  return all;
-}
-
 // The cases CASES names (the usage above main), in its order.
 std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
   std::vector<size_t> chosen;
@@ -1193,7 +1187,7 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < cases.size(); ++i) std::printf("%zu [%s]\n", i, cases[i].str().c_str());
     return 0;
   }
-  const std::vector<size_t> chosen = argc > 1 ? chosen_cases(argv[1], cases.size()) : every_case(cases.size());
+  const std::vector<size_t> chosen = chosen_cases(argc > 1 ? argv[1] : ":", cases.size());
   check_bench_layers_planned<c10::Half>("half");  // bf16's sizes are half's
   check_bench_layers_planned<float>("float");
   check_bench_layers_planned<double>("double");
