@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report memory-profile clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -131,6 +131,9 @@ resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory an
 
 plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, ARCH=sm_90, SETS=, CONFIGS=, REGISTERS=1)
 	$(HARNESS) plan-report
+
+memory-profile: $(VENV)/.ready  ## bank conflicts and global sectors of every bench pass's kernel, on the CPU emulator (SETS=, CONFIGS=, PASSES=, MATCH=, OUT=)
+	$(HARNESS) memory-profile
 
 clean:  ## remove build outputs (keeps the PyTorch checkout, the venv and the download cache)
 	rm -rf build/l0 dist

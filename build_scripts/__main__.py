@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -55,6 +56,33 @@ def cmd_resource_report(args) -> None:
     for label, directory in report.compiler_reports.items():
         rows = [r for r in kernel_resources(directory, cuobjdump) if not args.arch or r.arch == args.arch]
         print(markdown(rows, label) + "\n")
+
+
+def cmd_memory_profile(args) -> None:
+    from .bench.layers import problems
+    from .bench.schema import parse_configs
+    from .memory_profile import PASSES, build, jobs_for, markdown, profile_all, write_json
+    sets = [name for name in args.sets.split(",") if name] or ["MobileNetV2", "EfficientNet-B0", "ConvNeXt-T"]
+    passes = tuple(name for name in args.passes.split(",") if name) or PASSES
+    try:
+        chosen = problems(sets, parse_configs(args.configs))
+    except ValueError as err:  # an unknown layer set or configuration
+        raise HarnessError(str(err)) from err
+    if unknown := [p for p in passes if p not in PASSES]:
+        raise HarnessError(f"unknown pass(es) {unknown}; the passes are {list(PASSES)}")
+    if args.match:
+        chosen = [p for p in chosen if re.search(args.match, p.label)]
+    jobs = jobs_for(chosen, passes, args.batch)
+    if not jobs:
+        raise HarnessError(f"no 2D problem of the sets {sets} matches {args.match!r} (conv1d has no profile)")
+    profiles = profile_all(build(REPO_ROOT / "build" / "memory-profile"), jobs)
+    text = markdown(profiles)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "memory-profile.md").write_text(text)
+        write_json(profiles, out / "memory-profile.json")
 
 
 def cmd_plan_report(args) -> None:
@@ -365,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("routing-table", cmd_routing_table, "regenerate the routing table from a bench report"),
         ("resource-report", cmd_resource_report,
          "L0, then the compiler's view of each kernel: registers, spills, shared memory, 16-byte accesses"),
+        ("memory-profile", cmd_memory_profile,
+         "bank conflicts and global sectors of every bench pass's kernel, counted on the CPU emulator"),
         ("plan-report", cmd_plan_report,
          "the kernel and launch (grid, block, shared memory, blocks per SM, waves) of every bench pass, on a CPU"),
     ]:
@@ -423,6 +453,19 @@ def build_parser() -> argparse.ArgumentParser:
                               help="the 2D layers' dtype/layout pairs, or 'coverage' (as make bench takes them)")
             verb.add_argument("--registers", action="store_true", default=os.environ.get("REGISTERS") == "1",
                               help="count blocks an SM by registers too, from the compiler's report (runs L0: nvcc)")
+        if name == "memory-profile":
+            verb.add_argument("--sets", default=os.environ.get("SETS", ""),
+                              help="comma-separated layer sets (default: MobileNetV2, EfficientNet-B0, ConvNeXt-T)")
+            verb.add_argument("--configs", default=os.environ.get("CONFIGS", ""),
+                              help="the 2D layers' dtype/layout pairs, or 'coverage' (as make bench takes them)")
+            verb.add_argument("--passes", default=os.environ.get("PASSES", ""),
+                              help="comma-separated: forward, backward-input, backward-weight (default: all three)")
+            verb.add_argument("--match", default=os.environ.get("MATCH", ""),
+                              help="a regular expression on the problems' labels, e.g. '96@56 b64 bfloat16'")
+            verb.add_argument("--batch", type=int, default=int(os.environ.get("BATCH") or 2),
+                              help="the emulated batch (default 2), on an H100 of as many SMs as keep its plan")
+            verb.add_argument("--out", default=os.environ.get("OUT", ""),
+                              help="where memory-profile.md and memory-profile.json go (default: printed only)")
         if name == "resource-report":
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
         if name == "routing-table":

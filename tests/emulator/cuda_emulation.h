@@ -37,7 +37,14 @@
 //   into a slot another thread still reads, an access to it while in flight, or a read of it that no
 //   barrier orders after the wait is reported. The emulator's own bookkeeping is hidden from it. A
 //   race is a report, and the process exits 66 at its end. Blocks run one after another, so races
-//   between the blocks of a launch in global memory are not seen.
+//   between the blocks of a launch in global memory are not seen;
+// - built with -fsanitize=thread -DDWCONV_MEMORY_PROFILE and linked with memory_profile_runtime.cpp
+//   (not ThreadSanitizer), each warp's accesses to shared and device memory are counted as a GPU's
+//   load/store units would take them: shared-memory wavefronts (bank conflicts) and global sectors
+//   a warp instruction, per place in the source. The emulator tells the profile which thread runs,
+//   when a block's threads have all stopped (a warp's accesses since then are its instructions),
+//   and the asynchronous copies and ldmatrix rows, which no compiled access of the kernel makes;
+//   static __shared__ arrays are thread_local there, so that the profile finds them.
 // Include it after every other header and before the kernels.
 
 #include <setjmp.h>
@@ -54,7 +61,8 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__) && !defined(DWCONV_MEMORY_PROFILE)
+#define DWCONV_RACE_CHECK
 #include <sanitizer/tsan_interface.h>
 extern "C" void __tsan_write_range(void* address, unsigned long size);
 extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
@@ -83,10 +91,47 @@ inline bool async_copies_land_late = false;  // this block's: at the wait, else 
 inline std::size_t launch_shared_bytes = 0;
 inline unsigned long blocks_run = 0;
 
+// What the memory profile is told (memory_profile_runtime.cpp), where the emulator is built for it.
+namespace memory_profile {
+#if defined(DWCONV_MEMORY_PROFILE)
+extern "C" {
+void dwconv_profile_running_thread(int thread, unsigned threads);
+void dwconv_profile_quiet(int delta);
+void dwconv_profile_launch_shared(const void* begin, unsigned long bytes);
+void dwconv_profile_global_region(const void* begin, unsigned long bytes, int add);
+void dwconv_profile_threads_stopped(unsigned threads);
+void dwconv_profile_async_copy(const void* shared_dst, const void* src, int inside, const char* file, int line);
+void dwconv_profile_load_matrices(const void* const* rows, int count, const char* file, int line);
+}
+inline void running_thread(int thread, unsigned threads) { dwconv_profile_running_thread(thread, threads); }
+inline void quiet(int delta) { dwconv_profile_quiet(delta); }
+inline void launch_shared(const void* begin, std::size_t bytes) { dwconv_profile_launch_shared(begin, bytes); }
+// A device buffer of the program's: its accesses count as global memory's.
+inline void global_region(const void* begin, std::size_t bytes, bool add) {
+  dwconv_profile_global_region(begin, bytes, add);
+}
+inline void threads_stopped(unsigned threads) { dwconv_profile_threads_stopped(threads); }
+inline void async_copy(const void* dst, const void* src, bool inside, const char* file, int line) {
+  dwconv_profile_async_copy(dst, src, inside, file, line);
+}
+inline void load_matrices(const void* const* rows, int count, const char* file, int line) {
+  dwconv_profile_load_matrices(rows, count, file, line);
+}
+#else
+inline void running_thread(int, unsigned) {}
+inline void quiet(int) {}
+inline void launch_shared(const void*, std::size_t) {}
+inline void global_region(const void*, std::size_t, bool) {}
+inline void threads_stopped(unsigned) {}
+inline void async_copy(const void*, const void*, bool, const char*, int) {}
+inline void load_matrices(const void* const*, int, const char*, int) {}
+#endif
+}  // namespace memory_profile
+
 // What ThreadSanitizer sees, where the emulator is built with it (else each is nothing): which
 // fiber runs, which accesses are the emulator's own, and the orderings a GPU gives.
 namespace race_check {
-#if defined(__SANITIZE_THREAD__)
+#if defined(DWCONV_RACE_CHECK)
 constexpr bool kOn = true;
 inline void* scheduler_fiber = nullptr;
 inline void* new_fiber() { return __tsan_create_fiber(0); }
@@ -123,8 +168,9 @@ inline void* current_fiber() { return nullptr; }
 inline void release(void*) {}
 inline void acquire(void*) {}
 inline void write(void*, unsigned long) {}
-struct Bookkeeping {
-  Bookkeeping() = default;
+struct Bookkeeping {  // hidden from the memory profile too
+  Bookkeeping() { memory_profile::quiet(1); }
+  ~Bookkeeping() { memory_profile::quiet(-1); }
   Bookkeeping(const Bookkeeping&) = delete;
   Bookkeeping& operator=(const Bookkeeping&) = delete;
 };
@@ -164,6 +210,7 @@ struct Fiber {
   unsigned char matrix_row_bytes[16] = {};  // read by this lane, as the GPU reads them
   int matrix_count = 0;
   int matrix_call = 0;  // the place of the call (its source line), which every lane must share
+  const char* matrix_file = "";
   std::uint32_t fragment_a[2] = {}, fragment_b = 0;
   float fragment_c[4] = {};
   float (*widen)(std::uint16_t) = nullptr;
@@ -328,15 +375,18 @@ T shfl_down_sync(unsigned mask, T value, unsigned delta) {
 }
 
 // ldmatrix .x{count}: this lane's row address in; its word of each of the `count` matrices out.
-inline void load_matrices(std::uint32_t* words, int count, const void* row, int call) {
+inline void load_matrices(std::uint32_t* words, int count, const void* row, int call, const char* file = "") {
   Fiber* self = running;
   self->warp_op = Fiber::WarpOp::kLoadMatrices;
   self->matrix_row = row;
   if (reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && in_launch_shared(row, 16)) {
+    memory_profile::quiet(1);  // the warp's rows are counted together, in resolve_load_matrices
     std::memcpy(self->matrix_row_bytes, row, 16);  // else resolve_load_matrices fails the launch
+    memory_profile::quiet(-1);
   }
   self->matrix_count = count;
   self->matrix_call = call;
+  self->matrix_file = file;
   self->state = Fiber::State::kAtShuffle;
   suspend(*self);
   std::memcpy(words, self->fragment_out, sizeof(std::uint32_t) * count);
@@ -359,6 +409,7 @@ inline void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std:
 
 // At its wait: a copy lands where it has not yet, and writes its slot (for the race check) where it has.
 inline void land(const std::vector<PendingCopy>& copies) {
+  memory_profile::quiet(1);  // counted when issued
   for (const PendingCopy& copy : copies) {
     if (copy.landed) {
       race_check::write(copy.dst, sizeof(copy.bytes));
@@ -366,10 +417,12 @@ inline void land(const std::vector<PendingCopy>& copies) {
       std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
     }
   }
+  memory_profile::quiet(-1);
 }
 
-// cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read).
-inline void copy_async_16(void* dst, const void* src, bool inside) {
+// cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read); `file` and
+// `line`, the call's place, for the memory profile.
+inline void copy_async_16(void* dst, const void* src, bool inside, const char* file = "", int line = 0) {
   auto* to = static_cast<unsigned char*>(dst);
   if (!in_launch_shared(to, 16)) {
     race_check::Bookkeeping quiet;
@@ -379,13 +432,13 @@ inline void copy_async_16(void* dst, const void* src, bool inside) {
   if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % 16 != 0)) {
     count_misaligned_vector_access();
   }
+  memory_profile::async_copy(dst, src, inside, file, line);
   PendingCopy copy{to, {}, !async_copies_land_late};
+  memory_profile::quiet(1);
   if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
-  if (copy.landed) {
-    std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
-  } else {
-    race_check::write(copy.dst, sizeof(copy.bytes));
-  }
+  if (copy.landed) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+  memory_profile::quiet(-1);
+  if (!copy.landed) race_check::write(copy.dst, sizeof(copy.bytes));
   running->open_copies.push_back(copy);
 }
 
@@ -438,6 +491,9 @@ inline void resolve_load_matrices(unsigned threads, Fiber* const* lanes) {
       fail_block(threads, "ldmatrix with a row address outside the launch's shared memory");
     }
   }
+  const void* rows[kWarpLanes];
+  for (unsigned l = 0; l < kWarpLanes; ++l) rows[l] = lanes[l]->matrix_row;
+  memory_profile::load_matrices(rows, count, lanes[0]->matrix_file, lanes[0]->matrix_call);
   for (unsigned l = 0; l < kWarpLanes; ++l) {
     for (unsigned i = 0; i < static_cast<unsigned>(count); ++i) {
       std::memcpy(&lanes[l]->fragment_out[i], lanes[8 * i + l / 4]->matrix_row_bytes + 4 * (l % 4), 4);
@@ -533,8 +589,11 @@ inline void run_block(unsigned threads, bool ascending) {
       if (fibers[t]->state != Fiber::State::kRunnable) continue;  // waits at a barrier for the rest
       thread_index = dim3(t % block_dim.x, (t / block_dim.x) % block_dim.y, t / (block_dim.x * block_dim.y));
       running = fibers[t].get();
+      memory_profile::running_thread(static_cast<int>(t), threads);
       resume(*running);
+      memory_profile::running_thread(-1, threads);
     }
+    memory_profile::threads_stopped(threads);
     unsigned at_barrier = 0, at_shuffle = 0;
     for (unsigned t = 0; t < threads; ++t) {
       at_barrier += fibers[t]->state == Fiber::State::kAtBarrier;
@@ -595,6 +654,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
     stray_async_copies = 0;
     unwaited_async_copies = 0;
     launch_shared_bytes = shared_bytes;
+    memory_profile::launch_shared(shared_memory, shared_bytes);
     race_check::scheduler_fiber = race_check::current_fiber();
   }
   static unsigned launches = 0;
@@ -644,7 +704,11 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
 #define __align__(n) alignas(n)
+#if defined(DWCONV_MEMORY_PROFILE)
+#define __shared__ static thread_local
+#else
 #define __shared__ static
+#endif
 #define DWCONV_EXPECT_ALIGNED(address) \
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory

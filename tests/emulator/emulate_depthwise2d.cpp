@@ -73,10 +73,12 @@ struct DeviceAlignedAllocator {
     auto* block = static_cast<unsigned char*>(::operator new(n * sizeof(T) + 2 * kGuardBytes, kAlignment));
     std::memset(block, kGuardByte, kGuardBytes);
     std::memset(block + kGuardBytes + n * sizeof(T), kGuardByte, kGuardBytes);
+    dwconv_emu::memory_profile::global_region(block, n * sizeof(T) + 2 * kGuardBytes, true);
     return reinterpret_cast<T*>(block + kGuardBytes);
   }
   void deallocate(T* p, size_t n) {
     auto* block = reinterpret_cast<unsigned char*>(p) - kGuardBytes;
+    dwconv_emu::memory_profile::global_region(block, 0, false);
     const unsigned char* after = block + kGuardBytes + n * sizeof(T);
     for (size_t i = 0; i < kGuardBytes; ++i) {
       if (block[i] != kGuardByte || after[i] != kGuardByte) {
@@ -952,6 +954,71 @@ void check_all(const Problem& p, const char* dtype) {
   check_dispatched<T, index_t>(p, dtype);
 }
 
+// One pass of one layer, chosen and launched as DepthwiseConv2d.cu does on an sm_90 GPU of `sms` SMs,
+// checked against float64: what the memory profile runs (memory_profile.py). Prints the kernel that
+// ran and the one an H100 (132 SMs) chooses at `planned_batch`, which a profile stands for where
+// the two agree.
+template <typename T>
+void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms, int planned_batch) {
+  using acc_t = at::acc_type<T, true>;
+  std::mt19937 rng(7);
+  const Problem p(k, rng);
+  const auto g = p.geometry();
+  PassGeometry planned_g = g;
+  planned_g.batch = planned_batch;
+  const GpuLimits gpu = sm90_gpu(sms), h100 = sm90_gpu(132);
+  const auto weight = p.weight.store<T>(false);
+  std::vector<T> bias(p.bias.begin(), p.bias.end());
+  const std::string tag = std::string(" layer ") + (cl ? "NHWC" : "NCHW");
+  const char* ran = nullptr;
+  const char* h100_choice = nullptr;
+  if (pass == "forward" || pass == "backward-input") {
+    const bool backward = pass == "backward-input";
+    const Tensor4& src = backward ? p.grad_output : p.input;
+    const Tensor4& dst = backward ? p.grad_input : p.output;
+    const auto src_data = src.store<T>(cl);
+    auto dst_data = poisoned<T>(dst.v.size());
+    const PassOperands operands{!cl, cl, address_of(src_data), address_of(dst_data), address_of(weight), int(sizeof(T)),
+                                false};
+    auto choose = [&](const PassGeometry& geometry, const GpuLimits& on) {
+      return backward ? choose_backward_input<T>(geometry, operands, 0, on) : choose_forward<T>(geometry, operands, 0, on);
+    };
+    const PassChoice choice = choose(g, gpu);
+    const PassPointers<T> pointers{src_data.data(), weight.data(), backward || !k.bias ? nullptr : bias.data(),
+                                   dst_data.data(), src.strides(cl), dst.strides(cl)};
+    if (backward) {
+      launch_pass<T, true>(choice, false, pointers, gpu, 0);
+    } else {
+      launch_pass<T, false>(choice, false, pointers, gpu, 0);
+    }
+    ran = kernel_name(choice.kernel);
+    h100_choice = kernel_name(choose(planned_g, h100).kernel);
+    expect_close(pass + tag, ran, k, dst_data, dst, cl, double(k.kh) * k.kw * (backward ? k.m : 1));
+  } else if (pass == "backward-weight") {
+    const auto go = p.grad_output.store<T>(cl);
+    const auto in = p.input.store<T>(cl);
+    const GradWeightOperands operands{!cl, cl, address_of(go), address_of(in), int(sizeof(T)), false, k.bias};
+    const GradWeightChoice choice = choose_grad_weight<T>(g, operands, 0, gpu);
+    const int64_t slices = grad_weight_slices(choice);
+    const int taps = k.kh * k.kw;
+    auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
+    auto partial_bias = poisoned<acc_t>(k.bias ? size_t(slices) * g.dst_channels : 0);
+    auto gw = poisoned<T>(p.grad_weight.v.size());
+    auto gb = poisoned<T>(p.grad_bias.v.size());
+    launch_grad_weight<T>(choice, false, g,
+                          GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(), p.grad_output.strides(cl),
+                                                p.input.strides(cl), k.bias ? partial_bias.data() : nullptr,
+                                                k.bias ? gb.data() : nullptr},
+                          gpu, 0);
+    ran = kernel_name(choice.kernel);
+    h100_choice = kernel_name(choose_grad_weight<T>(planned_g, operands, 0, h100).kernel);
+    expect_close(pass + tag, ran, k, gw, p.grad_weight, false, double(k.n) * k.oh() * k.ow());
+  } else {
+    throw std::invalid_argument("--layer: no pass " + pass + " (forward, backward-input or backward-weight)");
+  }
+  std::printf("kernel %s\nh100 batch %d kernel %s\n", ran, planned_batch, h100_choice);
+}
+
 std::vector<Case> sweep() {
   std::vector<Case> cases = {
       // n  c  m   h    w  kh kw sh sw ph pw dh dw bias
@@ -1175,6 +1242,36 @@ std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
 
 }  // namespace
 
+// emulate_depthwise2d --layer N,C,H,K,S,SMS,BATCH DTYPE LAYOUT PASS: see run_layer_pass (a C-channel
+// H x H input, a K x K filter at stride S and padding K / 2, no bias; DTYPE float, double, half or
+// bfloat16; LAYOUT nchw or nhwc; PASS forward, backward-input or backward-weight).
+int run_layer(int argc, char** argv) {
+  int n, c, h, kernel, stride, planned_batch;
+  long sms;
+  if (argc != 6 || std::sscanf(argv[2], "%d,%d,%d,%d,%d,%ld,%d", &n, &c, &h, &kernel, &stride, &sms, &planned_batch) != 7 ||
+      (std::string(argv[4]) != "nchw" && std::string(argv[4]) != "nhwc")) {
+    std::fprintf(stderr, "usage: emulate_depthwise2d --layer N,C,H,K,S,SMS,BATCH DTYPE nchw|nhwc PASS\n");
+    return 2;
+  }
+  const Case k{n, c, 1, h, h, kernel, kernel, stride, stride, kernel / 2, kernel / 2, 1, 1, false};
+  const bool cl = std::string(argv[4]) == "nhwc";
+  const std::string dtype = argv[3], pass = argv[5];
+  if (dtype == "float") {
+    run_layer_pass<float>(k, cl, pass, sms, planned_batch);
+  } else if (dtype == "double") {
+    run_layer_pass<double>(k, cl, pass, sms, planned_batch);
+  } else if (dtype == "half") {
+    run_layer_pass<c10::Half>(k, cl, pass, sms, planned_batch);
+  } else if (dtype == "bfloat16") {
+    run_layer_pass<c10::BFloat16>(k, cl, pass, sms, planned_batch);
+  } else {
+    std::fprintf(stderr, "--layer: no dtype %s (float, double, half or bfloat16)\n", dtype.c_str());
+    return 2;
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
 // Usage: emulate_depthwise2d [CASES], the cases of the sweep to run (default: all), comma-separated
 // items each a case (7) or a range (3:9, :9 or 3:, 9 not included); emulate_depthwise2d --list, the
 // sweep's cases with their indices.
@@ -1182,6 +1279,7 @@ std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
 // half the build time, for the planted-bug runs that a float run catches.
 int main(int argc, char** argv) {
   dwconv_emu::launch_bound_threads = at::native::dwconv::kThreads;  // every kernel's __launch_bounds__ maximum
+  if (argc > 1 && std::string(argv[1]) == "--layer") return run_layer(argc, argv);
   const auto cases = sweep();
   if (argc > 1 && std::string(argv[1]) == "--list") {
     for (size_t i = 0; i < cases.size(); ++i) std::printf("%zu [%s]\n", i, cases[i].str().c_str());

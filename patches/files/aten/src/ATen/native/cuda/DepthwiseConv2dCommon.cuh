@@ -311,8 +311,9 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 // slot overwritten while others read it shows.
 #ifdef DWCONV_EMULATED_ASYNC_COPIES
 template <typename T>
-__device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, const T* src, bool inside) {
-  dwconv_emu::copy_async_16(shared_dst, src, inside);
+__device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, const T* src, bool inside,
+                                                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  dwconv_emu::copy_async_16(shared_dst, src, inside, file, line);
 }
 __device__ __forceinline__ void commit_async_copies() {
   dwconv_emu::commit_async_copies();
@@ -372,9 +373,9 @@ constexpr bool kWarpMatrixType = std::is_same_v<scalar_t, c10::BFloat16> || std:
 #ifdef DWCONV_EMULATED_WARP_MATRICES
 template <int kCount>
 __device__ __forceinline__ void load_matrices(std::uint32_t (&words)[kCount], const void* row,
-                                              int call = __builtin_LINE()) {
+                                              int call = __builtin_LINE(), const char* file = __builtin_FILE()) {
   static_assert(kLoadableMatrices<kCount>, "ldmatrix loads 1, 2 or 4 matrices");
-  dwconv_emu::load_matrices(words, kCount, row, call);
+  dwconv_emu::load_matrices(words, kCount, row, call, file);
 }
 template <typename scalar_t>
 __device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std::uint32_t b,

@@ -1,0 +1,257 @@
+"""The memory traffic of the kernels on the bench's layers, from the CPU emulator: for each pass, the
+shared-memory wavefronts (bank conflicts) and global-memory sectors its warps' accesses take, against
+the fewest they could, per place in the kernels' source. What Nsight Compute's memory tables would
+say of those accesses, before any GPU time.
+
+tests/emulator/emulate_depthwise2d.cpp is built with -fsanitize=thread -DDWCONV_MEMORY_PROFILE and
+linked with tests/emulator/memory_profile_runtime.cpp, which counts the accesses (its header says
+how). Each pass runs once as DepthwiseConv2d.cu runs it, at a small batch on a GPU of as many SMs
+as keep the plan the H100 makes at the bench's batch (132 x batch / bench batch): the tile and ring
+shapes, which set the bank pattern, are the bench's. A pass whose emulated kernel is not the one an
+H100 chooses at the bench's batch says so. The emulator compiles the kernels for the CPU, so an
+access it counts is the CPU compiler's: a lane's contiguous accesses within 16 bytes are taken as
+one vector, which nvcc may leave as several.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import REPO_ROOT
+from .errors import HarnessError
+
+EMULATOR = REPO_ROOT / "tests" / "emulator"
+KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
+H100_SMS = 132
+DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
+PASSES = ("forward", "backward-input", "backward-weight")
+DEFAULT_BATCH = 2
+# A place worth a look: this many times the fewest wavefronts or sectors, and this share of its pass's.
+EXCESS_RATIO = 1.25
+EXCESS_SHARE = 0.02
+
+
+def build(directory: Path) -> Path:
+    """The profiled emulator, compiled into `directory` (g++ and the pinned torch's c10)."""
+    from .pin import load_pin
+    from .wheel_cache import cache_dir, ensure_pinned_torch
+
+    for tool in ("g++", "addr2line"):
+        if shutil.which(tool) is None:
+            raise HarnessError(f"{tool} is not on PATH: the memory profile needs it (apt-get install g++ binutils)")
+    torch = ensure_pinned_torch(load_pin(), cache_dir())
+    directory.mkdir(parents=True, exist_ok=True)
+    driver, runtime = directory / "emulate_depthwise2d.o", directory / "memory_profile_runtime.o"
+    binary = directory / "emulate_depthwise2d_profiled"
+    steps = [
+        ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=thread", "-DDWCONV_MEMORY_PROFILE",
+         f"-I{KERNEL_SOURCES}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs], "-c",
+         str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(driver)],
+        ["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o", str(runtime)],
+        # Linked without -fsanitize=thread: the runtime above answers the instrumentation's calls.
+        ["g++", str(driver), str(runtime), "-o", str(binary), "-pthread", f"-L{torch.lib_dir}", "-lc10",
+         f"-Wl,-rpath,{torch.lib_dir}"],
+    ]
+    for command in steps:
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise HarnessError(f"the profiled emulator does not build:\n{' '.join(command)}\n{proc.stderr[-3000:]}")
+    return binary
+
+
+@dataclass(frozen=True)
+class Job:
+    """One pass of one 2D bench problem, as the emulator runs it."""
+    label: str        # the bench problem's label
+    pass_: str        # forward, backward-input or backward-weight
+    channels: int
+    size: int
+    kernel: int
+    stride: int
+    dtype: str        # the driver's name
+    layout: str       # nchw or nhwc
+    batch: int        # emulated
+    sms: int          # the emulated GPU's
+    bench_batch: int  # whose H100 plan the run stands for
+
+    def arguments(self) -> list[str]:
+        shape = f"{self.batch},{self.channels},{self.size},{self.kernel},{self.stride},{self.sms},{self.bench_batch}"
+        return ["--layer", shape, self.dtype, self.layout, self.pass_]
+
+
+def jobs_for(problems, passes=PASSES, batch: int = DEFAULT_BATCH) -> list[Job]:
+    """The emulator's runs for bench problems (conv1d ones have none: the driver takes square 2D layers)."""
+    pass_names = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight"}
+    out = []
+    for problem in problems:
+        layer = problem.layer
+        if layer.conv1d:
+            continue
+        emulated = min(batch, problem.batch)
+        sms = max(1, round(H100_SMS * emulated / problem.batch))
+        for name in problem.passes:
+            pass_ = pass_names.get(name)
+            if pass_ in passes:
+                out.append(Job(problem.label, pass_, layer.channels, layer.length, layer.kernel, layer.stride,
+                               DRIVER_DTYPES[problem.dtype], "nhwc" if problem.layout == "channels_last" else "nchw",
+                               emulated, sms, problem.batch))
+    return out
+
+
+@dataclass
+class Site:
+    """One place in the kernels' source and one kind of access there, summed over a pass."""
+    place: str
+    space: str
+    op: str
+    bytes: int
+    requests: int = 0
+    cost: int = 0
+    ideal: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return self.cost / self.ideal if self.ideal else 1.0
+
+
+@dataclass
+class PassProfile:
+    job: Job
+    kernel: str = ""
+    h100_kernel: str = ""
+    checked: bool = False
+    sites: list[Site] = field(default_factory=list)
+
+    def totals(self, space: str, ops: tuple[str, ...]) -> tuple[int, int]:
+        chosen = [s for s in self.sites if s.space == space and s.op in ops]
+        return sum(s.cost for s in chosen), sum(s.ideal for s in chosen)
+
+    def worth_a_look(self) -> list[Site]:
+        out = []
+        for space in ("shared", "global"):
+            total = sum(s.cost for s in self.sites if s.space == space) or 1
+            out += [s for s in self.sites
+                    if s.space == space and s.ratio >= EXCESS_RATIO and s.cost >= EXCESS_SHARE * total]
+        return sorted(out, key=lambda s: -(s.cost - s.ideal))
+
+
+def _short(path: str) -> str:
+    return re.sub(r".*/ATen/native/cuda/", "", path)
+
+
+def place_of(frames: list[tuple[str, str]]) -> str:
+    """A place from an access's inlined frames, innermost first ((function, file:line) pairs): the
+    innermost in the kernel sources, and where it is a helper of DepthwiseConv2dCommon.cuh, the
+    kernel's line that called it."""
+    ours = [_short(location.split(" (")[0]) for _, location in frames if str(KERNEL_SOURCES) in location]
+    if not ours:
+        return "(outside the kernels)"
+    caller = next((p for p in ours if not p.startswith("DepthwiseConv2dCommon.cuh")), None)
+    return ours[0] if caller is None or caller == ours[0] else f"{ours[0]} < {caller}"
+
+
+def symbolize(binary: Path, addresses: list[str]) -> dict[str, str]:
+    if not addresses:
+        return {}
+    proc = subprocess.run(["addr2line", "-e", str(binary), "-f", "-i", "-a", *addresses],
+                          capture_output=True, text=True, check=True)
+    places, frames, current = {}, [], None
+    lines = proc.stdout.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("0x") and i + 2 <= len(lines):
+            if current is not None:
+                places[current] = place_of(frames)
+            current, frames = lines[i], []
+            i += 1
+            continue
+        frames.append((lines[i], lines[i + 1] if i + 1 < len(lines) else "??:0"))
+        i += 2
+    if current is not None:
+        places[current] = place_of(frames)
+    return {address: places.get(f"0x{int(address, 16):016x}", "?") for address in addresses}
+
+
+def parse_table(text: str, binary: Path) -> list[Site]:
+    rows = [line.split("\t") for line in text.splitlines()[1:] if line]
+    addresses = sorted({row[0][3:] for row in rows if row[0].startswith("pc:")})
+    places = symbolize(binary, addresses)
+    merged: dict[tuple, Site] = {}
+    for site, space, op, size, requests, cost, ideal in rows:
+        place = places[site[3:]] if site.startswith("pc:") else _short(site)
+        key = (place, space, op, int(size))
+        s = merged.setdefault(key, Site(place, space, op, int(size)))
+        s.requests += int(requests)
+        s.cost += int(cost)
+        s.ideal += int(ideal)
+    return sorted(merged.values(), key=lambda s: (s.space, -s.cost))
+
+
+def run_job(binary: Path, job: Job, timeout: float = 900) -> PassProfile:
+    with tempfile.TemporaryDirectory() as tmp:
+        table = Path(tmp) / "profile.tsv"
+        proc = subprocess.run([str(binary), *job.arguments()], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "DWCONV_MEMORY_PROFILE_OUT": str(table)})
+        if proc.returncode not in (0, 1) or not table.exists():
+            raise HarnessError(f"the profiled emulator failed on {job.label} {job.pass_}:\n"
+                               f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        profile = PassProfile(job, sites=parse_table(table.read_text(), binary))
+    profile.kernel = _field(proc.stdout, r"^kernel (\S+)$")
+    profile.h100_kernel = _field(proc.stdout, r"^h100 batch \d+ kernel (\S+)$")
+    profile.checked = re.search(r"^1 passed, 0 failed$", proc.stdout, re.M) is not None
+    return profile
+
+
+def _field(text: str, pattern: str) -> str:
+    match = re.search(pattern, text, re.M)
+    return match.group(1) if match else "?"
+
+
+def profile_all(binary: Path, jobs: list[Job], workers: int | None = None) -> list[PassProfile]:
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda job: run_job(binary, job), jobs))
+
+
+def _ratio(cost: int, ideal: int) -> str:
+    return f"{cost / ideal:.2f}" if ideal else "-"
+
+
+def markdown(profiles: list[PassProfile]) -> str:
+    lines = [
+        "Per pass: shared-memory wavefronts and global sectors a warp's accesses take over the fewest they "
+        "could (1.00: no bank conflict, every sector's bytes used). Emulated at batch b on a GPU of s SMs "
+        "for the H100's plan at the bench's batch.",
+        "",
+        "| problem | pass | kernel | b, s | shared | global loads | global stores | checked |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | --- |",
+    ]
+    for p in profiles:
+        kernel = p.kernel if p.kernel == p.h100_kernel else f"{p.kernel} (H100: {p.h100_kernel})"
+        shared = _ratio(*p.totals("shared", ("load", "store", "cp.async-write", "ldmatrix")))
+        loads = _ratio(*p.totals("global", ("load", "cp.async-read")))
+        stores = _ratio(*p.totals("global", ("store",)))
+        lines.append(f"| {p.job.label} | {p.job.pass_} | {kernel} | {p.job.batch}, {p.job.sms} | {shared} | "
+                     f"{loads} | {stores} | {'yes' if p.checked else 'FAILED'} |")
+    flagged = [(p, s) for p in profiles for s in p.worth_a_look()]
+    lines += ["", f"Places at {EXCESS_RATIO}x the fewest or more, with {EXCESS_SHARE:.0%} or more of their pass's "
+              "wavefronts or sectors:", ""]
+    if not flagged:
+        lines.append("(none)")
+    else:
+        lines += ["| problem | pass | place | memory | operation | bytes a lane | requests | x fewest |",
+                  "| --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+        lines += [f"| {p.job.label} | {p.job.pass_} | {s.place} | {s.space} | {s.op} | {s.bytes} | {s.requests} | "
+                  f"{s.ratio:.2f} |" for p, s in flagged]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(profiles: list[PassProfile], path: Path) -> None:
+    path.write_text(json.dumps([{**asdict(p), "job": asdict(p.job)} for p in profiles], indent=1) + "\n")

@@ -1,0 +1,154 @@
+"""The memory profile (`make memory-profile`): the emulator's count of shared-memory wavefronts and
+global sectors a warp's accesses take, checked on launches whose counts are known, then on the
+kernels the bench's layers run, where the designs say which accesses are free of bank conflicts."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT
+from build_scripts.bench.layers import problems
+from build_scripts.memory_profile import (EMULATOR, H100_SMS, Job, PassProfile, Site, build, jobs_for, markdown,
+                                          place_of, run_job)
+
+pytestmark = pytest.mark.l0
+
+PROFILED = ("-fsanitize=thread", "-DDWCONV_MEMORY_PROFILE", "-g")
+
+# Scenario: its table, (memory, operation, bytes a lane) -> (warp instructions, wavefronts or
+# sectors, the fewest). Banks: 32 of 4 bytes; 16-byte accesses and ldmatrix matrices go in phases
+# of 8 lanes, so the fewest wavefronts for a warp's 16-byte access is 4.
+SCENARIOS = {
+    "consecutive shared words": {("shared", "store", 4): (1, 1, 1), ("shared", "load", 4): (1, 1, 1),
+                                 ("global", "store", 4): (1, 4, 4)},
+    "shared words two apart": {("shared", "store", 4): (1, 2, 1), ("shared", "load", 4): (1, 2, 1),
+                               ("global", "store", 4): (1, 4, 4)},
+    "one shared word for every lane": {("shared", "load", 4): (1, 1, 1), ("global", "store", 4): (1, 4, 4)},
+    "consecutive shared vectors": {("shared", "store", 16): (1, 4, 4)},
+    "shared vectors two apart": {("shared", "store", 16): (1, 8, 4)},
+    # four 4-byte loads of one lane within one 16-byte chunk: one vector, as nvcc's LDS.128
+    "a shared vector read as four floats": {("shared", "load", 16): (1, 4, 4), ("global", "store", 4): (1, 4, 4)},
+    "a static shared column": {("shared", "store", 4): (1, 32, 1), ("shared", "load", 4): (1, 32, 1),
+                               ("global", "store", 4): (1, 4, 4)},
+    "consecutive global vectors": {("global", "store", 16): (1, 16, 16)},
+    "global vectors two apart": {("global", "store", 16): (1, 32, 16)},
+    "ldmatrix rows one vector apart": {("shared", "ldmatrix", 16): (1, 4, 4), ("global", "store", 4): (1, 4, 4)},
+    "ldmatrix rows two vectors apart": {("shared", "ldmatrix", 16): (1, 8, 4), ("global", "store", 4): (1, 4, 4)},
+    "copies into columns of 8 vectors, pitch 9": {("shared", "cp.async-write", 16): (1, 4, 4),
+                                                  ("global", "cp.async-read", 16): (1, 16, 16)},
+    "copies into columns of 4 vectors, pitch 5": {("shared", "cp.async-write", 16): (1, 8, 4),
+                                                  ("global", "cp.async-read", 16): (1, 16, 16)},
+}
+
+
+@pytest.fixture(scope="module")
+def profile_selftest(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("memory-profile")
+    objects = [directory / "selftest.o", directory / "runtime.o"]
+    subprocess.run(["g++", "-std=c++20", "-O1", *PROFILED, f"-I{EMULATOR}", "-c",
+                    str(EMULATOR / "memory_profile_selftest.cpp"), "-o", str(objects[0])],
+                   check=True, capture_output=True, text=True)
+    subprocess.run(["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o",
+                    str(objects[1])], check=True, capture_output=True, text=True)
+    binary = directory / "memory_profile_selftest"
+    subprocess.run(["g++", *map(str, objects), "-o", str(binary)], check=True, capture_output=True, text=True)
+    return binary
+
+
+def read_table(path: Path) -> dict[tuple[str, str, int], tuple[int, int, int]]:
+    table = {}
+    for line in path.read_text().splitlines()[1:]:
+        _, space, op, size, requests, cost, ideal = line.split("\t")
+        key = (space, op, int(size))
+        before = table.get(key, (0, 0, 0))
+        table[key] = tuple(a + int(b) for a, b in zip(before, (requests, cost, ideal)))
+    return table
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_profile_counts_wavefronts_and_sectors_as_a_gpu_takes_them(profile_selftest, tmp_path, scenario):
+    out = tmp_path / "profile.tsv"
+    proc = subprocess.run([str(profile_selftest), scenario], capture_output=True, text=True, timeout=60,
+                          env={"DWCONV_MEMORY_PROFILE_OUT": str(out)})
+    assert proc.returncode == 0 and proc.stdout == f"ran {scenario}\n", proc.stdout + proc.stderr
+    assert read_table(out) == SCENARIOS[scenario]
+
+
+def test_a_place_is_the_kernels_line_and_the_helper_it_calls():
+    cuda = f"{REPO_ROOT}/patches/files/aten/src/ATen/native/cuda"
+    frames = [("memcpy", "/usr/include/x86_64-linux-gnu/bits/string_fortified.h:29"),
+              ("load_vector<float>", f"{cuda}/DepthwiseConv2dCommon.cuh:172"),
+              ("operator()", f"{cuda}/DepthwiseConv2dRegisterTiled.cuh:110 (discriminator 2)"),
+              ("launch", f"{REPO_ROOT}/tests/emulator/cuda_emulation.h:700")]
+    assert place_of(frames) == "DepthwiseConv2dCommon.cuh:172 < DepthwiseConv2dRegisterTiled.cuh:110"
+    assert place_of(frames[2:]) == "DepthwiseConv2dRegisterTiled.cuh:110"
+    assert place_of(frames[3:]) == "(outside the kernels)"
+
+
+def test_a_bench_problem_runs_at_a_small_batch_on_a_gpu_scaled_to_its_plan():
+    chosen = problems(["ConvNeXt-T", "Mamba conv1d"], (("bfloat16", "channels_last"),))
+    jobs = jobs_for(chosen, passes=("forward", "backward-weight"), batch=2)
+    b64 = [j for j in jobs if j.bench_batch == 64]
+    b1 = [j for j in jobs if j.bench_batch == 1]
+    assert {j.pass_ for j in b64} == {"forward", "backward-weight"} and {j.pass_ for j in b1} == {"forward"}
+    assert all(j.batch == 2 and j.sms == round(H100_SMS * 2 / 64) for j in b64)
+    assert all(j.batch == 1 and j.sms == H100_SMS for j in b1)
+    assert all(j.dtype == "bfloat16" and j.layout == "nhwc" for j in jobs)
+    assert len(b64) == 2 * 4 and not any("L=" in j.label for j in jobs)  # conv1d has none
+    assert jobs[0].arguments() == ["--layer", "2,96,56,7,1,4,64", "bfloat16", "nhwc", "forward"]
+
+
+def test_the_report_names_the_places_worth_a_look():
+    job = Job("ConvNeXt-T 96@56 b64 bfloat16 channels_last", "forward", 96, 56, 7, 1, "bfloat16", "nhwc", 2, 4, 64)
+    profile = PassProfile(job, "channels_last_mma_kernel", "channels_last_mma_kernel", True, [
+        Site("Mma.cuh:209", "shared", "ldmatrix", 16, 100, 4000, 4000),
+        Site("Stream.cuh:74", "shared", "cp.async-write", 16, 10, 100, 50),  # 2x, 2.4 % of the wavefronts
+        Site("Mma.cuh:144", "shared", "load", 4, 1, 20, 10),                 # 2x, too small a share
+        Site("Mma.cuh:262", "global", "store", 4, 10, 80, 40)])
+    text = markdown([profile])
+    assert "| channels_last_mma_kernel | 2, 4 | 1.01 | - | 2.00 | yes |" in text
+    flagged = [line for line in text.splitlines() if line.startswith("| ConvNeXt-T") and "x fewest" not in line][1:]
+    assert [line.split(" | ")[2] for line in flagged] == ["Stream.cuh:74", "Mma.cuh:262"]
+
+
+@pytest.fixture(scope="module")
+def profiled_emulator(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("memory-profile-build"))
+
+
+def profile_of(binary, label: str, pass_: str) -> PassProfile:
+    set_name = label.split()[0]
+    layer_problems = [p for p in problems([set_name], (("float32", "contiguous"), ("bfloat16", "channels_last")))
+                      if p.label == label]
+    (job,) = [j for j in jobs_for(layer_problems) if j.pass_ == pass_]
+    profile = run_job(binary, job)
+    assert profile.checked and profile.kernel == profile.h100_kernel, profile
+    return profile
+
+
+def sites(profile: PassProfile, place: str, op: str) -> list[Site]:
+    found = [s for s in profile.sites if s.place.startswith(place) and s.op == op]
+    assert found, [(s.place, s.op) for s in profile.sites]
+    return found
+
+
+def test_the_register_tiled_kernels_read_their_tiles_without_bank_conflicts(profiled_emulator):
+    """v4's design: row pitch and plane stride padded so that every quarter warp's 16-byte loads of
+    the tile fall in 8 bank groups."""
+    profile = profile_of(profiled_emulator, "MobileNetV2 32@112 b64 float32 contiguous", "forward")
+    assert profile.kernel == "register_tiled_nchw_kernel"
+    (tile_reads,) = [s for s in profile.sites if s.space == "shared" and s.op == "load"]
+    assert tile_reads.bytes == 16 and tile_reads.cost == tile_reads.ideal
+
+
+def test_the_tensor_core_kernel_reads_its_matrices_without_bank_conflicts(profiled_emulator):
+    """v32's design: a ring column holds an odd number of vectors, so that at stride 1 the 8 rows of
+    an ldmatrix matrix (8 columns) fall in 8 bank groups; its outputs are stored whole sectors
+    at a time only where a warp holds them (a 4-byte pair of channels, 16 bytes a pixel: half-sector)."""
+    profile = profile_of(profiled_emulator, "ConvNeXt-T 96@56 b64 bfloat16 channels_last", "forward")
+    assert profile.kernel == "channels_last_mma_kernel"
+    for site in sites(profile, "DepthwiseConv2dChannelsLastMma.cuh", "ldmatrix"):
+        assert site.cost == site.ideal, site
+    (stores,) = [s for s in profile.sites if s.space == "global" and s.op == "store"]
+    assert stores.bytes == 4 and stores.cost == 2 * stores.ideal
