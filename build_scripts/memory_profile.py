@@ -52,7 +52,8 @@ def build(directory: Path) -> Path:
     driver, runtime = directory / "emulate_depthwise2d.o", directory / "memory_profile_runtime.o"
     binary = directory / "emulate_depthwise2d_profiled"
     steps = [
-        ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=thread", "-DDWCONV_MEMORY_PROFILE",
+        ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=thread", "-fsanitize-coverage=trace-pc",
+         "-DDWCONV_MEMORY_PROFILE",
          f"-I{KERNEL_SOURCES}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs], "-c",
          str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(driver)],
         ["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o", str(runtime)],

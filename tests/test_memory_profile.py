@@ -14,7 +14,7 @@ from build_scripts.memory_profile import (EMULATOR, H100_SMS, Job, PassProfile, 
 
 pytestmark = pytest.mark.l0
 
-PROFILED = ("-fsanitize=thread", "-DDWCONV_MEMORY_PROFILE", "-g")
+PROFILED = ("-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-DDWCONV_MEMORY_PROFILE", "-g")
 
 # Scenario: its table, (memory, operation, bytes a lane) -> (warp instructions, wavefronts or
 # sectors, the fewest). Banks: 32 of 4 bytes; 16-byte accesses and ldmatrix matrices go in phases
@@ -31,6 +31,8 @@ SCENARIOS = {
     "a shared vector read as four floats": {("shared", "load", 16): (1, 4, 4), ("global", "store", 4): (1, 4, 4)},
     "a static shared column": {("shared", "store", 4): (1, 32, 1), ("shared", "load", 4): (1, 32, 1),
                                ("global", "store", 4): (1, 4, 4)},
+    # an iteration's 21 or 22 lanes of 32 consecutive floats: 4 sectors, 3 sectors' bytes
+    "loads that some lanes skip": {("global", "load", 4): (4, 16, 12), ("global", "store", 4): (1, 4, 4)},
     "consecutive global vectors": {("global", "store", 16): (1, 16, 16)},
     "global vectors two apart": {("global", "store", 16): (1, 32, 16)},
     "ldmatrix rows one vector apart": {("shared", "ldmatrix", 16): (1, 4, 4), ("global", "store", 4): (1, 4, 4)},

@@ -11,10 +11,15 @@
 // and reports the asynchronous copies and the ldmatrix rows itself (cuda_emulation.h).
 //
 // A warp's accesses are grouped into instructions when its lanes next stop (a barrier, a warp
-// meeting, their end): the k-th access that lane l makes from one place meets the k-th of every other
-// lane, as lanes that run one path do on a GPU. A lane's contiguous accesses within one 16-byte
-// chunk are one access (the CPU compiler splits a 16-byte vector into 8- or 4-byte moves), and an
-// access is cut into aligned pieces of 16 bytes or fewer. Then, per instruction:
+// meeting, their end). Built with -fsanitize-coverage=trace-pc too, the program reports every basic
+// block it enters, and a block entered at an address not past the last one's in the same function is
+// a loop's next iteration: an access is placed by the loop iterations its lane has run since the
+// stop, and the k-th access that lane l makes from one place in one iteration meets the k-th of every
+// other lane in theirs, as lanes that run one path do on a GPU, where a lane whose access is
+// predicated off sits the instruction out (counted in iterations, it does not shift the lane's
+// later accesses). A lane's contiguous accesses within one 16-byte chunk in one iteration are one
+// access (the CPU compiler splits a 16-byte vector into 8- or 4-byte moves), and an access is cut into
+// aligned pieces of 16 bytes or fewer. Then, per instruction:
 // - shared memory: 32 banks of 4 bytes; a warp's 1-, 2- and 4-byte accesses go as one phase, 8-byte
 //   ones as two (half warps), 16-byte ones and ldmatrix's 8 rows a matrix as four (quarter warps)
 //   or one a matrix; a phase takes as many wavefronts as the most distinct words any bank holds
@@ -65,6 +70,7 @@ std::map<std::string, Site> named_site_index;
 
 struct Access {
   Site site;
+  long iteration;  // the loop iterations its lane had run since its last stop
   std::uintptr_t address;
   std::uint32_t bytes;
   Op op;
@@ -85,6 +91,10 @@ int running_thread = -1;  // the emulated thread whose accesses count; -1: the s
 std::vector<std::vector<Access>> thread_accesses;
 std::vector<int> thread_quiet_depth;
 int scheduler_quiet_depth = 0;
+// Each thread's loop iterations since its last stop, and, a function call deep each, the last basic
+// block it entered there.
+std::vector<long> thread_iterations;
+std::vector<std::vector<std::uintptr_t>> thread_last_blocks;
 
 std::uintptr_t shared_begin = 0, shared_end = 0;   // the launch's dynamic shared memory
 std::uintptr_t static_shared_begin = 0, static_shared_end = 0;  // the executable's TLS block
@@ -148,15 +158,16 @@ void record(Site site, std::uintptr_t address, std::uint32_t bytes, Op op, bool 
   Space space;
   if (!space_of(address, space)) return;
   auto& accesses = thread_accesses[running_thread];
+  const long iteration = thread_iterations[running_thread];
   if (merges && !accesses.empty()) {
     Access& last = accesses.back();
-    if (last.merges && last.op == op && last.space == space && last.address + last.bytes == address &&
-        last.address / 16 == (address + bytes - 1) / 16) {
+    if (last.merges && last.iteration == iteration && last.op == op && last.space == space &&
+        last.address + last.bytes == address && last.address / 16 == (address + bytes - 1) / 16) {
       last.bytes += bytes;
       return;
     }
   }
-  accesses.push_back({site, address, bytes, op, space, merges});
+  accesses.push_back({site, iteration, address, bytes, op, space, merges});
 }
 
 void record_compiled(void* return_address, void* address, unsigned long bytes, bool write) {
@@ -230,18 +241,19 @@ void add_instruction(Site site, Space space, Op op, std::uint32_t bytes, long co
 
 // One warp's accesses since its lanes last stopped, as instructions.
 void close_warp(unsigned first, unsigned threads) {
-  using Instruction = std::tuple<Site, Op, long>;  // place, operation, the lane's how-manieth from it
+  using Instruction = std::tuple<Site, Op, long, long>;  // place, operation, iteration, the lane's how-manieth there
   std::map<Instruction, std::vector<LaneAccess>> instructions;
   std::vector<Access> pieces;
   for (unsigned t = first; t < first + 32 && t < threads; ++t) {
-    std::map<std::pair<Site, Op>, long> seen;
+    std::map<std::tuple<Site, Op, long>, long> seen;
     pieces.clear();
     for (const Access& access : thread_accesses[t]) aligned_pieces(access, pieces);
     for (const Access& piece : pieces) {
-      const long nth = seen[{piece.site, piece.op}]++;
-      instructions[{piece.site, piece.op, nth}].push_back({t - first, piece});
+      const long nth = seen[{piece.site, piece.op, piece.iteration}]++;
+      instructions[{piece.site, piece.op, piece.iteration, nth}].push_back({t - first, piece});
     }
     thread_accesses[t].clear();
+    thread_iterations[t] = 0;
   }
   for (const auto& [instruction, lanes] : instructions) {
     std::uint32_t bytes = 0;
@@ -285,6 +297,8 @@ void dwconv_profile_running_thread(int thread, unsigned threads) {
   if (thread_accesses.size() < threads) {
     thread_accesses.resize(threads);
     thread_quiet_depth.resize(threads);
+    thread_iterations.resize(threads);
+    thread_last_blocks.resize(threads);
   }
   running_thread = thread;
 }
@@ -333,8 +347,21 @@ void dwconv_profile_load_matrices(const void* const* rows, int count, const char
 // ThreadSanitizer's instrumentation calls, made by the compiled kernels (and by every other function
 // of the instrumented program, which the thread and region checks leave out).
 void __tsan_init() {}
-void __tsan_func_entry(void*) {}
-void __tsan_func_exit() {}
+void __tsan_func_entry(void*) {
+  if (running_thread >= 0) thread_last_blocks[running_thread].push_back(0);
+}
+void __tsan_func_exit() {
+  if (running_thread >= 0 && !thread_last_blocks[running_thread].empty()) thread_last_blocks[running_thread].pop_back();
+}
+// -fsanitize-coverage=trace-pc: a basic block entered.
+void __sanitizer_cov_trace_pc() {
+  if (running_thread < 0) return;
+  auto& blocks = thread_last_blocks[running_thread];
+  if (blocks.empty()) blocks.push_back(0);
+  const auto block = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
+  if (block <= blocks.back()) ++thread_iterations[running_thread];
+  blocks.back() = block;
+}
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}
 void __tsan_read_range(void* address, unsigned long bytes) {

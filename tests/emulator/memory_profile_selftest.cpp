@@ -56,6 +56,16 @@ __global__ void static_shared_column(float* out) {
   out[threadIdx.x] = columns[32 * threadIdx.x];
 }
 
+// Four loads a lane in a loop, each predicated off in some lanes (a third of them, different ones in
+// each iteration): one warp instruction an iteration, whatever lanes sit it out.
+__global__ void loads_some_lanes_skip(const float* src, float* out) {
+  float sum = 0.0f;
+  for (unsigned i = 0; i < 4; ++i) {
+    if ((i + threadIdx.x) % 3 != 0) sum += src[32 * i + threadIdx.x];
+  }
+  out[threadIdx.x] = sum;
+}
+
 // Every lane writes a 16-byte vector of global memory, `stride` vectors after the last lane's.
 __global__ void global_vectors(Vector* out, int stride) {
   out[stride * threadIdx.x] = Vector{{1.0f, 2.0f, 3.0f, 4.0f}};
@@ -123,6 +133,8 @@ int main(int argc, char** argv) {
     dwconv_emu::launch(one, warp, bytes, shared_vector_by_floats, out.data);
   } else if (scenario == "a static shared column") {
     dwconv_emu::launch(one, warp, 0, static_shared_column, out.data);
+  } else if (scenario == "loads that some lanes skip") {
+    dwconv_emu::launch(one, warp, bytes, loads_some_lanes_skip, out.data, out.data + 128);
   } else if (scenario == "consecutive global vectors") {
     dwconv_emu::launch(one, warp, bytes, global_vectors, vectors.data, 1);
   } else if (scenario == "global vectors two apart") {
