@@ -547,9 +547,15 @@ MUTATIONS = [
     (("if (total != total) {", "if (false) {"), "70:74"),  # a neighbour's inf x 0 left as NaN (one tile, two)
     (("nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << ((t * kMmaTaskRows + r) * 4 + v);",
       "nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << (r * 4 + v);"), "73:74"),  # the second tile's NaNs unmarked
-    (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (group % 2))",
-      "bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (1 - group % 2))"), "71:72"),  # B off its diagonal
-    (("bits_of(filter[kBackward ? kTaps - 1 - tap : tap])", "bits_of(filter[tap])"), "71:72"),  # backward unflipped
+    (("bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (group % 2))",
+      "bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (1 - group % 2))"),
+     "71:72"),  # B off its diagonal
+    (("bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)])",
+      "bits_of(vector_filters[group * kTaps + tap])"), "71:72"),  # backward unflipped
+    (("weight + (inside ? c0 * kTaps + i * kMmaChannels : 0)", "weight + (inside ? i * kMmaChannels : 0)"),
+     "71:72"),  # every channel group's filters copied from the first's
+    (("Vec* const filters = ring + s.ring_rows * s.in_w * m.pitch;",
+      "Vec* const filters = ring + (s.ring_rows - 1) * s.in_w * m.pitch;"), "71:72"),  # filters over the ring's last row
     (("pair_at[t] = (column + next_shift * m.pitch) * kVecBytes;", "pair_at[t] = column * kVecBytes;"),
      "71:72"),  # lanes 16-31 at the same shift
     (("if (row >= ring_bytes) row -= ring_bytes;", ""), "12:13"),  # window rows past the ring's end

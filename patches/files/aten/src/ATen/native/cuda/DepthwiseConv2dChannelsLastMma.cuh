@@ -65,6 +65,13 @@ struct ChannelsLastMma {
   int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else mma_most_task_tiles
 };
 
+// Bytes of a block's filters in shared memory, after its ring: `vectors` channel vectors' taps,
+// [vector][channel][tap] as the weight tensor holds them (kTaps 16-byte vectors a channel vector).
+template <typename scalar_t>
+constexpr size_t mma_filter_bytes(int vectors, int taps) {
+  return size_t(vectors) * kMmaChannels * taps * sizeof(scalar_t);
+}
+
 struct ChannelsLastMmaLaunch {
   dim3 grid, block;  // grid: (bands * strips_w, channel groups, batch); block: (vectors, kThreads / vectors)
   ChannelsLastMma mma;
@@ -127,23 +134,29 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
   const scalar_t* const src_vector =
       src + n * src_h * src_w * channels + c0 + (live_copies ? static_cast<int>(threadIdx.x) * kMmaChannels : 0);
 
+  // The block's filters go to shared memory after the ring, with the first window's copies: read
+  // there, a tap's 8 weights (8 lanes of a warp) are 8 words in distinct banks, where from global
+  // memory they were 8 sectors of 7 lines, for each of a warp's kTaps loads (memory_profile.py: up to
+  // 45 % of the kernel's L1 and shared-memory wavefronts). The weight tensor is 16-byte aligned
+  // (the choice takes this kernel only then), and a channel vector's taps are kTaps whole vectors.
+  Vec* const filters = ring + s.ring_rows * s.in_w * m.pitch;  // [vector][channel][tap]
+  for (int i = tid; i < vectors * kTaps; i += kThreads) {
+    const bool inside = i / kTaps < live_vectors;  // else zeros, nothing read
+    copy_async_or_zero(filters + i, weight + (inside ? c0 * kTaps + i * kMmaChannels : 0), inside);
+  }
   const StreamBand<scalar_t> band{ring,       src_vector, s,           m.pitch, window_rows, new_rows,
                                   image_row0, image_col0, live_copies, src_h,   src_w,       channels};
-  band.copy_first_window();
+  band.copy_first_window();  // commits the filters' copies with the window's
 
-  // The warp's vector, and B for each tap: B's column `group` is the vector's channel `group`, and
-  // a lane holds its rows 2 quad and 2 quad + 1: the tap's weight where the row is the column (in
-  // the low half for group == 2 quad, the high for 2 quad + 1), else zero.
+  // The warp's vector; B for each tap (read once the first step's copies have landed): B's column
+  // `group` is the vector's channel `group`, and a lane holds its rows 2 quad and 2 quad + 1: the
+  // tap's weight where the row is the column (in the low half for group == 2 quad, the high for
+  // 2 quad + 1), else zero.
   const int vec = warp % vectors;
   const bool live = vec < live_vectors;  // the whole warp: an idle vector of a part-filled group
   const int group = lane / 4, quad = lane % 4;
-  const scalar_t* const filter = weight + (live ? c0 + vec * kMmaChannels + group : 0) * kTaps;
+  const scalar_t* const vector_filters = reinterpret_cast<const scalar_t*>(filters) + vec * kMmaChannels * kTaps;
   std::uint32_t b[kTaps];
-#pragma unroll
-  for (int tap = 0; tap < kTaps; ++tap) {
-    b[tap] = (live && group / 2 == quad) ? bits_of(filter[kBackward ? kTaps - 1 - tap : tap]) << (16 * (group % 2))
-                                         : 0u;
-  }
   // The bias (the forward only) as one more product: A all ones, B the bias on its diagonal. And the
   // two channels of D's columns a lane holds, with their bias as floats for the NaN sums below.
   const bool biased = !kBackward && bias != nullptr && live;
@@ -174,6 +187,14 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
   int step_slot = 0;  // the ring slot of the step's first window row
   for (int step = 0; step < steps; ++step) {
     band.begin_step(step, steps, step_slot);
+    if (step == 0) {
+#pragma unroll
+      for (int tap = 0; tap < kTaps; ++tap) {
+        b[tap] = (live && group / 2 == quad)
+                     ? bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (group % 2))
+                     : 0u;
+      }
+    }
 
     // Tasks in the step's order: across the first kMmaTaskRows rows, then the next.
     int x_task = first_x_task, row0 = first_row0;
@@ -289,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
               const int slot = wrap_ring_slot(step_slot + (row0 + r) * kStride + tap / kKernel, s.ring_rows);
               const auto* const in = reinterpret_cast<const scalar_t*>(
                   ring + (slot * s.in_w + x * kStride + tap % kKernel) * m.pitch + vec);
-              const scalar_t w = weight[(out_channel + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
+              const scalar_t w = vector_filters[(2 * quad + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)];
               sum += static_cast<float>(in[2 * quad + k]) * static_cast<float>(w);
             }
             dst[place(t, r, v)] = static_cast<scalar_t>(sum);
@@ -346,6 +367,7 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   if (channel_blocks > 65535 || kMmaWarps % vectors != 0) return std::nullopt;
   const int pitch = vectors | 1;
   const int warps_a_vector = kMmaWarps / vectors;
+  const size_t filter_bytes = mma_filter_bytes<scalar_t>(vectors, g.kernel_h * g.kernel_w);
   struct Candidate {
     ChannelsLastMma mma;
     int64_t row_steps;
@@ -367,14 +389,15 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
     if (row_steps < kStreamMinRowSteps) continue;
     const int window_rows = (step_rows - 1) * g.stride_h + g.kernel_h;
     const int ring_rows = window_rows + step_rows * g.stride_h;
-    // The widest strips whose ring fits (narrower ones only copy more halo): from the fewest that
-    // a 48 KB ring of single input rows allows.
-    const int64_t widest = std::max<int64_t>(1, int64_t(kMaxSharedBytes) / (int64_t(ring_rows) * pitch * 16));
+    // The widest strips whose ring fits beside the filters (narrower ones only copy more halo): from
+    // the fewest that 48 KB of single input rows allows.
+    const int64_t widest =
+        std::max<int64_t>(1, int64_t(kMaxSharedBytes - filter_bytes) / (int64_t(ring_rows) * pitch * 16));
     for (int64_t strips_w = std::max<int64_t>(1, g.dst_w * g.stride_w / widest); strips_w <= g.dst_w; ++strips_w) {
       const int lanes_w = static_cast<int>((g.dst_w + strips_w - 1) / strips_w);
       if ((g.dst_w + lanes_w - 1) / lanes_w != strips_w) continue;  // the shape of fewer strips
       const int in_w = (lanes_w - 1) * g.stride_w + g.kernel_w;
-      const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>);
+      const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>) + filter_bytes;
       if (bytes > kMaxSharedBytes) continue;  // narrower strips next
       for (int tiles = 1; tiles <= (lanes_w > kMmaTilePixels ? mma_most_task_tiles(g.kernel_h, g.stride_h) : 1);
            ++tiles) {

@@ -200,7 +200,7 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
     return PassChoice{PassKernel::kColumn, g,
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
   }
-  if (index32 && paths.on(KernelPath::ChannelsLastMma)) {
+  if (index32 && paths.on(KernelPath::ChannelsLastMma) && is_16_byte_aligned(t.weight)) {  // its filters' copies
     if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu)) return PassChoice{PassKernel::kChannelsLastMma, g, *plan};
   }
   if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
