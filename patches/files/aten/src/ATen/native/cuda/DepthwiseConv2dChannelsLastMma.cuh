@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
                                   image_row0, image_col0, live_copies, src_h,   src_w,       channels};
   band.copy_first_window();  // commits the filters' copies with the window's
 
-  // The warp's vector; B for each tap (read once the first step's copies have landed): B's column
+  // The warp's vector; B for each tap (read once the first step's copies have landed, below): B's column
   // `group` is the vector's channel `group`, and a lane holds its rows 2 quad and 2 quad + 1: the
   // tap's weight where the row is the column (in the low half for group == 2 quad, the high for
   // 2 quad + 1), else zero.
@@ -185,16 +185,15 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
   const int out_half_step = 8 * channels;  // from a lane's pixel `group` of a tile to `group` + 8
 
   int step_slot = 0;  // the ring slot of the step's first window row
-  for (int step = 0; step < steps; ++step) {
-    band.begin_step(step, steps, step_slot);
-    if (step == 0) {
+  band.begin_step(0, steps, step_slot);  // the first step's rows and the filters have landed
 #pragma unroll
-      for (int tap = 0; tap < kTaps; ++tap) {
-        b[tap] = (live && group / 2 == quad)
-                     ? bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (group % 2))
-                     : 0u;
-      }
-    }
+  for (int tap = 0; tap < kTaps; ++tap) {
+    b[tap] = (live && group / 2 == quad)
+                 ? bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (group % 2))
+                 : 0u;
+  }
+  for (int step = 0; step < steps; ++step) {
+    if (step > 0) band.begin_step(step, steps, step_slot);
 
     // Tasks in the step's order: across the first kMmaTaskRows rows, then the next.
     int x_task = first_x_task, row0 = first_row0;
