@@ -146,11 +146,16 @@ def test_the_register_tiled_kernels_read_their_tiles_without_bank_conflicts(prof
 
 def test_the_tensor_core_kernel_reads_its_matrices_without_bank_conflicts(profiled_emulator):
     """v32's design: a ring column holds an odd number of vectors, so that at stride 1 the 8 rows of
-    an ldmatrix matrix (8 columns) fall in 8 bank groups; its outputs are stored whole sectors
-    at a time only where a warp holds them (a 4-byte pair of channels, 16 bytes a pixel: half-sector)."""
+    an ldmatrix matrix (8 columns) fall in 8 bank groups. Its outputs are stored as a warp holds them:
+    a 4-byte pair of channels a lane, 16 bytes a pixel, half of each sector (two warps' halves meet in L2)."""
     profile = profile_of(profiled_emulator, "ConvNeXt-T 96@56 b64 bfloat16 channels_last", "forward")
     assert profile.kernel == "channels_last_mma_kernel"
     for site in sites(profile, "DepthwiseConv2dChannelsLastMma.cuh", "ldmatrix"):
         assert site.cost == site.ideal, site
+    # v33: the filters come through shared memory (whole sectors copied), each tap's 8 weights 8 banks
+    # apart; read from global memory a load a tap, they were 8 sectors of 7 lines each.
+    assert not [s for s in profile.sites if s.space == "global" and s.op == "load"]
+    (filter_reads,) = [s for s in profile.sites if s.space == "shared" and s.op == "load"]
+    assert filter_reads.bytes == 2 and filter_reads.cost == filter_reads.ideal
     (stores,) = [s for s in profile.sites if s.space == "global" and s.op == "store"]
     assert stores.bytes == 4 and stores.cost == 2 * stores.ideal
