@@ -72,6 +72,8 @@ def cmd_memory_profile(args) -> None:
         raise HarnessError(f"unknown pass(es) {unknown}; the passes are {list(PASSES)}")
     if args.match:
         chosen = [p for p in chosen if re.search(args.match, p.label)]
+    if args.batch < 1:
+        raise HarnessError(f"--batch {args.batch}: the emulated batch is 1 or more")
     jobs = jobs_for(chosen, passes, args.batch)
     if not jobs:
         raise HarnessError(f"no 2D problem of the sets {sets} matches {args.match!r} (conv1d has no profile)")

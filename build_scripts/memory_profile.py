@@ -34,6 +34,9 @@ H100_SMS = 132
 DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
 PASSES = ("forward", "backward-input", "backward-weight")
 DEFAULT_BATCH = 2
+# The profiled build: the instrumentation's calls at every access, function entry and exit and basic
+# block, with blocks in source order (so that only loops jump back), for memory_profile_runtime.cpp.
+PROFILED = ("-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-reorder-blocks", "-DDWCONV_MEMORY_PROFILE")
 # A place worth a look: this many times the fewest wavefronts or sectors, and this share of its pass's.
 EXCESS_RATIO = 1.25
 EXCESS_SHARE = 0.02
@@ -52,8 +55,7 @@ def build(directory: Path) -> Path:
     driver, runtime = directory / "emulate_depthwise2d.o", directory / "memory_profile_runtime.o"
     binary = directory / "emulate_depthwise2d_profiled"
     steps = [
-        ["g++", "-std=c++20", "-O1", "-g", "-pthread", "-fsanitize=thread", "-fsanitize-coverage=trace-pc",
-         "-DDWCONV_MEMORY_PROFILE",
+        ["g++", "-std=c++20", "-O1", "-g", "-pthread", *PROFILED,
          f"-I{KERNEL_SOURCES}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs], "-c",
          str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(driver)],
         ["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o", str(runtime)],
@@ -126,10 +128,19 @@ class Site:
 @dataclass
 class PassProfile:
     job: Job
-    kernel: str = ""
-    h100_kernel: str = ""
+    kernel: str = ""       # the kernel that ran, with its block and dynamic shared memory
+    h100_kernel: str = ""  # the H100's at the bench's batch, the same way
     checked: bool = False
     sites: list[Site] = field(default_factory=list)
+
+    @property
+    def kernel_name(self) -> str:
+        return self.kernel.split(" ")[0]
+
+    @property
+    def stands_for_h100(self) -> bool:
+        """Whether the H100's pass runs the same kernel with the same block and shared memory."""
+        return self.kernel == self.h100_kernel
 
     def totals(self, space: str, ops: tuple[str, ...]) -> tuple[int, int]:
         chosen = [s for s in self.sites if s.space == space and s.op in ops]
@@ -164,21 +175,23 @@ def symbolize(binary: Path, addresses: list[str]) -> dict[str, str]:
         return {}
     proc = subprocess.run(["addr2line", "-e", str(binary), "-f", "-i", "-a", *addresses],
                           capture_output=True, text=True, check=True)
+    # Each address's line (as addr2line -a prints it), then its inlined frames as (function, file:line).
+    asked = {f"0x{int(address, 16):016x}": address for address in addresses}
     places, frames, current = {}, [], None
     lines = proc.stdout.splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].startswith("0x") and i + 2 <= len(lines):
+        if lines[i] in asked:
             if current is not None:
                 places[current] = place_of(frames)
-            current, frames = lines[i], []
+            current, frames = asked[lines[i]], []
             i += 1
             continue
         frames.append((lines[i], lines[i + 1] if i + 1 < len(lines) else "??:0"))
         i += 2
     if current is not None:
         places[current] = place_of(frames)
-    return {address: places.get(f"0x{int(address, 16):016x}", "?") for address in addresses}
+    return {address: places.get(address, "?") for address in addresses}
 
 
 def parse_table(text: str, binary: Path) -> list[Site]:
@@ -199,14 +212,17 @@ def parse_table(text: str, binary: Path) -> list[Site]:
 def run_job(binary: Path, job: Job, timeout: float = 900) -> PassProfile:
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / "profile.tsv"
-        proc = subprocess.run([str(binary), *job.arguments()], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, "DWCONV_MEMORY_PROFILE_OUT": str(table)})
+        try:
+            proc = subprocess.run([str(binary), *job.arguments()], capture_output=True, text=True, timeout=timeout,
+                                  env={**os.environ, "DWCONV_MEMORY_PROFILE_OUT": str(table)})
+        except subprocess.TimeoutExpired as err:
+            raise HarnessError(f"the profiled emulator ran past {timeout:.0f} s on {job.label} {job.pass_}") from err
         if proc.returncode not in (0, 1) or not table.exists():
             raise HarnessError(f"the profiled emulator failed on {job.label} {job.pass_}:\n"
                                f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
         profile = PassProfile(job, sites=parse_table(table.read_text(), binary))
-    profile.kernel = _field(proc.stdout, r"^kernel (\S+)$")
-    profile.h100_kernel = _field(proc.stdout, r"^h100 batch \d+ kernel (\S+)$")
+    profile.kernel = _field(proc.stdout, r"^kernel (.+)$")
+    profile.h100_kernel = _field(proc.stdout, r"^h100 batch \d+ kernel (.+)$")
     profile.checked = re.search(r"^1 passed, 0 failed$", proc.stdout, re.M) is not None
     return profile
 
@@ -229,13 +245,14 @@ def markdown(profiles: list[PassProfile]) -> str:
     lines = [
         "Per pass: shared-memory wavefronts and global sectors a warp's accesses take over the fewest they "
         "could (1.00: no bank conflict, every sector's bytes used). Emulated at batch b on a GPU of s SMs "
-        "for the H100's plan at the bench's batch.",
+        "for the H100's plan at the bench's batch (its kernel, block and shared memory; where they differ, "
+        "both are shown).",
         "",
         "| problem | pass | kernel | b, s | shared | global loads | global stores | checked |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | --- |",
     ]
     for p in profiles:
-        kernel = p.kernel if p.kernel == p.h100_kernel else f"{p.kernel} (H100: {p.h100_kernel})"
+        kernel = p.kernel_name if p.stands_for_h100 else f"{p.kernel} (H100: {p.h100_kernel})"
         shared = _ratio(*p.totals("shared", ("load", "store", "cp.async-write", "ldmatrix")))
         loads = _ratio(*p.totals("global", ("load", "cp.async-read")))
         stores = _ratio(*p.totals("global", ("store",)))

@@ -96,6 +96,7 @@ namespace memory_profile {
 #if defined(DWCONV_MEMORY_PROFILE)
 extern "C" {
 void dwconv_profile_running_thread(int thread, unsigned threads);
+void dwconv_profile_body_begins();
 void dwconv_profile_quiet(int delta);
 void dwconv_profile_launch_shared(const void* begin, unsigned long bytes);
 void dwconv_profile_global_region(const void* begin, unsigned long bytes, int add);
@@ -104,6 +105,7 @@ void dwconv_profile_async_copy(const void* shared_dst, const void* src, int insi
 void dwconv_profile_load_matrices(const void* const* rows, int count, const char* file, int line);
 }
 inline void running_thread(int thread, unsigned threads) { dwconv_profile_running_thread(thread, threads); }
+inline void body_begins() { dwconv_profile_body_begins(); }
 inline void quiet(int delta) { dwconv_profile_quiet(delta); }
 inline void launch_shared(const void* begin, std::size_t bytes) { dwconv_profile_launch_shared(begin, bytes); }
 // A device buffer of the program's: its accesses count as global memory's.
@@ -119,6 +121,7 @@ inline void load_matrices(const void* const* rows, int count, const char* file, 
 }
 #else
 inline void running_thread(int, unsigned) {}
+inline void body_begins() {}
 inline void quiet(int) {}
 inline void launch_shared(const void*, std::size_t) {}
 inline void global_region(const void*, std::size_t, bool) {}
@@ -305,6 +308,7 @@ inline unsigned long barrier_generation = 0;
 inline void fiber_main() {
   for (;;) {  // one pass a block; resumed by the scheduler for the next
     race_check::acquire(&block_start_token);
+    memory_profile::body_begins();
     block_body(block_body_args);
     if (!running->open_copies.empty() || !running->copy_groups.empty()) {
       {

@@ -956,8 +956,8 @@ void check_all(const Problem& p, const char* dtype) {
 
 // One pass of one layer, chosen and launched as DepthwiseConv2d.cu does on an sm_90 GPU of `sms` SMs,
 // checked against float64: what the memory profile runs (memory_profile.py). Prints the kernel that
-// ran and the one an H100 (132 SMs) chooses at `planned_batch`, which a profile stands for where
-// the two agree.
+// ran and the one an H100 (132 SMs) chooses at `planned_batch`, each with its block and dynamic
+// shared memory (its tile's or ring's shape): a profile stands for the H100's pass where they agree.
 template <typename T>
 void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms, int planned_batch) {
   using acc_t = at::acc_type<T, true>;
@@ -972,6 +972,7 @@ void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms
   const std::string tag = std::string(" layer ") + (cl ? "NHWC" : "NCHW");
   const char* ran = nullptr;
   const char* h100_choice = nullptr;
+  LaunchShape ran_shape{}, h100_shape{};
   if (pass == "forward" || pass == "backward-input") {
     const bool backward = pass == "backward-input";
     const Tensor4& src = backward ? p.grad_output : p.input;
@@ -991,8 +992,11 @@ void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms
     } else {
       launch_pass<T, false>(choice, false, pointers, gpu, 0);
     }
+    const PassChoice h100_pass = choose(planned_g, h100);
     ran = kernel_name(choice.kernel);
-    h100_choice = kernel_name(choose(planned_g, h100).kernel);
+    h100_choice = kernel_name(h100_pass.kernel);
+    ran_shape = launch_shape(choice, gpu);
+    h100_shape = launch_shape(h100_pass, h100);
     expect_close(pass + tag, ran, k, dst_data, dst, cl, double(k.kh) * k.kw * (backward ? k.m : 1));
   } else if (pass == "backward-weight") {
     const auto go = p.grad_output.store<T>(cl);
@@ -1010,13 +1014,21 @@ void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms
                                                 p.input.strides(cl), k.bias ? partial_bias.data() : nullptr,
                                                 k.bias ? gb.data() : nullptr},
                           gpu, 0);
+    const GradWeightChoice h100_pass = choose_grad_weight<T>(planned_g, operands, 0, h100);
     ran = kernel_name(choice.kernel);
-    h100_choice = kernel_name(choose_grad_weight<T>(planned_g, operands, 0, h100).kernel);
+    h100_choice = kernel_name(h100_pass.kernel);
+    ran_shape = launch_shape(choice);
+    h100_shape = launch_shape(h100_pass);
     expect_close(pass + tag, ran, k, gw, p.grad_weight, false, double(k.n) * k.oh() * k.ow());
   } else {
     throw std::invalid_argument("--layer: no pass " + pass + " (forward, backward-input or backward-weight)");
   }
-  std::printf("kernel %s\nh100 batch %d kernel %s\n", ran, planned_batch, h100_choice);
+  const auto shape = [](const LaunchShape& l) {
+    return std::to_string(l.block.x) + "," + std::to_string(l.block.y) + "," + std::to_string(l.block.z) + " shared " +
+           std::to_string(l.shared_bytes);
+  };
+  std::printf("kernel %s block %s\nh100 batch %d kernel %s block %s\n", ran, shape(ran_shape).c_str(), planned_batch,
+              h100_choice, shape(h100_shape).c_str());
 }
 
 std::vector<Case> sweep() {

@@ -11,15 +11,18 @@
 // and reports the asynchronous copies and the ldmatrix rows itself (cuda_emulation.h).
 //
 // A warp's accesses are grouped into instructions when its lanes next stop (a barrier, a warp
-// meeting, their end). Built with -fsanitize-coverage=trace-pc too, the program reports every basic
-// block it enters, and a block entered at an address not past the last one's in the same function is
-// a loop's next iteration: an access is placed by the loop iterations its lane has run since the
-// stop, and the k-th access that lane l makes from one place in one iteration meets the k-th of every
-// other lane in theirs, as lanes that run one path do on a GPU, where a lane whose access is
-// predicated off sits the instruction out (counted in iterations, it does not shift the lane's
-// later accesses). A lane's contiguous accesses within one 16-byte chunk in one iteration are one
-// access (the CPU compiler splits a 16-byte vector into 8- or 4-byte moves), and an access is cut into
-// aligned pieces of 16 bytes or fewer. Then, per instruction:
+// meeting, their end), by where in the loops around it each was made. Built with
+// -fsanitize-coverage=trace-pc (and -fno-reorder-blocks, so that only loops jump back), the program
+// reports every basic block it enters; within a function's frame (from the instrumentation's
+// function entries and exits), a jump back to an address is a loop's next iteration, and a block past
+// the furthest one its loop jumped back from leaves the loop. An access's context is then the
+// iteration of every loop it is in, in every frame, and the k-th access that lane l makes from one
+// place in one context meets the k-th of every other lane in theirs, as lanes that run one path do
+// on a GPU: a lane whose access is predicated off sits the instruction out, and a loop that ran more
+// times in some lanes does not shift their accesses after it. A lane's consecutive accesses in one
+// context that join (in either order) into one whole aligned 16-byte chunk are one 16-byte access
+// (the CPU compiler splits a 16-byte vector into 8-byte moves or scalars); any others stay as they
+// were made. Accesses are cut into aligned pieces of 16 bytes or fewer. Then, per instruction:
 // - shared memory: 32 banks of 4 bytes; a warp's 1-, 2- and 4-byte accesses go as one phase, 8-byte
 //   ones as two (half warps), 16-byte ones and ldmatrix's 8 rows a matrix as four (quarter warps)
 //   or one a matrix; a phase takes as many wavefronts as the most distinct words any bank holds
@@ -70,12 +73,12 @@ std::map<std::string, Site> named_site_index;
 
 struct Access {
   Site site;
-  long iteration;  // the loop iterations its lane had run since its last stop
+  std::uint64_t context;  // the iterations of the loops around it (a hash)
   std::uintptr_t address;
   std::uint32_t bytes;
   Op op;
   Space space;
-  bool merges;  // a compiled load or store, which a lane's next contiguous one may extend
+  bool merges;  // a compiled load or store, which may be part of a vector the CPU compiler split
 };
 
 struct Totals {
@@ -85,16 +88,68 @@ using StatKey = std::tuple<Site, Space, Op, std::uint32_t>;
 std::map<StatKey, Totals> totals;
 
 int running_thread = -1;  // the emulated thread whose accesses count; -1: the scheduler, the host
-// Since its last stop, by linear thread index: each thread's accesses, and how deep it is in the
-// emulator's own bookkeeping (the scheduler's depth apart: a fiber switch leaves the scheduler's
-// scope open while the thread runs).
-std::vector<std::vector<Access>> thread_accesses;
-std::vector<int> thread_quiet_depth;
-int scheduler_quiet_depth = 0;
-// Each thread's loop iterations since its last stop, and, a function call deep each, the last basic
-// block it entered there.
-std::vector<long> thread_iterations;
-std::vector<std::vector<std::uintptr_t>> thread_last_blocks;
+// A loop a thread is in: the block it jumps back to, the furthest block it jumped back from, and the
+// iterations begun by jumping back.
+struct Loop {
+  std::uintptr_t header, latch;
+  long iterations;
+};
+// A function call of a thread's: the last basic block it entered there, and the loops it is in.
+struct Frame {
+  std::uintptr_t last_block = 0;
+  std::vector<Loop> loops;
+};
+// An emulated thread: its accesses since its last stop, how deep it is in the emulator's own
+// bookkeeping, its calls, and where its last function exit was made (the returning function's
+// last block is entered after it).
+struct ThreadState {
+  std::vector<Access> accesses;
+  int quiet_depth = 0;
+  std::vector<Frame> frames{1};
+  std::size_t body_frames = 0;  // the frames below the block's work (the emulator's, whose loops run on)
+  std::uintptr_t exited_at = 0;
+};
+std::vector<ThreadState> thread_states;  // by linear thread index
+int scheduler_quiet_depth = 0;  // the scheduler's, apart: a fiber switch leaves its scope open while a thread runs
+// A function's last block follows its exit call within this many bytes.
+constexpr std::uintptr_t kExitTailBytes = 64;
+
+std::uint64_t context_of(const ThreadState& state) {
+  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the loops' (header, iterations)
+  const auto mix = [&hash](std::uint64_t value) {
+    for (int i = 0; i < 8; ++i) hash = (hash ^ ((value >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (std::size_t f = state.body_frames; f < state.frames.size(); ++f) {
+    for (const Loop& loop : state.frames[f].loops) {
+      mix(loop.header);
+      mix(static_cast<std::uint64_t>(loop.iterations));
+    }
+    mix(0);
+  }
+  return hash;
+}
+
+void enter_block(ThreadState& state, std::uintptr_t block) {
+  if (state.exited_at != 0 && block - state.exited_at < kExitTailBytes) {
+    state.exited_at = 0;  // the returned function's last block, not its caller's
+    return;
+  }
+  state.exited_at = 0;
+  Frame& frame = state.frames.back();
+  auto& loops = frame.loops;
+  if (frame.last_block != 0 && block <= frame.last_block) {  // a jump back: a loop's next iteration
+    while (!loops.empty() && loops.back().header > block) loops.pop_back();  // loops inside it, left
+    if (!loops.empty() && loops.back().header == block) {
+      ++loops.back().iterations;
+      loops.back().latch = std::max(loops.back().latch, frame.last_block);
+    } else {
+      loops.push_back({block, frame.last_block, 1});
+    }
+  } else {
+    while (!loops.empty() && block > loops.back().latch) loops.pop_back();  // past a loop's end
+  }
+  frame.last_block = block;
+}
 
 std::uintptr_t shared_begin = 0, shared_end = 0;   // the launch's dynamic shared memory
 std::uintptr_t static_shared_begin = 0, static_shared_end = 0;  // the executable's TLS block
@@ -104,13 +159,8 @@ std::uintptr_t executable_base = 0;
 int find_executable_tls(dl_phdr_info* info, size_t, void* found) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& header = info->dlpi_phdr[i];
-    if (header.p_type != PT_TLS) continue;
-    // x86-64 (TLS variant II): the executable's block ends at the thread pointer, rounded to its alignment.
-    std::uintptr_t thread_pointer;
-    asm("mov %%fs:0, %0" : "=r"(thread_pointer));
-    const std::uintptr_t align = std::max<std::uintptr_t>(header.p_align, 1);
-    const std::uintptr_t size = (header.p_memsz + align - 1) / align * align;
-    static_shared_begin = thread_pointer - size;
+    if (header.p_type != PT_TLS || info->dlpi_tls_data == nullptr) continue;
+    static_shared_begin = reinterpret_cast<std::uintptr_t>(info->dlpi_tls_data);  // this thread's block
     static_shared_end = static_shared_begin + header.p_memsz;
   }
   *static_cast<bool*>(found) = true;
@@ -157,21 +207,12 @@ Site named_site(const char* file, int line) {
 void record(Site site, std::uintptr_t address, std::uint32_t bytes, Op op, bool merges) {
   Space space;
   if (!space_of(address, space)) return;
-  auto& accesses = thread_accesses[running_thread];
-  const long iteration = thread_iterations[running_thread];
-  if (merges && !accesses.empty()) {
-    Access& last = accesses.back();
-    if (last.merges && last.iteration == iteration && last.op == op && last.space == space &&
-        last.address + last.bytes == address && last.address / 16 == (address + bytes - 1) / 16) {
-      last.bytes += bytes;
-      return;
-    }
-  }
-  accesses.push_back({site, iteration, address, bytes, op, space, merges});
+  ThreadState& state = thread_states[running_thread];
+  state.accesses.push_back({site, context_of(state), address, bytes, op, space, merges});
 }
 
 void record_compiled(void* return_address, void* address, unsigned long bytes, bool write) {
-  if (running_thread < 0 || thread_quiet_depth[running_thread] > 0) return;
+  if (running_thread < 0 || thread_states[running_thread].quiet_depth > 0) return;
   const Site site = instruction_site(return_address);
   const auto first = reinterpret_cast<std::uintptr_t>(address);
   for (std::uintptr_t at = first; at < first + bytes;) {  // a range in 16-byte chunks
@@ -181,10 +222,8 @@ void record_compiled(void* return_address, void* address, unsigned long bytes, b
   }
 }
 
-// The aligned pieces of 16 bytes or fewer a lane's access is made of.
-void aligned_pieces(const Access& access, std::vector<Access>& out) {
-  std::uintptr_t at = access.address;
-  const std::uintptr_t end = access.address + access.bytes;
+// The aligned pieces of 16 bytes or fewer of [at, end).
+void aligned_pieces(const Access& access, std::uintptr_t at, std::uintptr_t end, std::vector<Access>& out) {
   while (at < end) {
     std::uint32_t piece = 16;
     while (piece > 1 && (at % piece != 0 || at + piece > end)) piece /= 2;
@@ -193,6 +232,34 @@ void aligned_pieces(const Access& access, std::vector<Access>& out) {
     part.bytes = piece;
     out.push_back(part);
     at += piece;
+  }
+}
+
+// A lane's accesses as its instructions make them: consecutive compiled accesses in one context
+// that join, in either order, into a whole aligned 16-byte chunk are one access (at the first's
+// place); every other access as it was made, in aligned pieces.
+void instruction_pieces(const std::vector<Access>& accesses, std::vector<Access>& out) {
+  for (std::size_t i = 0; i < accesses.size();) {
+    const Access& a = accesses[i];
+    std::uintptr_t low = a.address, high = a.address + a.bytes;
+    std::size_t j = i + 1;
+    while (a.merges && high - low < 16 && j < accesses.size()) {
+      const Access& b = accesses[j];
+      const bool joins = b.merges && b.context == a.context && b.op == a.op && b.space == a.space &&
+                         (b.address == high || b.address + b.bytes == low) &&
+                         std::min(low, b.address) / 16 == (std::max(high, b.address + b.bytes) - 1) / 16;
+      if (!joins) break;
+      low = std::min(low, b.address);
+      high = std::max(high, b.address + b.bytes);
+      ++j;
+    }
+    if (j > i + 1 && low % 16 == 0 && high - low == 16) {
+      aligned_pieces(a, low, high, out);
+      i = j;
+    } else {
+      aligned_pieces(a, a.address, a.address + a.bytes, out);
+      ++i;
+    }
   }
 }
 
@@ -241,19 +308,19 @@ void add_instruction(Site site, Space space, Op op, std::uint32_t bytes, long co
 
 // One warp's accesses since its lanes last stopped, as instructions.
 void close_warp(unsigned first, unsigned threads) {
-  using Instruction = std::tuple<Site, Op, long, long>;  // place, operation, iteration, the lane's how-manieth there
+  // place, memory, operation, context, the lane's how-manieth there
+  using Instruction = std::tuple<Site, Space, Op, std::uint64_t, long>;
   std::map<Instruction, std::vector<LaneAccess>> instructions;
   std::vector<Access> pieces;
   for (unsigned t = first; t < first + 32 && t < threads; ++t) {
-    std::map<std::tuple<Site, Op, long>, long> seen;
+    std::map<std::tuple<Site, Space, Op, std::uint64_t>, long> seen;
     pieces.clear();
-    for (const Access& access : thread_accesses[t]) aligned_pieces(access, pieces);
+    instruction_pieces(thread_states[t].accesses, pieces);
     for (const Access& piece : pieces) {
-      const long nth = seen[{piece.site, piece.op, piece.iteration}]++;
-      instructions[{piece.site, piece.op, piece.iteration, nth}].push_back({t - first, piece});
+      const long nth = seen[{piece.site, piece.space, piece.op, piece.context}]++;
+      instructions[{piece.site, piece.space, piece.op, piece.context, nth}].push_back({t - first, piece});
     }
-    thread_accesses[t].clear();
-    thread_iterations[t] = 0;
+    thread_states[t].accesses.clear();
   }
   for (const auto& [instruction, lanes] : instructions) {
     std::uint32_t bytes = 0;
@@ -294,19 +361,19 @@ struct ReportAtExit {
 // What the emulator (cuda_emulation.h) and the program tell the profile.
 extern "C" {
 void dwconv_profile_running_thread(int thread, unsigned threads) {
-  if (thread_accesses.size() < threads) {
-    thread_accesses.resize(threads);
-    thread_quiet_depth.resize(threads);
-    thread_iterations.resize(threads);
-    thread_last_blocks.resize(threads);
-  }
+  if (thread_states.size() < threads) thread_states.resize(threads);
   running_thread = thread;
 }
+// The running thread starts a block's work: loops from here on are the kernel's.
+void dwconv_profile_body_begins() {
+  if (running_thread >= 0) thread_states[running_thread].body_frames = thread_states[running_thread].frames.size();
+}
 void dwconv_profile_quiet(int delta) {
-  (running_thread < 0 ? scheduler_quiet_depth : thread_quiet_depth[running_thread]) += delta;
+  (running_thread < 0 ? scheduler_quiet_depth : thread_states[running_thread].quiet_depth) += delta;
 }
 void dwconv_profile_launch_shared(const void* begin, unsigned long bytes) {
   find_static_shared();
+  for (ThreadState& state : thread_states) state.accesses.clear();  // a failed launch's, never grouped
   shared_begin = reinterpret_cast<std::uintptr_t>(begin);
   shared_end = shared_begin + bytes;
 }
@@ -348,19 +415,19 @@ void dwconv_profile_load_matrices(const void* const* rows, int count, const char
 // of the instrumented program, which the thread and region checks leave out).
 void __tsan_init() {}
 void __tsan_func_entry(void*) {
-  if (running_thread >= 0) thread_last_blocks[running_thread].push_back(0);
+  if (running_thread >= 0) thread_states[running_thread].frames.emplace_back();
 }
 void __tsan_func_exit() {
-  if (running_thread >= 0 && !thread_last_blocks[running_thread].empty()) thread_last_blocks[running_thread].pop_back();
+  if (running_thread < 0) return;
+  ThreadState& state = thread_states[running_thread];
+  if (state.frames.size() > 1) state.frames.pop_back();
+  state.exited_at = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
 }
 // -fsanitize-coverage=trace-pc: a basic block entered.
 void __sanitizer_cov_trace_pc() {
-  if (running_thread < 0) return;
-  auto& blocks = thread_last_blocks[running_thread];
-  if (blocks.empty()) blocks.push_back(0);
-  const auto block = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
-  if (block <= blocks.back()) ++thread_iterations[running_thread];
-  blocks.back() = block;
+  if (running_thread >= 0) {
+    enter_block(thread_states[running_thread], reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
+  }
 }
 void __tsan_vptr_update(void**, void*) {}
 void __tsan_vptr_read(void**) {}

@@ -1,7 +1,7 @@
 // Checks the memory profile (cuda_emulation.h built with -fsanitize=thread -DDWCONV_MEMORY_PROFILE,
 // linked with memory_profile_runtime.cpp): each scenario, named on the command line, is one warp's
 // launch whose accesses take a known number of shared-memory wavefronts and global sectors, which
-// tests/test_emulator.py compares with the profile's table. Prints "ran <scenario>".
+// tests/test_memory_profile.py compares with the profile's table. Prints "ran <scenario>".
 
 #include <cstdint>
 #include <cstdio>
@@ -40,12 +40,38 @@ __global__ void shared_vectors(int stride) {
   vectors[stride * threadIdx.x] = Vector{{1.0f, 2.0f, 3.0f, 4.0f}};
 }
 
-// Every lane reads its shared vector one float at a time, as the CPU compiler may split a vector.
-__global__ void shared_vector_by_floats(float* out) {
+// Every lane reads its shared vector one float at a time, as the CPU compiler may split a vector,
+// first to last or last to first.
+__global__ void shared_vector_by_floats(float* out, bool last_first) {
   DWCONV_SHARED_BYTES(raw);
-  const float* words = reinterpret_cast<const float*>(raw);
+  const volatile float* words = reinterpret_cast<const float*>(raw);
   const unsigned first = 4 * threadIdx.x;
-  out[threadIdx.x] = words[first] + words[first + 1] + words[first + 2] + words[first + 3];
+  out[threadIdx.x] = last_first ? words[first + 3] + words[first + 2] + words[first + 1] + words[first]
+                                : words[first] + words[first + 1] + words[first + 2] + words[first + 3];
+}
+
+// Two neighbouring floats a lane, the lanes' pairs 12 bytes apart: two loads (a pair is no vector).
+__global__ void neighbouring_floats(float* out) {
+  DWCONV_SHARED_BYTES(raw);
+  const volatile float* words = reinterpret_cast<const float*>(raw);
+  out[threadIdx.x] = words[3 * threadIdx.x] + words[3 * threadIdx.x + 1];
+}
+
+// A loop that lanes 0-7 run twice and the rest once, then a store every lane makes once.
+__global__ void uneven_loop_then_store() {
+  DWCONV_SHARED_BYTES(raw);
+  float* words = reinterpret_cast<float*>(raw);
+  for (unsigned i = threadIdx.x; i < 40; i += 32) words[i] = 0.0f;
+  words[256 + threadIdx.x] = 1.0f;
+}
+
+// A store half the lanes make behind an unlikely branch (the compiler may lay it out after the
+// rest), then a store every lane makes.
+__global__ void unlikely_branch_then_store() {
+  DWCONV_SHARED_BYTES(raw);
+  float* words = reinterpret_cast<float*>(raw);
+  if (__builtin_expect(threadIdx.x % 2 == 1, 0)) words[100 + threadIdx.x] = 2.0f;
+  words[256 + threadIdx.x] = 3.0f;
 }
 
 // A static __shared__ array, every lane writing a word 32 words after the last lane's.
@@ -90,6 +116,18 @@ __global__ void copy_into_columns(const Vector* src, int vectors, int pitch) {
   dwconv_emu::wait_async_copies(0);
 }
 
+// Two loops of copies, as a kernel's prologue: 40 vectors (lanes 0-7 copy two), then 64 (every lane two).
+__global__ void two_copy_loops(const Vector* src) {
+  DWCONV_SHARED_BYTES(raw);
+  Vector* ring = reinterpret_cast<Vector*>(raw);
+  for (unsigned i = threadIdx.x; i < 40; i += 32) {
+    dwconv_emu::copy_async_16(ring + 128 + i, src + i, true, __FILE__, __LINE__);
+  }
+  for (unsigned i = threadIdx.x; i < 64; i += 32) dwconv_emu::copy_async_16(ring + i, src + i, true, __FILE__, __LINE__);
+  dwconv_emu::commit_async_copies();
+  dwconv_emu::wait_async_copies(0);
+}
+
 // Device memory (256-byte aligned, as the CUDA allocator's), counted as global by the profile while it lives.
 template <typename T>
 struct DeviceBuffer {
@@ -130,7 +168,17 @@ int main(int argc, char** argv) {
   } else if (scenario == "shared vectors two apart") {
     dwconv_emu::launch(one, warp, bytes, shared_vectors, 2);
   } else if (scenario == "a shared vector read as four floats") {
-    dwconv_emu::launch(one, warp, bytes, shared_vector_by_floats, out.data);
+    dwconv_emu::launch(one, warp, bytes, shared_vector_by_floats, out.data, false);
+  } else if (scenario == "a shared vector read as four floats, last first") {
+    dwconv_emu::launch(one, warp, bytes, shared_vector_by_floats, out.data, true);
+  } else if (scenario == "two neighbouring floats a lane") {
+    dwconv_emu::launch(one, warp, bytes, neighbouring_floats, out.data);
+  } else if (scenario == "a loop some lanes run twice, then a store") {
+    dwconv_emu::launch(one, warp, bytes, uneven_loop_then_store);
+  } else if (scenario == "an unlikely branch, then a store") {
+    dwconv_emu::launch(one, warp, bytes, unlikely_branch_then_store);
+  } else if (scenario == "two loops of copies") {
+    dwconv_emu::launch(one, warp, bytes, two_copy_loops, vectors.data);
   } else if (scenario == "a static shared column") {
     dwconv_emu::launch(one, warp, 0, static_shared_column, out.data);
   } else if (scenario == "loads that some lanes skip") {
