@@ -554,6 +554,8 @@ MUTATIONS = [
       "bits_of(vector_filters[group * kTaps + tap])"), "71:72"),  # backward unflipped
     (("weight + (inside ? c0 * kTaps + i * kMmaChannels : 0)", "weight + (inside ? i * kMmaChannels : 0)"),
      "71:72"),  # every channel group's filters copied from the first's
+    (("paths.on(KernelPath::ChannelsLastMma) && is_16_byte_aligned(t.weight)", "paths.on(KernelPath::ChannelsLastMma)"),
+     "0"),  # its filters' vector copies from a misaligned weight tensor
     (("Vec* const filters = ring + s.ring_rows * s.in_w * m.pitch;",
       "Vec* const filters = ring + (s.ring_rows - 1) * s.in_w * m.pitch;"), "71:72"),  # filters over the ring's last row
     (("pair_at[t] = (column + next_shift * m.pitch) * kVecBytes;", "pair_at[t] = column * kVecBytes;"),

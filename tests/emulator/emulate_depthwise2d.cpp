@@ -1235,6 +1235,29 @@ void check_grid_stride_bound() {
 }
 
 // The cases CASES names (the usage above main), in its order.
+// The tensor-core kernel copies its filters as 16-byte vectors: a weight tensor off a 16-byte
+// boundary must send a pass it takes (ConvNeXt-T's 96@56 in bf16, both passes) to another kernel.
+void check_tensor_core_filters_aligned() {
+  const PassGeometry g = bench_layer_geometry({96, 56, 7, 1}, 64);
+  const auto kernel_with_weight_at = [&](std::uintptr_t weight, bool backward) {
+    const PassOperands operands{false, true, 4096, 1 << 24, weight, 2, false};
+    const auto choice = backward ? choose_backward_input<c10::BFloat16>(g, operands, 0, kDispatchGpu)
+                                 : choose_forward<c10::BFloat16>(g, operands, 0, kDispatchGpu);
+    return choice.kernel;
+  };
+  bool right = true;
+  for (const bool backward : {false, true}) {
+    right = right && kernel_with_weight_at(1 << 20, backward) == PassKernel::kChannelsLastMma &&
+            kernel_with_weight_at((1 << 20) + 2, backward) != PassKernel::kChannelsLastMma;
+  }
+  if (right) {
+    ++passed;
+  } else {
+    ++failed;
+    std::printf("FAIL: the tensor-core kernel is chosen, or not, regardless of its weight tensor's alignment\n");
+  }
+}
+
 std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
   std::vector<size_t> chosen;
   size_t start = 0;
@@ -1302,6 +1325,7 @@ int main(int argc, char** argv) {
   check_bench_layers_planned<float>("float");
   check_bench_layers_planned<double>("double");
   check_grid_stride_bound();
+  check_tensor_core_filters_aligned();
   for (const size_t i : chosen) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
     const Problem p(cases[i], rng);

@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_la
   // The block's filters go to shared memory after the ring, with the first window's copies: read
   // there, a tap's 8 weights (8 lanes of a warp) are 8 words in distinct banks, where from global
   // memory they were 8 sectors of 7 lines, for each of a warp's kTaps loads (memory_profile.py: up to
-  // 45 % of the kernel's L1 and shared-memory wavefronts). The weight tensor is 16-byte aligned
+  // 45 % of the kernel's shared wavefronts and global sectors together). The weight tensor is 16-byte aligned
   // (the choice takes this kernel only then), and a channel vector's taps are kTaps whole vectors.
   Vec* const filters = ring + s.ring_rows * s.in_w * m.pitch;  // [vector][channel][tap]
   for (int i = tid; i < vectors * kTaps; i += kThreads) {
