@@ -10,7 +10,7 @@ import pytest
 from build_scripts import REPO_ROOT
 from build_scripts.bench.layers import problems
 from build_scripts.memory_profile import (EMULATOR, H100_SMS, PROFILED, Job, PassProfile, Site, build, jobs_for,
-                                          markdown, place_of, run_job)
+                                          markdown, place_of, run_as_h100, run_job)
 
 pytestmark = pytest.mark.l0
 
@@ -170,3 +170,15 @@ def test_the_tensor_core_kernel_reads_its_matrices_without_bank_conflicts(profil
     assert filter_reads.bytes == 2 and filter_reads.cost == filter_reads.ideal
     (stores,) = [s for s in profile.sites if s.space == "global" and s.op == "store"]
     assert stores.bytes == 4 and stores.cost == 2 * stores.ideal
+
+
+def test_a_pass_whose_plan_differs_at_a_small_batch_runs_at_a_larger_one(profiled_emulator):
+    """The register-tiled weight gradient holds batch entries in a block: at batch 2 its blocks hold 2
+    planes of 192@28 where the H100's hold 4 at batch 64; batch 8 gives the H100's block."""
+    (problem,) = [p for p in problems(["MobileNetV2"], (("float32", "contiguous"),))
+                  if p.label == "MobileNetV2 192@28 b64 float32 contiguous"]
+    (job,) = [j for j in jobs_for([problem]) if j.pass_ == "backward-weight"]
+    assert not run_job(profiled_emulator, job).stands_for_h100
+    profile = run_as_h100(profiled_emulator, job)
+    assert profile.stands_for_h100 and profile.checked and (profile.job.batch, profile.job.sms) == (8, 16)
+    assert profile.kernel == "grad_weight_register_tiled_kernel block 4,8,7 shared 17280"
