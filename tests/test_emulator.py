@@ -563,7 +563,8 @@ MUTATIONS = [
     (("if (row >= ring_bytes) row -= ring_bytes;", ""), "12:13"),  # window rows past the ring's end
     (("if constexpr (!kBackward) multiply_add_16x8x8<scalar_t>(d[t][r], ones, b_bias);", ""), "70:71"),  # no bias
     (("const int column = smaller(x_task + t * kMmaTilePixels + tile_pixel", "const int column = smaller(x_task + tile_pixel"),
-     "72:73"),  # a task's second tile reading the first one's columns
+     "73:74"),  # a task's second tile reading the first one's columns (case 72's strips, since v33's filters took
+                # their bytes from the ring's 48 KB, are one tile a task)
     (("last_at[t] = (column + (kKernel - 1) * m.pitch) * kVecBytes;", "last_at[t] = (column + 2 * m.pitch) * kVecBytes;"),
      "74:75"),  # 5x5's last shift read at 3x3's
     (("smaller(x_task + t * kMmaTilePixels + tile_pixel, s.lanes_w - 1) * kStride * m.pitch + vec;",
