@@ -59,10 +59,10 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_memory_profile(args) -> None:
-    from .bench.layers import problems
+    from .bench.layers import GEOMEAN_SETS, problems
     from .bench.schema import parse_configs
     from .memory_profile import PASSES, build, jobs_for, markdown, profile_all, write_json
-    sets = [name for name in args.sets.split(",") if name] or ["MobileNetV2", "EfficientNet-B0", "ConvNeXt-T"]
+    sets = [name for name in args.sets.split(",") if name] or list(GEOMEAN_SETS)
     passes = tuple(name for name in args.passes.split(",") if name) or PASSES
     try:
         chosen = problems(sets, parse_configs(args.configs))

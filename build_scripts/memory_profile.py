@@ -28,11 +28,11 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
+from .plan_report import DRIVER_DTYPES
 
 EMULATOR = REPO_ROOT / "tests" / "emulator"
 KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
 H100_SMS = 132
-DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
 PASSES = ("forward", "backward-input", "backward-weight")
 DEFAULT_BATCH = 2
 # The profiled build: the instrumentation's calls at every access, function entry and exit and basic

@@ -129,6 +129,13 @@ inline void threads_stopped(unsigned) {}
 inline void async_copy(const void*, const void*, bool, const char*, int) {}
 inline void load_matrices(const void* const*, int, const char*, int) {}
 #endif
+// A scope whose accesses the profile does not count: the emulator's own, or accesses it reports itself.
+struct Hidden {
+  Hidden() { quiet(1); }
+  ~Hidden() { quiet(-1); }
+  Hidden(const Hidden&) = delete;
+  Hidden& operator=(const Hidden&) = delete;
+};
 }  // namespace memory_profile
 
 // What ThreadSanitizer sees, where the emulator is built with it (else each is nothing): which
@@ -171,9 +178,9 @@ inline void* current_fiber() { return nullptr; }
 inline void release(void*) {}
 inline void acquire(void*) {}
 inline void write(void*, unsigned long) {}
-struct Bookkeeping {  // hidden from the memory profile too
-  Bookkeeping() { memory_profile::quiet(1); }
-  ~Bookkeeping() { memory_profile::quiet(-1); }
+struct Bookkeeping {
+  memory_profile::Hidden from_the_profile;
+  Bookkeeping() = default;
   Bookkeeping(const Bookkeeping&) = delete;
   Bookkeeping& operator=(const Bookkeeping&) = delete;
 };
@@ -384,9 +391,8 @@ inline void load_matrices(std::uint32_t* words, int count, const void* row, int 
   self->warp_op = Fiber::WarpOp::kLoadMatrices;
   self->matrix_row = row;
   if (reinterpret_cast<std::uintptr_t>(row) % 16 == 0 && in_launch_shared(row, 16)) {
-    memory_profile::quiet(1);  // the warp's rows are counted together, in resolve_load_matrices
+    const memory_profile::Hidden counted_in_resolve_load_matrices;  // the warp's rows together
     std::memcpy(self->matrix_row_bytes, row, 16);  // else resolve_load_matrices fails the launch
-    memory_profile::quiet(-1);
   }
   self->matrix_count = count;
   self->matrix_call = call;
@@ -413,7 +419,7 @@ inline void multiply_add_16x8x8(float (&d)[4], const std::uint32_t (&a)[2], std:
 
 // At its wait: a copy lands where it has not yet, and writes its slot (for the race check) where it has.
 inline void land(const std::vector<PendingCopy>& copies) {
-  memory_profile::quiet(1);  // counted when issued
+  const memory_profile::Hidden counted_when_issued;
   for (const PendingCopy& copy : copies) {
     if (copy.landed) {
       race_check::write(copy.dst, sizeof(copy.bytes));
@@ -421,7 +427,6 @@ inline void land(const std::vector<PendingCopy>& copies) {
       std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
     }
   }
-  memory_profile::quiet(-1);
 }
 
 // cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read); `file` and
@@ -438,10 +443,11 @@ inline void copy_async_16(void* dst, const void* src, bool inside, const char* f
   }
   memory_profile::async_copy(dst, src, inside, file, line);
   PendingCopy copy{to, {}, !async_copies_land_late};
-  memory_profile::quiet(1);
-  if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
-  if (copy.landed) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
-  memory_profile::quiet(-1);
+  {
+    const memory_profile::Hidden counted_above;
+    if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
+    if (copy.landed) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+  }
   if (!copy.landed) race_check::write(copy.dst, sizeof(copy.bytes));
   running->open_copies.push_back(copy);
 }

@@ -868,9 +868,34 @@ std::uintptr_t address_of(const Buffer<T>& b) {
   return reinterpret_cast<std::uintptr_t>(b.data());
 }
 
+// A weight-gradient pass as DepthwiseConv2d.cu runs it with `choice` on `gpu`, from grad_output `go`
+// and input `in` laid out as `cl` says; the bias gradient where the case has a bias, as
+// DepthwiseConv2d.cu asks for it (without, the buffers stay null).
+template <typename T>
+struct GradWeightResult {
+  Buffer<T> grad_weight, grad_bias;
+};
+template <typename T>
+GradWeightResult<T> run_grad_weight(const Problem& p, const GradWeightChoice& choice, bool index64, const Buffer<T>& go,
+                                    const Buffer<T>& in, bool cl, const GpuLimits& gpu) {
+  using acc_t = at::acc_type<T, true>;
+  const auto g = p.geometry();
+  const int64_t slices = grad_weight_slices(choice);
+  const bool with_bias = p.k.bias;
+  auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * p.k.kh * p.k.kw);
+  auto partial_bias = poisoned<acc_t>(with_bias ? size_t(slices) * g.dst_channels : 0);
+  GradWeightResult<T> out{poisoned<T>(p.grad_weight.v.size()), poisoned<T>(p.grad_bias.v.size())};
+  launch_grad_weight<T>(choice, index64, g,
+                        GradWeightPointers<T>{go.data(), in.data(), partial.data(), out.grad_weight.data(),
+                                              p.grad_output.strides(cl), p.input.strides(cl),
+                                              with_bias ? partial_bias.data() : nullptr,
+                                              with_bias ? out.grad_bias.data() : nullptr},
+                        gpu, 0);
+  return out;
+}
+
 template <typename T, typename index_t>
 void check_dispatched(const Problem& p, const char* dtype) {
-  using acc_t = at::acc_type<T, true>;
   const auto g = p.geometry();
   const bool index64 = std::is_same_v<index_t, int64_t>;
   const std::string tag = std::string(dtype) + (index64 ? " i64" : " i32");
@@ -926,23 +951,10 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64, p.k.bias};
     const GradWeightChoice grad_weight_choice = choose_grad_weight<T>(g, grad_weight, 0, kDispatchGpu);
-    // With the bias gradient where the case has a bias, as DepthwiseConv2d.cu asks for it; without,
-    // the buffers stay null.
-    const int64_t slices = grad_weight_slices(grad_weight_choice);
-    const bool with_bias = p.k.bias;
-    auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
-    auto partial_bias = poisoned<acc_t>(with_bias ? size_t(slices) * g.dst_channels : 0);
-    auto gw = poisoned<T>(p.grad_weight.v.size());
-    auto gb = poisoned<T>(p.grad_bias.v.size());
-    launch_grad_weight<T>(grad_weight_choice, index64, g,
-                          GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(),
-                                                p.grad_output.strides(cl), p.input.strides(cl),
-                                                with_bias ? partial_bias.data() : nullptr,
-                                                with_bias ? gb.data() : nullptr},
-                          kDispatchGpu, 0);
+    const auto [gw, gb] = run_grad_weight<T>(p, grad_weight_choice, index64, go, in, cl, kDispatchGpu);
     const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
     expect("grad-weight", kernel_name(grad_weight_choice.kernel), gw, p.grad_weight, false, terms);
-    if (with_bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
+    if (p.k.bias) expect("grad-bias", kernel_name(grad_weight_choice.kernel), gb, p.grad_bias, false, terms);
   }
 }
 
@@ -960,7 +972,6 @@ void check_all(const Problem& p, const char* dtype) {
 // shared memory (its tile's or ring's shape): a profile stands for the H100's pass where they agree.
 template <typename T>
 void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms, int planned_batch) {
-  using acc_t = at::acc_type<T, true>;
   std::mt19937 rng(7);
   const Problem p(k, rng);
   const auto g = p.geometry();
@@ -1003,17 +1014,7 @@ void run_layer_pass(const Case& k, bool cl, const std::string& pass, int64_t sms
     const auto in = p.input.store<T>(cl);
     const GradWeightOperands operands{!cl, cl, address_of(go), address_of(in), int(sizeof(T)), false, k.bias};
     const GradWeightChoice choice = choose_grad_weight<T>(g, operands, 0, gpu);
-    const int64_t slices = grad_weight_slices(choice);
-    const int taps = k.kh * k.kw;
-    auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * taps);
-    auto partial_bias = poisoned<acc_t>(k.bias ? size_t(slices) * g.dst_channels : 0);
-    auto gw = poisoned<T>(p.grad_weight.v.size());
-    auto gb = poisoned<T>(p.grad_bias.v.size());
-    launch_grad_weight<T>(choice, false, g,
-                          GradWeightPointers<T>{go.data(), in.data(), partial.data(), gw.data(), p.grad_output.strides(cl),
-                                                p.input.strides(cl), k.bias ? partial_bias.data() : nullptr,
-                                                k.bias ? gb.data() : nullptr},
-                          gpu, 0);
+    const Buffer<T> gw = run_grad_weight<T>(p, choice, false, go, in, cl, gpu).grad_weight;
     const GradWeightChoice h100_pass = choose_grad_weight<T>(planned_g, operands, 0, h100);
     ran = kernel_name(choice.kernel);
     h100_choice = kernel_name(h100_pass.kernel);
@@ -1234,7 +1235,6 @@ void check_grid_stride_bound() {
   }
 }
 
-// The cases CASES names (the usage above main), in its order.
 // The tensor-core kernel copies its filters as 16-byte vectors: a weight tensor off a 16-byte
 // boundary must send a pass it takes (ConvNeXt-T's 96@56 in bf16, both passes) to another kernel.
 void check_tensor_core_filters_aligned() {
@@ -1258,6 +1258,7 @@ void check_tensor_core_filters_aligned() {
   }
 }
 
+// The cases CASES names (the usage above main), in its order.
 std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
   std::vector<size_t> chosen;
   size_t start = 0;
