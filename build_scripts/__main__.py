@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -59,19 +58,17 @@ def cmd_resource_report(args) -> None:
 
 
 def cmd_memory_profile(args) -> None:
-    from .bench.layers import GEOMEAN_SETS, problems
+    from .bench.layers import GEOMEAN_SETS, matching, problems
     from .bench.schema import parse_configs
     from .memory_profile import PASSES, build, jobs_for, markdown, profile_all, write_json
     sets = [name for name in args.sets.split(",") if name] or list(GEOMEAN_SETS)
     passes = tuple(name for name in args.passes.split(",") if name) or PASSES
     try:
-        chosen = problems(sets, parse_configs(args.configs))
-    except ValueError as err:  # an unknown layer set or configuration
+        chosen = matching(problems(sets, parse_configs(args.configs)), args.match)
+    except ValueError as err:  # an unknown layer set or configuration, MATCH not a pattern or matching nothing
         raise HarnessError(str(err)) from err
     if unknown := [p for p in passes if p not in PASSES]:
         raise HarnessError(f"unknown pass(es) {unknown}; the passes are {list(PASSES)}")
-    if args.match:
-        chosen = [p for p in chosen if re.search(args.match, p.label)]
     if args.batch < 1:
         raise HarnessError(f"--batch {args.batch}: the emulated batch is 1 or more")
     jobs = jobs_for(chosen, passes, args.batch)
