@@ -94,6 +94,18 @@ def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
     assert len(bounds) >= 15 and set(bounds) == {"kThreads"}, bounds
 
 
+def test_the_float32_build_holds_no_other_types_kernels(tmp_path):
+    """The planted-bug runs build the emulator float-only first because it compiles in under half
+    the time; that holds only while no other type's kernel is instantiated there (the --layer mode
+    once instantiated all four types in every build, and the float build took as long as the whole)."""
+    symbols = subprocess.run(["nm", "-C", str(build(tmp_path, [OURS], "-O0", float32_only=True))],
+                             check=True, capture_output=True, text=True).stdout
+    kernels = [line for line in symbols.splitlines() if "at::native::dwconv::" in line and "_kernel<" in line]
+    assert any("_kernel<float, int," in line for line in kernels)
+    others = [line for line in kernels if re.search(r"_kernel<(double|c10::Half|c10::BFloat16)\b|, long>", line)]
+    assert not others, others[:5]
+
+
 @pytest.mark.parametrize("header", KERNEL_HEADERS)
 def test_each_kernel_header_compiles_on_its_own(tmp_path, header):
     """Each header includes what it uses, so that a kernel family can be read, and included, alone."""
