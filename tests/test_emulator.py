@@ -72,7 +72,9 @@ KERNELS_CHECKED = [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
-                   "register-tiled NCHW stride 2", "register-tiled NCHW stride 2 row loads", "register NHWC",
+                   "register-tiled NCHW staged grad_output", "register-tiled NCHW stride 2",
+                   "register-tiled NCHW stride 2 row loads", "register-tiled NCHW stride 2 staged grad_output",
+                   "register NHWC",
                    "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
@@ -421,9 +423,18 @@ MUTATIONS = [
      "61:62"),  # backward-input's grad_output planes, multiplier apart
     (("dst0[(at.at[0] * dst_h + at.at[1]) * dst_w + at.at[2]] =", "dst0[at.at[1] * dst_w + at.at[2]] ="),
      "20:22"),  # every plane's outputs written over the first's
-    (("shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,",
-      "shared, input + (n0 * src_channels + src_c) * src_plane_size, src_plane_size, live_planes, g,"),
+    (("tiles, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,",
+      "tiles, input + (n0 * src_channels + src_c) * src_plane_size, src_plane_size, live_planes, g,"),
      "26:27"),  # the weight gradient's batch entries, a channel count of planes apart
+    # ... and its grad_output planes copied whole into shared memory (rows of 14, no row access):
+    (("dst_channels * dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);",
+      "dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);"),
+     "20:21"),  # grad_output's batch entries, a plane apart
+    (("const int go_values = (blockDim.x * work.go_stride + V - 1) / V * V;", "const int go_values = 0;"),
+     "20:21"),  # the input tiles over the grad_output planes
+    (("const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));",
+      "const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));"),
+     "20:21"),  # the planner not reserving them
     # Thread groups (blocks of grids that fit on the GPU at once): the register tiles' staging
     # helpers and the large filter's groups that share out the window's rows:
     (("place.y0 = blockIdx.y * place.rows * kBlockRows;", "place.y0 = blockIdx.y * blockDim.z * kBlockRows;"),

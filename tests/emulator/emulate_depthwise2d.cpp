@@ -621,31 +621,37 @@ void check_finished_grad_weight(const std::string& kernel, const std::string& ta
 }
 
 // The register-tiled weight gradient (NCHW, 32-bit indexing only, as on the GPU), planned for
-// a one-SM GPU (several items a block) and a large one (an item or two a block).
+// a one-SM GPU (several items a block) and a large one (an item or two a block); where its
+// grad_output planes are staged whole in shared memory, also with that path off.
 template <typename T, typename index_t>
 void check_register_grad_weight(const Problem& p, const std::string& tag) {
   using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
+    const auto go = p.grad_output.store<T>(false);
+    const auto in = p.input.store<T>(false);
+    const bool row_access = register_tile_row_access(g, go.data(), sizeof(T));
     for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
-      auto plan = plan_register_grad_weight<acc_t>(g, gpu);
-      if (!plan) continue;
-      const auto go = p.grad_output.store<T>(false);
-      const auto in = p.input.store<T>(false);
-      plan->tile.row_access = register_tile_row_access(g, go.data(), sizeof(T));
-      for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
-        plan->tile.vector_loads = vector_loads;
-        GradWeightSums<T> sums(p, plan->grid.y);
-        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                           grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
-                           in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work);
-        const std::string kernel =
-            "grad-weight register-tiled NCHW" + stride_tag(g) + (plan->tile.row_access ? " row loads" : "");
-        check_finished_grad_weight<T>(
-            kernel,
-            tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
-                " items/slice=" + std::to_string(plan->work.items_per_slice),
-            p, sums, plan->grid.y);
+      for (const bool stage_grad_output : {true, false}) {
+        auto plan = plan_register_grad_weight<acc_t>(g, gpu, row_access, stage_grad_output);
+        if (!plan || (!stage_grad_output && !plan_register_grad_weight<acc_t>(g, gpu, row_access, true)->work.go_stride)) {
+          continue;  // no plan, or the same plan as with staging on
+        }
+        for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
+          plan->tile.vector_loads = vector_loads;
+          GradWeightSums<T> sums(p, plan->grid.y);
+          dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                             grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
+                             in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work);
+          const std::string kernel = "grad-weight register-tiled NCHW" + stride_tag(g) +
+                                     (plan->tile.row_access ? " row loads" : "") +
+                                     (plan->work.go_stride > 0 ? " staged grad_output" : "");
+          check_finished_grad_weight<T>(
+              kernel,
+              tag + register_tag(RegisterTiledLaunch{plan->grid, plan->block, plan->tile, 0}) +
+                  " items/slice=" + std::to_string(plan->work.items_per_slice),
+              p, sums, plan->grid.y);
+        }
       }
     }
   }
@@ -1196,7 +1202,8 @@ void check_bench_layers_planned(const char* dtype) {
       for (const GpuLimits& gpu : {sm90_gpu(132), sm86_gpu(82)}) {
         const PassGeometry g = bench_layer_geometry(l, batch);
         expect_planned(plan_register_tiled<acc_t>(g, gpu).has_value() &&
-                           plan_register_grad_weight<acc_t>(g, gpu).has_value(),
+                           plan_register_grad_weight<acc_t>(g, gpu, false, true).has_value() &&
+                           plan_register_grad_weight<acc_t>(g, gpu, true, true).has_value(),
                        dtype, l, batch, gpu, "register-tiled NCHW");
         const auto correlation = backward_input_as_correlation(g);
         expect_planned(plan_channels_last_register_tiled<scalar_t>(g, gpu.sm_count).has_value() &&

@@ -384,8 +384,8 @@ KERNEL_CHOICE_TABLES = {
 
 # One call each specialised path takes (dwconv_overlay.kernel_paths()): (path, layout, batch,
 # channels (16-byte vectors of them for channels_last), size, kernel, stride, padding, {pass: the
-# kernel it runs with every path on}). tile_vector_loads changes how the register tiles are
-# staged, not which kernel runs.
+# kernel it runs with every path on}). tile_vector_loads and staged_grad_output change how the
+# register tiles and the weight gradient's grad_output are staged, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -413,6 +413,7 @@ KERNEL_PATH_ROWS = [
     ("register_tiled_stride2", "nchw", 4, 32, (120, 120), (3, 3), 2, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
+    ("staged_grad_output", "nchw", 4, 3, (14, 14), (3, 3), 1, (1, 1), {}),
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
 ]
 

@@ -280,8 +280,8 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
     return {GradWeightKernel::kRow, plan_row_grad_weight(g, t.element_size, gpu)};
   }
   if (index32 && t.nchw && paths.register_tiles(KernelPath::RegisterTiledGradWeight, g)) {
-    if (auto plan = plan_register_grad_weight<acc_t>(g, gpu)) {
-      plan->tile.row_access = register_tile_row_access(g, grad_output, t.element_size);
+    if (auto plan = plan_register_grad_weight<acc_t>(g, gpu, register_tile_row_access(g, grad_output, t.element_size),
+                                                     paths.on(KernelPath::StagedGradOutput))) {
       plan->tile.vector_loads = paths.on(KernelPath::TileVectorLoads) &&
                                 register_tile_vector_loads(g, input, t.element_size);
       return {GradWeightKernel::kRegisterTiled, *plan};

@@ -494,12 +494,19 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
 // its kBlockRows x kBlockCols block of grad_output and the kKernel^2 tap sums in registers;
 // each input row of its window, read once as 16-byte shared loads, adds to the taps of every
 // kernel row that pairs it with one of the thread's output rows. For 7x7 in float: 16 x 49
-// FMAs per 30 16-byte shared loads and 4 global row loads, where grad_weight_nchw_kernel makes
-// a global load and its index arithmetic for each of 49 x 16 FMAs.
+// FMAs per 30 16-byte shared loads and 4 row loads of grad_output, where grad_weight_nchw_kernel
+// makes a global load and its index arithmetic for each of 49 x 16 FMAs.
 // The planes of a block are batch entries of one channel (blockIdx.x), and blockIdx.y is a
 // slice of that channel's work items (plane group, tile row, tile column). At the end the
 // block's threads add up their sums in a fixed tree through shared memory, so every run gives
 // the same bits.
+// A warp's lanes sit on different batch entries (planes fastest, for the tile reads), so each of
+// its grad_output loads reads as many planes. With row access a lane's row is one 16-byte load.
+// Without it, where one tile covers the plane (rows of 14 or 7), the block first copies its planes'
+// grad_output whole into shared memory, consecutive threads on consecutive values (a plane is one
+// run of memory), and the threads read their blocks there: a lane's scalar loads from global
+// memory touched a sector each (the memory profile: 6.3x and 8x the fewest sectors, 43 % of those
+// passes' counted work). Larger planes without row access still load their rows directly.
 
 // How the blocks of grad_weight_register_tiled_kernel share a channel's work: items are
 // numbered with the tile column fastest, then the tile row, then the group of blockDim.x batch
@@ -508,7 +515,31 @@ struct RegisterGradWeightWork {
   int tiles_h, tiles_w;
   int64_t items, items_per_slice;
   int reduce_taps;  // taps summed across the block at a time (shared memory holds that many per thread)
+  // acc_t values between the block's grad_output planes in shared memory, ahead of its input
+  // tiles (register_grad_weight_staged_stride); 0 where grad_output is read from global memory.
+  int go_stride = 0;
 };
+
+// The block's first `planes` grad_output planes of plane_size values each, from src0 + p * plane_step
+// into dst + p * stride, in order: consecutive threads load consecutive values of a plane.
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ void stage_whole_planes(at::acc_type<scalar_t, true>* dst, int stride,
+                                                   const scalar_t* src0, index_t plane_step, int planes,
+                                                   int plane_size, int tid, int threads) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  struct Loaded {
+    acc_t value;
+    int slot;  // plane * stride + value
+  };
+  GridWalk<int, 2> at(tid, threads, {0, plane_size});  // (plane, value)
+  stage_in_batches<kStageVectors>(
+      planes * plane_size, tid, threads, at,
+      [&](const GridWalk<int, 2>& pos, bool in_range) {
+        return Loaded{in_range ? static_cast<acc_t>(src0[pos.at[0] * plane_step + pos.at[1]]) : acc_t(0),
+                      pos.at[0] * stride + pos.at[1]};
+      },
+      [&](int, const Loaded& loaded) { dst[loaded.slot] = loaded.value; });
+}
 
 template <typename scalar_t, typename index_t, int kKernel, int kStride>
 __global__ void __launch_bounds__(kThreads, sizeof(at::acc_type<scalar_t, true>) == 8 ? 1 : 2)
@@ -526,7 +557,10 @@ grad_weight_register_tiled_kernel(
   static_assert(kBlockCols % V == 0, "a thread's window must start on a 16-byte boundary");
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* const shared = reinterpret_cast<acc_t*>(shared_bytes);
-  acc_t* const tile = shared + threadIdx.x * t.plane_stride;
+  // The staged grad_output planes (work.go_stride > 0), then the input tiles from a 16-byte boundary.
+  const int go_values = (blockDim.x * work.go_stride + V - 1) / V * V;
+  acc_t* const tiles = shared + go_values;
+  acc_t* const tile = tiles + threadIdx.x * t.plane_stride;
 
   const int plane_threads = blockDim.y * blockDim.z;
   const int plane_tid = threadIdx.z * blockDim.y + threadIdx.y;
@@ -562,8 +596,12 @@ grad_weight_register_tiled_kernel(
     const index_t n0 = n - threadIdx.x;
     const int live_planes = static_cast<int>(smaller<index_t>(blockDim.x, static_cast<index_t>(g.batch) - n0));
     stage_register_tiles<scalar_t, index_t, kStageVectors / 2>(
-        shared, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,
+        tiles, input + (n0 * src_channels + src_c) * src_plane_size, src_channels * src_plane_size, live_planes, g,
         t, src_y0, src_x0, tid, threads);
+    if (work.go_stride > 0) {
+      stage_whole_planes(shared, work.go_stride, grad_output + (n0 * dst_channels + c) * dst_plane_size,
+                         dst_channels * dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);
+    }
     __syncthreads();
 
     const int y = y0 + threadIdx.z * kBlockRows;
@@ -571,20 +609,37 @@ grad_weight_register_tiled_kernel(
     if (!live || y >= g.dst_h || x >= g.dst_w) continue;
     const scalar_t* go_plane = grad_output + (n * dst_channels + c) * dst_plane_size;
     acc_t go[kBlockRows][kBlockCols];
+    // The thread's block from a plane of dst_w-value rows (staged, or in global memory), zero past its edges.
+    const auto load_block = [&](const auto* plane) {
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+        const auto* row = plane + static_cast<index_t>(y + i) * g.dst_w + x;
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) {
+          go[i][j] = y + i < g.dst_h && x + j < g.dst_w ? static_cast<acc_t>(row[j]) : acc_t(0);
+        }
+      }
+    };
+    if (work.go_stride > 0) {
+      load_block(shared + threadIdx.x * work.go_stride);
+    } else if (t.row_access) {  // then x + kBlockCols <= dst_w
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+        if (y + i >= g.dst_h) {
+#pragma unroll
+          for (int j = 0; j < kBlockCols; ++j) go[i][j] = acc_t(0);
+        } else {
+          const BlockRow<scalar_t> row =
+              *reinterpret_cast<const BlockRow<scalar_t>*>(go_plane + static_cast<index_t>(y + i) * g.dst_w + x);
+#pragma unroll
+          for (int j = 0; j < kBlockCols; ++j) go[i][j] = static_cast<acc_t>(row.v[j]);
+        }
+      }
+    } else {
+      load_block(go_plane);
+    }
 #pragma unroll
     for (int i = 0; i < kBlockRows; ++i) {
-      const scalar_t* go_row = go_plane + static_cast<index_t>(y + i) * g.dst_w + x;
-      if (y + i >= g.dst_h) {
-#pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) go[i][j] = acc_t(0);
-      } else if (t.row_access) {  // then x + kBlockCols <= dst_w
-        const BlockRow<scalar_t> row = *reinterpret_cast<const BlockRow<scalar_t>*>(go_row);
-#pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) go[i][j] = static_cast<acc_t>(row.v[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) go[i][j] = x + j < g.dst_w ? static_cast<acc_t>(go_row[j]) : acc_t(0);
-      }
 #pragma unroll
       for (int j = 0; j < kBlockCols; ++j) sums[kTaps] += go[i][j];
     }
@@ -1105,15 +1160,48 @@ struct RegisterGradWeightLaunch {
   size_t shared_bytes;
 };
 
+// The stride between grad_weight_register_tiled_kernel's staged grad_output planes (acc_t values,
+// at least a plane's): of plane_size to plane_size + 31, the one with the fewest bank conflicts
+// among a warp's reads of one value of its threads' blocks (plane p's thread (tx, ty), if its block
+// starts inside the plane, reads p * stride + (ty * kBlockRows + i) * dst_w + tx * kBlockCols + j:
+// distinct addresses), then the smallest.
+template <typename acc_t>
+int register_grad_weight_staged_stride(dim3 block, int dst_h, int dst_w) {
+  constexpr int kBanks = 32;
+  constexpr int kValueWords = sizeof(acc_t) / 4;
+  constexpr int kPhaseLanes = kBanks / kValueWords;  // lanes a shared-memory wavefront serves
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  int best_stride = dst_h * dst_w, best_conflicts = std::numeric_limits<int>::max();
+  for (int stride = dst_h * dst_w; stride < dst_h * dst_w + kBanks; ++stride) {
+    int worst = 0;
+    for (int first = 0; first < threads; first += kPhaseLanes) {
+      int on_bank[kBanks] = {};
+      for (int t = first; t < std::min(first + kPhaseLanes, threads); ++t) {
+        const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
+        if (tx * kBlockCols >= dst_w || ty * kBlockRows >= dst_h) continue;
+        const int address = plane * stride + ty * kBlockRows * dst_w + tx * kBlockCols;
+        worst = std::max(worst, ++on_bank[address * kValueWords % kBanks]);
+      }
+    }
+    if (worst < best_conflicts) {
+      best_conflicts = worst;
+      best_stride = stride;
+    }
+  }
+  return best_stride;
+}
+
 // A register-tiled weight-gradient launch (g the forward geometry), or nothing where the
 // filter is not a register-tiled one or no tile fits. Tiles are the forward kernel's; a
 // block holds as many batch entries of its channel as fill 256 threads (no more than the
 // batch has), fewer, then fewer rows of threads, while the tiles do not fit in shared memory;
 // and each channel's items are cut into enough slices for about eight blocks per SM. Shared
-// memory holds the tiles, then as many taps of the block's sums as fit.
-// The caller sets tile.row_access (register_tile_row_access of grad_output).
+// memory holds the tiles (after the block's grad_output planes where one tile covers a plane,
+// grad_output has no row access (register_tile_row_access, which the caller works out from
+// grad_output's address) and `stage_grad_output` allows), then as many taps of the block's sums as fit.
 template <typename acc_t>
-std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
+std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
+                                                                  bool row_access, bool stage_grad_output) {
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g) || g.batch < 1) return std::nullopt;
   if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
@@ -1127,7 +1215,12 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
     const dim3 block(planes, shape.bx, shape.by);
     const int tile_in_h = register_tile_in_h(g, shape.by);
     const auto layout = register_tile_layout<acc_t>(block, window_units, tile_in_h, 0, g.stride_w);
-    const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));
+    const bool staged = stage_grad_output && !row_access && shape.tiles_h == 1 && shape.tiles_w == 1;
+    const int go_stride =
+        staged ? register_grad_weight_staged_stride<acc_t>(block, static_cast<int>(g.dst_h), static_cast<int>(g.dst_w))
+               : 0;
+    const size_t go_bytes = size_t(planes * go_stride + V - 1) / V * sizeof(Vector16<acc_t>);
+    const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));
     if (tile_bytes <= kMaxSharedBytes) {
       const int threads = planes * shape.bx * shape.by;
       const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
@@ -1140,9 +1233,9 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
       return RegisterGradWeightLaunch{
           dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), block,
           RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, register_tile_in_w(g, shape.bx),
-                       false},
+                       row_access},
           RegisterGradWeightWork{static_cast<int>(shape.tiles_h), static_cast<int>(shape.tiles_w), items,
-                                 items_per_slice, reduce_taps},
+                                 items_per_slice, reduce_taps, go_stride},
           bytes};
     }
     if (!shrink_register_block(planes, shape)) return std::nullopt;
