@@ -435,6 +435,8 @@ MUTATIONS = [
     (("const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));",
       "const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));"),
      "20:21"),  # the planner not reserving them
+    (("    copy(threads - warp * 32);\n", "    copy(std::integral_constant<int, 32>{});\n"),
+     "75:76"),  # a block of 16 threads (one 14x14 plane) copying as if it had 32
     # Thread groups (blocks of grids that fit on the GPU at once): the register tiles' staging
     # helpers and the large filter's groups that share out the window's rows:
     (("place.y0 = blockIdx.y * place.rows * kBlockRows;", "place.y0 = blockIdx.y * blockDim.z * kBlockRows;"),

@@ -521,24 +521,43 @@ struct RegisterGradWeightWork {
 };
 
 // The block's first `planes` grad_output planes of plane_size values each, from src0 + p * plane_step
-// into dst + p * stride, in order: consecutive threads load consecutive values of a plane.
+// into dst + p * stride: warp w copies planes w, w + warps, ..., its lanes on consecutive values,
+// kStageVectors loads in flight a lane. A plane is one run of memory, so in a whole warp a value
+// costs a load and a store at fixed offsets from the batch's first (a walk over (plane, value)
+// with its carries and 64-bit address arithmetic took about 25 instructions a value); a last warp
+// of fewer lanes (a block of fewer than 32 threads a plane group) steps by its lane count.
 template <typename scalar_t, typename index_t>
 __device__ __forceinline__ void stage_whole_planes(at::acc_type<scalar_t, true>* dst, int stride,
                                                    const scalar_t* src0, index_t plane_step, int planes,
                                                    int plane_size, int tid, int threads) {
   using acc_t = at::acc_type<scalar_t, true>;
-  struct Loaded {
-    acc_t value;
-    int slot;  // plane * stride + value
+  constexpr int kBatch = kStageVectors;
+  const int warp = tid / 32, lane = tid % 32;
+  const int warps = (threads + 31) / 32;
+  const auto copy = [&](auto lanes) {  // 32 as a constant, or the last warp's count
+    for (int p = warp; p < planes; p += warps) {
+      const scalar_t* const src = src0 + p * plane_step;
+      acc_t* const plane = dst + p * stride;
+      for (int v0 = lane; v0 < plane_size; v0 += kBatch * lanes) {
+        const scalar_t* const from = src + v0;
+        acc_t* const to = plane + v0;
+        acc_t values[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          values[b] = v0 + b * lanes < plane_size ? static_cast<acc_t>(from[b * lanes]) : acc_t(0);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (v0 + b * lanes < plane_size) to[b * lanes] = values[b];
+        }
+      }
+    }
   };
-  GridWalk<int, 2> at(tid, threads, {0, plane_size});  // (plane, value)
-  stage_in_batches<kStageVectors>(
-      planes * plane_size, tid, threads, at,
-      [&](const GridWalk<int, 2>& pos, bool in_range) {
-        return Loaded{in_range ? static_cast<acc_t>(src0[pos.at[0] * plane_step + pos.at[1]]) : acc_t(0),
-                      pos.at[0] * stride + pos.at[1]};
-      },
-      [&](int, const Loaded& loaded) { dst[loaded.slot] = loaded.value; });
+  if (threads - warp * 32 >= 32) {
+    copy(std::integral_constant<int, 32>{});
+  } else {
+    copy(threads - warp * 32);
+  }
 }
 
 template <typename scalar_t, typename index_t, int kKernel, int kStride>
