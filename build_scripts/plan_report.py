@@ -165,14 +165,16 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int
+    bools: tuple[str, ...] | None = None  # the instance's bool template arguments, where the plan sets them
 
     @classmethod
     def parse(cls, answer: str) -> "Launch":
-        """A --plans answer: "<kernel> grid=X,Y,Z block=X,Y,Z shared=BYTES"."""
+        """A --plans answer: "<kernel> grid=X,Y,Z block=X,Y,Z shared=BYTES[ bools=B,...]"."""
         kernel, *fields = answer.split()
         values = dict(field.split("=", 1) for field in fields)
         triple = lambda text: tuple(int(v) for v in text.split(","))  # noqa: E731
-        return cls(kernel, triple(values["grid"]), triple(values["block"]), int(values["shared"]))
+        bools = tuple(values["bools"].split(",")) if "bools" in values else None
+        return cls(kernel, triple(values["grid"]), triple(values["block"]), int(values["shared"]), bools)
 
     @property
     def blocks(self) -> int:
@@ -206,16 +208,18 @@ def template_arguments(instance: str) -> tuple[str, list[str]]:
     return name, [a.strip() for a in rest.rstrip(">").split(",")] if rest else []
 
 
-def instance_registers(resources, arch: str, problem, pass_: str, kernel: str) -> int | None:
+def instance_registers(resources, arch: str, problem, pass_: str, kernel: str,
+                       bools: tuple[str, ...] | None = None) -> int | None:
     """The registers of `kernel`'s instance for this pass of a bench problem, from the compiler's
     report (resource_report.KernelResources rows): the dtype's 32-bit-index instances, with the
-    pass's direction (and layout) where the kernel takes one, and among those the ones compiled for the
-    layer's filter and stride (template integers drawn from its kernel size, stride, taps and
-    padding parity); the most registers any of them takes. None where no instance matches."""
+    plan's bool template arguments (`bools`) or else the pass's direction (and layout) where the
+    kernel takes one, and among those the ones compiled for the layer's filter and stride (template
+    integers drawn from its kernel size, stride, taps and padding parity); the most registers any
+    of them takes. None where no instance matches."""
     layer = problem.layer
     # A kernel's bool template arguments: its direction, then (the pixel kernel's) its layout.
-    wanted_bools = ["true" if pass_ == "backward-input" else "false",
-                    "true" if problem.layout == "channels_last" else "false"]
+    wanted_bools = list(bools) if bools is not None else [
+        "true" if pass_ == "backward-input" else "false", "true" if problem.layout == "channels_last" else "false"]
     plausible = {layer.kernel, layer.stride, layer.kernel * layer.kernel, layer.pad % 2}
     matching, compiled_for_layer = [], []
     for row in resources:
@@ -263,7 +267,7 @@ def markdown(launches, gpu: Gpu, resources=None) -> str:
     for problem, pass_, launch in launches:
         layer = problem.layer
         registers = (None if resources is None
-                     else instance_registers(resources, gpu.code_arch, problem, pass_, launch.kernel))
+                     else instance_registers(resources, gpu.code_arch, problem, pass_, launch.kernel, launch.bools))
         lines.append(
             f"| {layer.set} | {layer.name} | {problem.batch} | {problem.dtype} {problem.layout} | {pass_} | "
             f"{launch.kernel} | {'x'.join(map(str, launch.grid))} | {'x'.join(map(str, launch.block))} | "

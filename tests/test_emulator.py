@@ -430,13 +430,14 @@ MUTATIONS = [
     (("dst_channels * dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);",
       "dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);"),
      "20:21"),  # grad_output's batch entries, a plane apart
-    (("const int go_values = (blockDim.x * work.go_stride + V - 1) / V * V;", "const int go_values = 0;"),
-     "20:21"),  # the input tiles over the grad_output planes
+    (("const int go_values = kStagedGradOutput ? (blockDim.x * work.go_stride + V - 1) / V * V : 0;",
+      "const int go_values = 0;"), "20:21"),  # the input tiles over the grad_output planes
     (("const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));",
       "const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));"),
      "20:21"),  # the planner not reserving them
     (("    copy(threads - warp * 32);\n", "    copy(std::integral_constant<int, 32>{});\n"),
      "75:76"),  # a block of 16 threads (one 14x14 plane) copying as if it had 32
+    (("plan.work.go_stride > 0);", "true);"), "26:27"),  # the launch running the staging instance for any plan
     # Thread groups (blocks of grids that fit on the GPU at once): the register tiles' staging
     # helpers and the large filter's groups that share out the window's rows:
     (("place.y0 = blockIdx.y * place.rows * kBlockRows;", "place.y0 = blockIdx.y * blockDim.z * kBlockRows;"),

@@ -392,6 +392,26 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
     assert launch("bfloat16", "grad-weight").grid == (1536, 2, 1)  # 8 x 130
 
 
+def test_small_planes_stage_grad_output_for_the_register_tiled_weight_gradient(kernel_choice):
+    """v34: in NCHW, rows of 14 (no row access) take the instance that copies grad_output into shared
+    memory, and its planes' room on top of the tiles, and so does a 56x56 plane (one tile) with
+    grad_output 4 bytes off; rows of 56 (row access), a 112x112 plane 4 bytes off (no row access, but
+    4 tiles down the plane) and the path switched off do not."""
+    def launch(size, grad_output_offset=0, disabled=()):
+        line = plan_report.call_line("float", "grad-weight", "nchw", 64, 384, size, (3, 3), (1, 1), (1, 1), (1, 1),
+                                     grad_output_offset=grad_output_offset, disabled=disabled)
+        return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
+
+    staged, unstaged = launch((14, 14)), launch((14, 14), disabled=("staged_grad_output",))
+    assert staged.kernel == unstaged.kernel == "grad_weight_register_tiled_kernel"
+    assert staged.bools == ("true",) and unstaged.bools == ("false",)
+    assert staged.block == unstaged.block == (16, 4, 4)
+    # 16 planes of 196 values at a stride of at least 196: 12.25 KB or more on top of the tiles
+    assert 16 * 196 * 4 <= staged.shared_bytes - unstaged.shared_bytes < 16 * (196 + 32) * 4
+    assert launch((56, 56)).bools == ("false",) and launch((56, 56), grad_output_offset=1).bools == ("true",)
+    assert launch((112, 112), grad_output_offset=1).bools == ("false",)
+
+
 def test_the_plan_report_counts_blocks_and_waves():
     launch = plan_report.Launch.parse("register_tiled_nchw_kernel grid=288,4,1 block=1,32,7 shared=15872")
     assert (launch.blocks, launch.threads) == (1152, 224)
@@ -427,12 +447,14 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
                  row("stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 1>", 76),
                  row("pixel_kernel<BFloat16, false, 3, 1, false>", 30),
                  row("pixel_kernel<BFloat16, false, 3, 1, true>", 40),
-                 row("pixel_kernel<BFloat16, true, 3, 1, true>", 41)]
+                 row("pixel_kernel<BFloat16, true, 3, 1, true>", 41),
+                 row("grad_weight_register_tiled_kernel<BFloat16, int, 3, 1, false>", 72),
+                 row("grad_weight_register_tiled_kernel<BFloat16, int, 3, 1, true>", 80)]
     layer = Layer("MobileNetV2", "144@56", 144, 56, kernel=3)
     problem = Problem(layer, 64, "bfloat16", "channels_last", plan_report.PASSES)
 
-    def registers(pass_, kernel, of=problem):
-        return plan_report.instance_registers(resources, "sm_90", of, pass_, kernel)
+    def registers(pass_, kernel, of=problem, bools=None):
+        return plan_report.instance_registers(resources, "sm_90", of, pass_, kernel, bools)
 
     assert registers("forward", "channels_last_register_tiled_kernel") == 90
     assert registers("backward-input", "channels_last_register_tiled_kernel") == 89
@@ -444,6 +466,10 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
     assert registers("forward", "pixel_kernel") == 40 and registers("backward-input", "pixel_kernel") == 41
     nchw = Problem(layer, 1, "bfloat16", "contiguous", ("forward",))
     assert registers("forward", "pixel_kernel", nchw) == 30
+    # the register-tiled weight gradient's bool is its plan's (grad_output staged), which the driver prints
+    assert registers("grad-weight", "grad_weight_register_tiled_kernel", nchw, ("true",)) == 80
+    assert registers("grad-weight", "grad_weight_register_tiled_kernel", nchw, ("false",)) == 72
+    assert plan_report.Launch.parse("k grid=1,1,1 block=16,4,4 shared=0 bools=true").bools == ("true",)
 
 
 @pytest.mark.parametrize("args, message", [

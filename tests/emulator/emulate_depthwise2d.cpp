@@ -641,7 +641,8 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
           plan->tile.vector_loads = vector_loads;
           GradWeightSums<T> sums(p, plan->grid.y);
           dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                             grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h), go.data(),
+                             grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h, plan->work.go_stride > 0),
+                             go.data(),
                              in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work);
           const std::string kernel = "grad-weight register-tiled NCHW" + stride_tag(g) +
                                      (plan->tile.row_access ? " row loads" : "") +

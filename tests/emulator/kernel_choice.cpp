@@ -15,7 +15,8 @@
 // 132:2048:32:65536:233472:1024:90 for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
 // With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
-// launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES". With --names, prints every name the
+// launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES", and " bools=B,..." where the instance's
+// bool template arguments are the plan's (instance_bools). With --names, prints every name the
 // choice can give instead.
 
 #include <ATen/AccumulateType.h>
@@ -107,6 +108,14 @@ KernelPathMask disabled_mask(const std::string& text) {
 
 bool print_plans = false;
 
+// The bool template arguments of the kernel instance a choice launches, where the pass and layout
+// do not tell them (the register-tiled weight gradient's staged grad_output), else "".
+std::string instance_bools(const PassChoice&) { return ""; }
+std::string instance_bools(const GradWeightChoice& choice) {
+  const auto* plan = std::get_if<RegisterGradWeightLaunch>(&choice.plan);
+  return plan == nullptr ? "" : plan->work.go_stride > 0 ? "true" : "false";
+}
+
 template <typename Choice>
 std::string described(const Choice& choice, const LaunchShape& shape) {
   std::string text = kernel_name(choice.kernel);
@@ -114,6 +123,8 @@ std::string described(const Choice& choice, const LaunchShape& shape) {
     auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
     text += " grid=" + triple(shape.grid) + " block=" + triple(shape.block) +
             " shared=" + std::to_string(shape.shared_bytes);
+    const std::string bools = instance_bools(choice);
+    if (!bools.empty()) text += " bools=" + bools;
   }
   return text;
 }

@@ -259,7 +259,8 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
     }
     case GradWeightKernel::kRegisterTiled: {
       const auto& plan = std::get<RegisterGradWeightLaunch>(choice.plan);
-      const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
+      const auto kernel = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h,
+                                                                                   plan.work.go_stride > 0);
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
                     p.partial_bias, g, plan.tile, plan.work);
       break;
