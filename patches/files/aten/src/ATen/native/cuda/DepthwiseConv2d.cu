@@ -73,7 +73,9 @@
 //   slices in slice order. Each also sums the grad_output values it reads for
 //   the bias gradient where it is asked for.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
-//   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's);
+//   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's; on
+//   planes one tile covers whose rows have no 16-byte access, 14x14 and 7x7, an instance that
+//   copies grad_output whole into shared memory first);
 //   grad_weight_window_kernel (DepthwiseConv2dWindowGradWeight.cuh) serves channels_last square
 //   3x3, 5x5 and 7x7 filters at stride 1, 3x3 and 5x5 at stride 2 (multiplier 1, float and the
 //   half types, whole 16-byte channel vectors): 32 channels a block, all K^2 sums a thread, each
