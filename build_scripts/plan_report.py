@@ -226,8 +226,8 @@ def instance_registers(resources, arch: str, problem, pass_: str, kernel: str,
         name, args = template_arguments(row.name)
         if row.arch != arch or name != kernel or not args or args[0] != RESOURCE_DTYPES[problem.dtype]:
             continue
-        bools = [a for a in args if a in ("true", "false")]
-        if "long" in args or bools != wanted_bools[:len(bools)]:
+        instance_bools = [a for a in args if a in ("true", "false")]
+        if "long" in args or instance_bools != wanted_bools[:len(instance_bools)]:
             continue
         matching.append(row.registers)
         if all(int(a) in plausible for a in args if a.isdigit()):

@@ -393,12 +393,12 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
 
 
 def test_small_planes_stage_grad_output_for_the_register_tiled_weight_gradient(kernel_choice):
-    """v34: in NCHW, rows of 14 (no row access) take the instance that copies grad_output into shared
-    memory, and its planes' room on top of the tiles, and so does a 56x56 plane (one tile) with
-    grad_output 4 bytes off; rows of 56 (row access), a 112x112 plane 4 bytes off (no row access, but
-    4 tiles down the plane) and the path switched off do not."""
-    def launch(size, grad_output_offset=0, disabled=()):
-        line = plan_report.call_line("float", "grad-weight", "nchw", 64, 384, size, (3, 3), (1, 1), (1, 1), (1, 1),
+    """v34: in NCHW at batch 64, rows of 14 (no row access) take the instance that copies grad_output
+    into shared memory, and its planes' room on top of the tiles; rows of 56 (row access), a 56x56
+    plane 4 bytes off (no row access, one tile, but one plane a block), a 112x112 plane 4 bytes off
+    (4 tiles down the plane), 14x14 at batch 4 (4 planes a block) and the path switched off do not."""
+    def launch(size, grad_output_offset=0, disabled=(), batch=64):
+        line = plan_report.call_line("float", "grad-weight", "nchw", batch, 384, size, (3, 3), (1, 1), (1, 1), (1, 1),
                                      grad_output_offset=grad_output_offset, disabled=disabled)
         return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
 
@@ -408,8 +408,9 @@ def test_small_planes_stage_grad_output_for_the_register_tiled_weight_gradient(k
     assert staged.block == unstaged.block == (16, 4, 4)
     # 16 planes of 196 values at a stride of at least 196: 12.25 KB or more on top of the tiles
     assert 16 * 196 * 4 <= staged.shared_bytes - unstaged.shared_bytes < 16 * (196 + 32) * 4
-    assert launch((56, 56)).bools == ("false",) and launch((56, 56), grad_output_offset=1).bools == ("true",)
-    assert launch((112, 112), grad_output_offset=1).bools == ("false",)
+    assert launch((56, 56)).bools == launch((56, 56), grad_output_offset=1).bools == ("false",)
+    assert launch((112, 112), grad_output_offset=1).bools == launch((14, 14), batch=4).bools == ("false",)
+    assert launch((14, 14), batch=8).bools == ("true",)
 
 
 def test_the_plan_report_counts_blocks_and_waves():

@@ -182,3 +182,19 @@ def test_a_pass_whose_plan_differs_at_a_small_batch_runs_at_a_larger_one(profile
     profile = run_as_h100(profiled_emulator, job)
     assert profile.stands_for_h100 and profile.checked and (profile.job.batch, profile.job.sms) == (8, 16)
     assert profile.kernel == "grad_weight_register_tiled_kernel block 4,8,7 shared 17280"
+
+
+def test_the_weight_gradient_copies_small_planes_of_grad_output_through_shared_memory(profiled_emulator):
+    """v34: at 14x14 (rows of 56 bytes: no 16-byte row access) the fp32 weight gradient's blocks of 16
+    batch entries copy their grad_output planes into shared memory, consecutive lanes on consecutive
+    values; read from global memory, a lane's 4-byte loads each touched a sector of its own (6.3x the
+    fewest sectors)."""
+    (problem,) = [p for p in problems(["MobileNetV2"], (("float32", "contiguous"),))
+                  if p.label == "MobileNetV2 384@14 b64 float32 contiguous"]
+    (job,) = [j for j in jobs_for([problem]) if j.pass_ == "backward-weight"]
+    profile = run_as_h100(profiled_emulator, job)
+    assert profile.stands_for_h100 and profile.checked
+    assert profile.kernel.startswith("grad_weight_register_tiled_kernel block 16,4,4 ")
+    loads = [s for s in profile.sites if s.space == "global" and s.op == "load"]
+    # the input tiles, grad_output and the finishing kernel's partial sums
+    assert len(loads) == 3 and all(s.cost <= 1.4 * s.ideal for s in loads), loads

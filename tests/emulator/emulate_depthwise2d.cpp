@@ -634,14 +634,17 @@ void check_register_grad_weight(const Problem& p, const std::string& tag) {
     for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
       for (const bool stage_grad_output : {true, false}) {
         auto plan = plan_register_grad_weight<acc_t>(g, gpu, row_access, stage_grad_output);
-        if (!plan || (!stage_grad_output && !plan_register_grad_weight<acc_t>(g, gpu, row_access, true)->work.go_stride)) {
-          continue;  // no plan, or the same plan as with staging on
+        // Staging off plans as staging on does where staging on does not stage: run that plan once.
+        if (!plan ||
+            (!stage_grad_output && plan_register_grad_weight<acc_t>(g, gpu, row_access, true)->work.go_stride == 0)) {
+          continue;
         }
         for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
           plan->tile.vector_loads = vector_loads;
           GradWeightSums<T> sums(p, plan->grid.y);
           dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                             grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h, plan->work.go_stride > 0),
+                             grad_weight_register_tiled_kernel_for<T, index_t>(g.kernel_h, g.stride_h,
+                                                                              plan->work.go_stride > 0),
                              go.data(),
                              in.data(), sums.partial.data(), sums.partial_bias.data(), g, plan->tile, plan->work);
           const std::string kernel = "grad-weight register-tiled NCHW" + stride_tag(g) +
@@ -1152,6 +1155,14 @@ std::vector<Case> sweep() {
     if (k.oh() > 0 && k.ow() > 0 && k.h + 2 * k.ph >= k.dh * (k.kh - 1) + 1 && k.w + 2 * k.pw >= k.dw * (k.kw - 1) + 1)
       cases.push_back(k);
   }
+  // Batches of 8 and more on small planes, where the register-tiled weight gradient's blocks hold 8
+  // or more batch entries and copy grad_output into shared memory (v34):
+  cases.push_back({8, 3, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, true});    // 87: 14x14, 8 planes a block
+  cases.push_back({9, 2, 1, 13, 13, 3, 3, 2, 2, 1, 1, 1, 1, true});    // 88: stride 2 to 7x7, 16 a block, 9 live
+  cases.push_back({12, 2, 1, 7, 7, 5, 5, 1, 1, 2, 2, 1, 1, false});    // 89: 7x7 5x5, 16 a block, 12 live
+  cases.push_back({8, 2, 1, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, false});     // 90: 3x3 planes, blocks of 8 threads
+  cases.push_back({8, 2, 1, 14, 14, 7, 7, 1, 1, 3, 3, 1, 1, false});   // 91: 14x14 7x7
+  cases.push_back({8, 2, 1, 14, 14, 5, 5, 2, 2, 2, 2, 1, 1, false});   // 92: 5x5 stride 2 to 7x7
   return cases;
 }
 

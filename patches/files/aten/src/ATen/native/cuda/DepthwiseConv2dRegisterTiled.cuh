@@ -502,11 +502,10 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
 // the same bits.
 // A warp's lanes sit on different batch entries (planes fastest, for the tile reads), so each of
 // its grad_output loads reads as many planes. With row access a lane's row is one 16-byte load.
-// Without it, where one tile covers the plane (rows of 14 or 7), the block first copies its planes'
-// grad_output whole into shared memory, consecutive threads on consecutive values (a plane is one
-// run of memory), and the threads read their blocks there: a lane's scalar loads from global
-// memory touched a sector each (the memory profile: 6.3x and 8x the fewest sectors, 43 % of those
-// passes' counted work). Larger planes without row access still load their rows directly.
+// Without it, a lane's scalar loads touch a sector each. Where one tile covers the plane (rows of
+// 14 or 7) and a block holds many planes, the block first copies its planes' grad_output whole into
+// shared memory, consecutive threads on consecutive values (a plane is one run of memory), and the
+// threads read their blocks there (plan_register_grad_weight). Otherwise they load their rows directly.
 
 // How the blocks of grad_weight_register_tiled_kernel share a channel's work: items are
 // numbered with the tile column fastest, then the tile row, then the group of blockDim.x batch
@@ -560,8 +559,8 @@ __device__ __forceinline__ void stage_whole_planes(at::acc_type<scalar_t, true>*
   }
 }
 
-// kStagedGradOutput: the instance for work.go_stride > 0 (its copy and reads took the float 3x3
-// kernel from 72 registers to 80, one block an SM fewer on the layers that do not stage).
+// kStagedGradOutput: the instance for work.go_stride > 0, apart so that the copy's registers do not
+// cost the layers that do not stage a block an SM (notes/performance.md, v34).
 template <typename scalar_t, typename index_t, int kKernel, int kStride, bool kStagedGradOutput>
 __global__ void __launch_bounds__(kThreads, sizeof(at::acc_type<scalar_t, true>) == 8 ? 1 : 2)
 grad_weight_register_tiled_kernel(
@@ -629,13 +628,13 @@ grad_weight_register_tiled_kernel(
     const int x = x0 + threadIdx.y * kBlockCols;
     if (!live || y >= g.dst_h || x >= g.dst_w) continue;
     const scalar_t* go_plane = grad_output + (n * dst_channels + c) * dst_plane_size;
-    const acc_t* const go_staged = shared + threadIdx.x * work.go_stride;
     acc_t go[kBlockRows][kBlockCols];
 #pragma unroll
     for (int i = 0; i < kBlockRows; ++i) {
       const scalar_t* go_row = go_plane + static_cast<index_t>(y + i) * g.dst_w + x;
       if constexpr (kStagedGradOutput) {  // the same rows, zero past the plane's edges
-        const acc_t* const staged_row = go_staged + (y + i) * static_cast<int>(g.dst_w) + x;
+        const acc_t* const staged_row =
+            shared + threadIdx.x * work.go_stride + (y + i) * static_cast<int>(g.dst_w) + x;
 #pragma unroll
         for (int j = 0; j < kBlockCols; ++j) go[i][j] = y + i < g.dst_h && x + j < g.dst_w ? staged_row[j] : acc_t(0);
       } else if (y + i >= g.dst_h) {
@@ -1203,14 +1202,21 @@ int register_grad_weight_staged_stride(dim3 block, int dst_h, int dst_w) {
   return best_stride;
 }
 
+// The fewest batch entries a block of grad_weight_register_tiled_kernel holds where it copies
+// grad_output into shared memory: with fewer, a warp's lanes sit on 4 planes or fewer and their
+// direct loads share sectors, while the copy (a warp a plane) would leave most warps waiting.
+constexpr int kMinStagedGradOutputPlanes = 8;
+
 // A register-tiled weight-gradient launch (g the forward geometry), or nothing where the
 // filter is not a register-tiled one or no tile fits. Tiles are the forward kernel's; a
 // block holds as many batch entries of its channel as fill 256 threads (no more than the
 // batch has), fewer, then fewer rows of threads, while the tiles do not fit in shared memory;
 // and each channel's items are cut into enough slices for about eight blocks per SM. Shared
-// memory holds the tiles (after the block's grad_output planes where one tile covers a plane,
-// grad_output has no row access (register_tile_row_access, which the caller works out from
-// grad_output's address) and `stage_grad_output` allows), then as many taps of the block's sums as fit.
+// memory holds the tiles, then as many taps of the block's sums as fit. The block's grad_output
+// planes go ahead of the tiles where grad_output has no row access (register_tile_row_access,
+// which the caller works out from grad_output's address), one tile covers a plane and
+// `stage_grad_output` allows: with kMinStagedGradOutputPlanes or more a block, fewer while they do
+// not fit; where none fits, the plan without them.
 template <typename acc_t>
 std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
                                                                   bool row_access, bool stage_grad_output) {
@@ -1220,14 +1226,17 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
   const int kernel = g.kernel_h;
   const int taps = kernel * kernel;
   const int window_units = register_tile_window_vectors<acc_t>(kernel, g.stride_w);
-  RegisterTileShape shape = register_tile_shape(g);
-  int planes = 1;
-  while (2 * planes * shape.bx * shape.by <= kThreads && planes < g.batch) planes *= 2;
+  const RegisterTileShape first_shape = register_tile_shape(g);
+  int first_planes = 1;
+  while (2 * first_planes * first_shape.bx * first_shape.by <= kThreads && first_planes < g.batch) first_planes *= 2;
+  bool staged = stage_grad_output && !row_access && first_shape.tiles_h == 1 && first_shape.tiles_w == 1 &&
+                first_planes >= kMinStagedGradOutputPlanes;
+  RegisterTileShape shape = first_shape;
+  int planes = first_planes;
   while (true) {
     const dim3 block(planes, shape.bx, shape.by);
     const int tile_in_h = register_tile_in_h(g, shape.by);
     const auto layout = register_tile_layout<acc_t>(block, window_units, tile_in_h, 0, g.stride_w);
-    const bool staged = stage_grad_output && !row_access && shape.tiles_h == 1 && shape.tiles_w == 1;
     const int go_stride =
         staged ? register_grad_weight_staged_stride<acc_t>(block, static_cast<int>(g.dst_h), static_cast<int>(g.dst_w))
                : 0;
@@ -1250,7 +1259,13 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
                                  items_per_slice, reduce_taps, go_stride},
           bytes};
     }
-    if (!shrink_register_block(planes, shape)) return std::nullopt;
+    if (staged && planes / 2 < kMinStagedGradOutputPlanes) {
+      staged = false;
+      planes = first_planes;
+      shape = first_shape;
+    } else if (!shrink_register_block(planes, shape)) {
+      return std::nullopt;
+    }
   }
 }
 
