@@ -431,7 +431,7 @@ MUTATIONS = [
     (("dst_channels * dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);",
       "dst_plane_size, live_planes, static_cast<int>(dst_plane_size), tid, threads);"),
      "87:88"),  # grad_output's batch entries, a plane apart
-    (("const int go_values = kStagedGradOutput ? (blockDim.x * work.go_stride + V - 1) / V * V : 0;",
+    (("const int go_values = kStagedGradOutput ? staged_grad_output_values<acc_t>(blockDim.x, work.go_stride) : 0;",
       "const int go_values = 0;"), "87:88"),  # the input tiles over the grad_output planes
     (("const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));",
       "const size_t tile_bytes = layout.bytes(planes, sizeof(Vector16<acc_t>));"),

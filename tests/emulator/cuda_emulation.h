@@ -178,12 +178,7 @@ inline void* current_fiber() { return nullptr; }
 inline void release(void*) {}
 inline void acquire(void*) {}
 inline void write(void*, unsigned long) {}
-struct Bookkeeping {
-  memory_profile::Hidden from_the_profile;
-  Bookkeeping() = default;
-  Bookkeeping(const Bookkeeping&) = delete;
-  Bookkeeping& operator=(const Bookkeeping&) = delete;
-};
+using Bookkeeping = memory_profile::Hidden;  // hidden from the memory profile too
 #endif
 }  // namespace race_check
 

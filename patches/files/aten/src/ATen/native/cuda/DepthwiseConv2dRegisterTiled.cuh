@@ -519,6 +519,14 @@ struct RegisterGradWeightWork {
   int go_stride = 0;
 };
 
+// The acc_t values a block's staged grad_output planes take in grad_weight_register_tiled_kernel's
+// shared memory, ahead of its input tiles (which start on a 16-byte boundary).
+template <typename acc_t>
+__host__ __device__ inline int staged_grad_output_values(int planes, int go_stride) {
+  constexpr int V = kVector16<acc_t>;
+  return (planes * go_stride + V - 1) / V * V;
+}
+
 // The block's first `planes` grad_output planes of plane_size values each, from src0 + p * plane_step
 // into dst + p * stride: warp w copies planes w, w + warps, ..., its lanes on consecutive values,
 // kStageVectors loads in flight a lane. A plane is one run of memory, so in a whole warp a value
@@ -578,7 +586,7 @@ grad_weight_register_tiled_kernel(
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* const shared = reinterpret_cast<acc_t*>(shared_bytes);
   // The staged grad_output planes, then the input tiles from a 16-byte boundary.
-  const int go_values = kStagedGradOutput ? (blockDim.x * work.go_stride + V - 1) / V * V : 0;
+  const int go_values = kStagedGradOutput ? staged_grad_output_values<acc_t>(blockDim.x, work.go_stride) : 0;
   acc_t* const tiles = shared + go_values;
   acc_t* const tile = tiles + threadIdx.x * t.plane_stride;
 
@@ -877,22 +885,34 @@ struct RegisterTiledLaunch {
   size_t shared_bytes;
 };
 
+// The most accesses of one phase of a register-tile block's threads (planes fastest, then tx,
+// then ty) that fall in one bank group: a wavefront serves phase_lanes threads (32 for 4-byte
+// accesses, 16 for 8-byte, 8 for 16-byte), whose accesses conflict where their addresses, in
+// units of the access, agree modulo phase_lanes. address_of(plane, tx, ty): distinct addresses,
+// negative for a thread that makes no access.
+template <typename AddressOf>
+int most_accesses_on_a_bank(dim3 block, int phase_lanes, AddressOf address_of) {
+  const int threads = static_cast<int>(block.x * block.y * block.z);
+  int worst = 0;
+  for (int first = 0; first < threads; first += phase_lanes) {
+    int uses[32] = {};
+    for (int t = first; t < std::min(first + phase_lanes, threads); ++t) {
+      const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
+      const int address = address_of(plane, tx, ty);
+      if (address >= 0) worst = std::max(worst, ++uses[address % phase_lanes]);
+    }
+  }
+  return worst;
+}
+
 // Extra shared-memory wavefronts of a window load, in the worst quarter warp of the block: the
 // 8 threads of a quarter warp read 16 bytes each, conflict-free when their addresses (in
 // 16-byte units) fall in 8 different bank groups. Windows start col_step_units apart along a
 // row of threads, row_step_units apart down the block and plane_units apart across planes.
 inline int quarter_warp_conflicts(dim3 block, int col_step_units, int row_step_units, int plane_units) {
-  const int threads = static_cast<int>(block.x * block.y * block.z);
-  int worst = 0;
-  for (int first = 0; first < threads; first += 8) {
-    int uses[8] = {};
-    for (int t = first; t < std::min(first + 8, threads); ++t) {
-      const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
-      const int address = plane * plane_units + ty * row_step_units + tx * col_step_units;
-      worst = std::max(worst, ++uses[address % 8]);
-    }
-  }
-  return worst - 1;
+  return most_accesses_on_a_bank(block, 8, [&](int plane, int tx, int ty) {
+           return plane * plane_units + ty * row_step_units + tx * col_step_units;
+         }) - 1;
 }
 
 // The filters the register-tiled kernels are compiled for: square 3, 5 or 7 at stride 1, square 3
@@ -1179,21 +1199,13 @@ struct RegisterGradWeightLaunch {
 template <typename acc_t>
 int register_grad_weight_staged_stride(dim3 block, int dst_h, int dst_w) {
   constexpr int kBanks = 32;
-  constexpr int kValueWords = sizeof(acc_t) / 4;
-  constexpr int kPhaseLanes = kBanks / kValueWords;  // lanes a shared-memory wavefront serves
-  const int threads = static_cast<int>(block.x * block.y * block.z);
+  constexpr int kPhaseLanes = kBanks / (sizeof(acc_t) / 4);  // lanes a shared-memory wavefront serves
   int best_stride = dst_h * dst_w, best_conflicts = std::numeric_limits<int>::max();
   for (int stride = dst_h * dst_w; stride < dst_h * dst_w + kBanks; ++stride) {
-    int worst = 0;
-    for (int first = 0; first < threads; first += kPhaseLanes) {
-      int on_bank[kBanks] = {};
-      for (int t = first; t < std::min(first + kPhaseLanes, threads); ++t) {
-        const int plane = t % block.x, tx = t / block.x % block.y, ty = t / (block.x * block.y);
-        if (tx * kBlockCols >= dst_w || ty * kBlockRows >= dst_h) continue;
-        const int address = plane * stride + ty * kBlockRows * dst_w + tx * kBlockCols;
-        worst = std::max(worst, ++on_bank[address * kValueWords % kBanks]);
-      }
-    }
+    const int worst = most_accesses_on_a_bank(block, kPhaseLanes, [&](int plane, int tx, int ty) {
+      const bool inside = tx * kBlockCols < dst_w && ty * kBlockRows < dst_h;
+      return inside ? plane * stride + ty * kBlockRows * dst_w + tx * kBlockCols : -1;
+    });
     if (worst < best_conflicts) {
       best_conflicts = worst;
       best_stride = stride;
@@ -1240,7 +1252,7 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
     const int go_stride =
         staged ? register_grad_weight_staged_stride<acc_t>(block, static_cast<int>(g.dst_h), static_cast<int>(g.dst_w))
                : 0;
-    const size_t go_bytes = size_t(planes * go_stride + V - 1) / V * sizeof(Vector16<acc_t>);
+    const size_t go_bytes = size_t(staged_grad_output_values<acc_t>(planes, go_stride)) * sizeof(acc_t);
     const size_t tile_bytes = go_bytes + layout.bytes(planes, sizeof(Vector16<acc_t>));
     if (tile_bytes <= kMaxSharedBytes) {
       const int threads = planes * shape.bx * shape.by;
