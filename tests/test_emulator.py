@@ -533,6 +533,17 @@ MUTATIONS = [
      "62:63"),  # half: converted
     (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];",
       "partial_bias[c0 + channel] = totals[kTaps];"), "62:63"),  # every slice's bias sums over the first's
+    # ... and both kernels' tap sums stored as one run a block (store_partial_run):
+    (("  __syncthreads();\n  const int threads = blockDim.x * blockDim.y * blockDim.z;",
+      "  const int threads = blockDim.x * blockDim.y * blockDim.z;"), "63:64"),  # the run stored before it is put
+    (("acc_t* const run = partial + (static_cast<int64_t>(blockIdx.y) * channels + c0) * kTaps;",
+      "acc_t* const run = partial + static_cast<int64_t>(c0) * kTaps;"), "62:63"),  # every slice's over the first's
+    (("const int run_values = smaller(kRingChannels, channels - c0) * kTaps;",
+      "const int run_values = kRingChannels * kTaps;"), "63:64"),  # a last block of 8 channels storing 32
+    (("if (i < count) scratch[channel * kTaps + first + i] = values[i];",
+      "if (i < count) scratch[channel * kTaps + i] = values[i];"), "59:60"),  # the ring's kernel rows on one
+    (("store_partial_run<kTaps>(sums, kKernel, kh * kKernel, lane == 0 && !bias_row,",
+      "store_partial_run<kTaps>(sums, kKernel, kh * kKernel, lane == 0,"), "60:61"),  # the ring's bias row as taps
     # ... its steps on the padding, skipped but for the bias:
     (("const bool meets_plane = step_row + kStride > 0 && step_row < src_h;",
       "const bool meets_plane = step_row > 0 && step_row < src_h;"), "68:70"),  # the plane's first row

@@ -83,6 +83,33 @@ __device__ __forceinline__ void add_lanes_in_order(acc_t (&values)[kValues], int
   }
 }
 
+// The block's tap sums into its run of `partial`: slice `slice`'s channels c0 .. c0 + 31 hold
+// kTaps values each ([channel][tap]), one contiguous run a block. Stored by the threads that
+// hold them, a warp's 32 channels were kTaps x 4 bytes apart, a sector a lane: 8x the sectors of
+// the run. Instead the holders put their values in `scratch` at the run's order (first the
+// `count` sums of taps first .., as add_lanes_in_order leaves them in lane 0), the block waits,
+// and all its threads store the run in order. kTaps is odd, so a warp's puts fall on 32 banks.
+// Every thread of the block calls it, `holds` where its values are the block's totals; `scratch`
+// holds 32 x kTaps values that no thread still reads but its own holders.
+template <int kTaps, typename acc_t, int kValues>
+__device__ __forceinline__ void store_partial_run(const acc_t (&values)[kValues], int count, int first, bool holds,
+                                                  acc_t* scratch, acc_t* partial, int channels, int c0) {
+  static_assert(kTaps % 2 == 1, "a warp's puts are kTaps words apart");
+  const int channel = threadIdx.x;
+  if (holds) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      if (i < count) scratch[channel * kTaps + first + i] = values[i];
+    }
+  }
+  __syncthreads();
+  const int threads = blockDim.x * blockDim.y * blockDim.z;
+  const int tid = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  const int run_values = smaller(kRingChannels, channels - c0) * kTaps;
+  acc_t* const run = partial + (static_cast<int64_t>(blockIdx.y) * channels + c0) * kTaps;
+  for (int i = tid; i < run_values; i += threads) run[i] = scratch[i];
+}
+
 struct RingGradWeightWork {
   int tile_w;    // output columns of an item (the last chunk of a row may have fewer)
   int staged_w;  // grad_output columns staged: tile_w rounded up to kRingChunk, zero past the item
@@ -277,14 +304,10 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   // the kKernel^2 taps and the bias. The ring holds (kKernel + kStride) x in_w >= (kKernel + 1) x
   // (kKernel + 7) pixels, more than the kLanes x (kKernel^2 + 1) of the sums.
   add_lanes_in_order(sums, bias_row ? 1 : kKernel, in_ring, bias_row ? kTaps : kh * kKernel, kTaps + 1, lane, kLanes);
-  if (lane != 0 || c0 + channel >= channels) return;
-  if (bias_row) {
+  // Lane 0's slots of the sums, which only lane 0 wrote, take the run.
+  store_partial_run<kTaps>(sums, kKernel, kh * kKernel, lane == 0 && !bias_row, in_ring, partial, channels, c0);
+  if (bias_row && lane == 0 && c0 + channel < channels) {
     partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = sums[0];
-    return;
-  }
-#pragma unroll
-  for (int kw = 0; kw < kKernel; ++kw) {
-    partial[(static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps + kh * kKernel + kw] = sums[kw];
   }
 }
 

@@ -245,11 +245,11 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
   for (int tap = 0; tap < kTaps; ++tap) totals[tap] = sums[tap / kKernel][tap % kKernel];
   totals[kTaps] = bias_sum;
   add_lanes_in_order(totals, kTaps + 1, in_rows, 0, kTaps + 1, lane, lanes);
-  if (lane != 0 || c0 + channel >= channels) return;
-  acc_t* const out = partial + (static_cast<int64_t>(blockIdx.y) * channels + c0 + channel) * kTaps;
-#pragma unroll
-  for (int tap = 0; tap < kTaps; ++tap) out[tap] = totals[tap];
-  if (partial_bias != nullptr) partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];
+  // Lane 0's slots of the sums, which only lane 0 wrote, take the run.
+  store_partial_run<kTaps>(totals, kTaps, 0, lane == 0, in_rows, partial, channels, c0);
+  if (partial_bias != nullptr && lane == 0 && c0 + channel < channels) {
+    partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];
+  }
 }
 
 // The kernel for a filter size and stride (is_window_grad_weight_filter), or null; compiled for
