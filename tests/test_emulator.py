@@ -529,8 +529,12 @@ MUTATIONS = [
     (("if (kh == 0) bias_sum += go;", "if (kh == 0) bias_sum = go;"), "62:63"),  # the bias of a step's last column
     (("row_inside && (r == kStride ? px < cols : within(sx0 + px, src_w));",
       "row_inside && (r == kStride ? px <= cols : within(sx0 + px, src_w));"), "69:70"),  # a column past the item
-    (("store_widened(to + px * kRingChannels, from[px * kVectors]);", "store_widened(to + px * kRingChannels, from[px]);"),
+    (("store_widened(to + px * kPitch, from[px * kVectors]);", "store_widened(to + px * kPitch, from[px]);"),
      "62:63"),  # half: converted
+    (("store_widened(to + px * kPitch, from[px * kVectors]);", "store_widened(to + px * kRingChannels, from[px * kVectors]);"),
+     "62:63"),  # ... at the pitch of float's rows
+    (("for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kPitch];",
+      "for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kRingChannels];"), "62:63"),  # ... and read so
     (("partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];",
       "partial_bias[c0 + channel] = totals[kTaps];"), "62:63"),  # every slice's bias sums over the first's
     # ... and both kernels' tap sums stored as one run a block (store_partial_run):
@@ -551,8 +555,8 @@ MUTATIONS = [
       "const bool meets_plane = step_row + kStride > 0 && step_row + 1 < src_h;"), "68:70"),  # ... its last
     (("          if (s < rows) {\n            const acc_t* const go_row", "          if (s < 0) {\n            const acc_t* const go_row"),
      "68:70"),  # their grad_output rows' bias sums
-    (("const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kRingChannels + channel;\n#pragma unroll\n            for",
-      "const acc_t* const go_row = go_ring + go_slot * w.staged_w * kRingChannels + channel;\n#pragma unroll\n            for"),
+    (("const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kPitch + channel;\n#pragma unroll\n            for",
+      "const acc_t* const go_row = go_ring + go_slot * w.staged_w * kPitch + channel;\n#pragma unroll\n            for"),
      "68:70"),  # ... read at the first chunk
     # `within`, the bounds test of the staging and the copies, taking negative coordinates as outside:
     (("return static_cast<Unsigned>(i) < static_cast<Unsigned>(extent);", "return i < extent;"), "0:1"),

@@ -200,14 +200,16 @@ def test_the_weight_gradient_copies_small_planes_of_grad_output_through_shared_m
     assert len(loads) == 3 and all(s.cost <= 1.4 * s.ideal for s in loads), loads
 
 
-def test_the_window_weight_gradient_stores_its_partial_sums_in_whole_sectors(profiled_emulator):
+def test_every_access_of_the_window_weight_gradient_takes_the_fewest_wavefronts_and_sectors(profiled_emulator):
     """v35: a block's 32 channels' tap sums are one run of the partial sums ([channel][tap]); put in
-    shared memory in that order and stored by the whole block, every global store is whole sectors.
-    Stored by the thread of each channel, a warp's lanes were 49 x 4 bytes apart at 7x7: a sector
-    a lane, 8x the fewest (41 % of this pass's counted work)."""
+    shared memory in that order and stored by the whole block, they are whole sectors. Stored by the
+    thread of each channel, a warp's lanes were 49 x 4 bytes apart at 7x7: a sector a lane, 8x the
+    fewest (41 % of this pass's counted work). And the half types' rows are 144 bytes a pixel, so
+    that the widened vectors' 16-byte pieces (two a vector, 32 bytes apart) fill the banks: at 128
+    bytes two neighbouring pixels' pieces shared them, twice the fewest wavefronts."""
     profile = profile_of(profiled_emulator, "ConvNeXt-T 768@7 b64 bfloat16 channels_last", "backward-weight")
     assert profile.kernel_name == "grad_weight_window_kernel"
     (run,) = [s for s in sites(profile, "DepthwiseConv2dRingGradWeight.cuh", "store") if s.space == "global"]
-    assert run.cost == run.ideal
-    stores = [s for s in profile.sites if s.space == "global" and s.op == "store"]
-    assert len(stores) == 2 and all(s.cost == s.ideal for s in stores), stores  # and the finishing kernel's
+    (widened,) = [s for s in sites(profile, "DepthwiseConv2dCommon.cuh", "store") if s.space == "shared"]  # store_widened
+    assert run.cost == run.ideal and widened.bytes == 16 and widened.cost == widened.ideal
+    assert all(s.cost == s.ideal for s in profile.sites), [s for s in profile.sites if s.cost != s.ideal]

@@ -45,13 +45,24 @@ constexpr int window_grad_output_slots(int kernel, int stride) {
   return (kernel - 1) / stride + 2;
 }
 
+// acc_t values from a staged pixel to the next: its 32 channels, and in the half types 16 bytes
+// more. There a warp's 32 lanes widen 8 pixels' 16-byte vectors (4 a pixel), each into two
+// 16-byte pieces 32 bytes apart; at a pitch of 128 bytes two neighbouring pixels' first pieces
+// fell on the same banks (twice the fewest wavefronts), at 144 they interleave. The loops reach a
+// pixel at a fixed offset all the same: the pad costs shared memory, not instructions.
+template <typename scalar_t>
+constexpr int window_pixel_pitch() {
+  using acc_t = at::acc_type<scalar_t, true>;
+  return std::is_same_v<scalar_t, acc_t> ? kRingChannels : kRingChannels + kVector16<acc_t>;
+}
+
 // Shared memory of a plan: the input rows (2 x S x in_w pixels) and the grad_output ring in acc_t,
 // then (the half types) the step's copies as loaded; at the end the lanes' sums reuse it.
 template <typename scalar_t>
 size_t window_shared_bytes(int kernel, int stride, int in_w, int staged_w, int lanes) {
   using acc_t = at::acc_type<scalar_t, true>;
   const size_t staged = (size_t(2 * stride) * in_w + size_t(window_grad_output_slots(kernel, stride)) * staged_w) *
-                        kRingChannels * sizeof(acc_t);
+                        window_pixel_pitch<scalar_t>() * sizeof(acc_t);
   const size_t copied = std::is_same_v<scalar_t, acc_t>
                             ? 0
                             : (size_t(stride) * in_w + staged_w) * kRingChannels * sizeof(scalar_t);
@@ -77,11 +88,13 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
   constexpr int kWindow = (kWindowChunk - 1) * kStride + kKernel;
   constexpr int kTaps = kKernel * kKernel;
   constexpr bool kConverted = !std::is_same_v<scalar_t, acc_t>;
+  constexpr int kPitch = window_pixel_pitch<scalar_t>();
   static_assert(kRingChannels % V == 0 && kThreads % kRingChannels == 0, "a block's channels are whole vectors");
+  static_assert(kConverted || kPitch == kVectors * V, "float's copies land in the rows at the pixel pitch");
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* const in_rows = reinterpret_cast<acc_t*>(shared_bytes);                 // [2 * kStride][in_w][32]
-  acc_t* const go_ring = in_rows + 2 * kStride * w.in_w * kRingChannels;         // [kGoSlots][staged_w][32]
-  Vec* const copied = reinterpret_cast<Vec*>(go_ring + kGoSlots * w.staged_w * kRingChannels);  // [pixel][vector]
+  acc_t* const go_ring = in_rows + 2 * kStride * w.in_w * kPitch;         // [kGoSlots][staged_w][kPitch]
+  Vec* const copied = reinterpret_cast<Vec*>(go_ring + kGoSlots * w.staged_w * kPitch);  // [pixel][vector]
 
   const int channel = threadIdx.x;
   const int lane = threadIdx.y;
@@ -102,8 +115,8 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
   // Where step s's row r (r < kStride: input, r == kStride: grad_output) goes: as loaded, then
   // converted into the ring (the half types), or straight into the ring.
   const auto ring_row = [&](int s, int r, int go_slot) -> acc_t* {
-    return r < kStride ? in_rows + ((s & 1) * kStride + r) * w.in_w * kRingChannels
-                       : go_ring + go_slot * w.staged_w * kRingChannels;
+    return r < kStride ? in_rows + ((s & 1) * kStride + r) * w.in_w * kPitch
+                       : go_ring + go_slot * w.staged_w * kPitch;
   };
   const auto landing = [&](int s, int r, int go_slot) -> Vec* {
     if constexpr (kConverted) {
@@ -167,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
           const Vec* const from = landing(s, r, go_slot);
           acc_t* const to = ring_row(s, r, go_slot) + copy_vec * V;
           for (int px = copy_px0; px < row_pixels(r); px += copy_px_step) {
-            store_widened(to + px * kRingChannels, from[px * kVectors]);
+            store_widened(to + px * kPitch, from[px * kVectors]);
           }
         }
       }
@@ -193,9 +206,9 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
       for (int x = lane * kWindowChunk; x < cols; x += lanes * kWindowChunk) {
         if (!meets_plane) {
           if (s < rows) {
-            const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kRingChannels + channel;
+            const acc_t* const go_row = go_ring + (go_slot * w.staged_w + x) * kPitch + channel;
 #pragma unroll
-            for (int j = 0; j < kWindowChunk; ++j) bias_sum += go_row[j * kRingChannels];
+            for (int j = 0; j < kWindowChunk; ++j) bias_sum += go_row[j * kPitch];
           }
           continue;
         }
@@ -204,20 +217,20 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
           const int chunk_cols = cols - x;
 #pragma unroll
           for (int r = 0; r < kStride; ++r) {
-            const acc_t* const in_row = ring_row(s, r, 0) + x * kStride * kRingChannels + channel;
+            const acc_t* const in_row = ring_row(s, r, 0) + x * kStride * kPitch + channel;
             acc_t window[kWindow];
 #pragma unroll
-            for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kRingChannels];
+            for (int q = 0; q < kWindow; ++q) window[q] = in_row[q * kPitch];
 #pragma unroll
             for (int m = 0; m <= kReach; ++m) {
               const int kh = r + kStride * m;
               if (kh >= kKernel || !within(s - m, rows)) continue;  // the second: the same for the block
               const int slot = go_slot - m < 0 ? go_slot - m + kGoSlots : go_slot - m;
-              const acc_t* const go_row = go_ring + (slot * w.staged_w + x) * kRingChannels + channel;
+              const acc_t* const go_row = go_ring + (slot * w.staged_w + x) * kPitch + channel;
 #pragma unroll
               for (int j = 0; j < kWindowChunk; ++j) {
                 if (kPartial && j >= chunk_cols) break;
-                const acc_t go = go_row[j * kRingChannels];
+                const acc_t go = go_row[j * kPitch];
                 if (kh == 0) bias_sum += go;
 #pragma unroll
                 for (int kw = 0; kw < kKernel; ++kw) sums[kh][kw] += go * window[j * kStride + kw];
