@@ -205,11 +205,12 @@ def test_every_access_of_the_window_weight_gradient_takes_the_fewest_wavefronts_
     shared memory in that order and stored by the whole block, they are whole sectors. Stored by the
     thread of each channel, a warp's lanes were 49 x 4 bytes apart at 7x7: a sector a lane, 8x the
     fewest (41 % of this pass's counted work). And the half types' rows are 144 bytes a pixel, so
-    that the widened vectors' 16-byte pieces (two a vector, 32 bytes apart) fill the banks: at 128
+    that the widened vectors' 16-byte pieces (a store's 32 bytes apart from lane to lane) fill the banks: at 128
     bytes two neighbouring pixels' pieces shared them, twice the fewest wavefronts."""
     profile = profile_of(profiled_emulator, "ConvNeXt-T 768@7 b64 bfloat16 channels_last", "backward-weight")
     assert profile.kernel_name == "grad_weight_window_kernel"
     (run,) = [s for s in sites(profile, "DepthwiseConv2dRingGradWeight.cuh", "store") if s.space == "global"]
-    (widened,) = [s for s in sites(profile, "DepthwiseConv2dCommon.cuh", "store") if s.space == "shared"]  # store_widened
+    # store_widened's pieces
+    (widened,) = [s for s in sites(profile, "DepthwiseConv2dCommon.cuh", "store") if s.space == "shared"]
     assert run.cost == run.ideal and widened.bytes == 16 and widened.cost == widened.ideal
     assert all(s.cost == s.ideal for s in profile.sites), [s for s in profile.sites if s.cost != s.ideal]

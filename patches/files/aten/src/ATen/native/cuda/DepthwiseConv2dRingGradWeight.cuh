@@ -83,14 +83,16 @@ __device__ __forceinline__ void add_lanes_in_order(acc_t (&values)[kValues], int
   }
 }
 
-// The block's tap sums into its run of `partial`: slice `slice`'s channels c0 .. c0 + 31 hold
-// kTaps values each ([channel][tap]), one contiguous run a block. Stored by the threads that
+// The block's tap sums into its run of `partial`: the slice's (blockIdx.y's) channels c0 .. c0 + 31
+// hold kTaps values each ([channel][tap]), one contiguous run a block. Stored by the threads that
 // hold them, a warp's 32 channels were kTaps x 4 bytes apart, a sector a lane: 8x the sectors of
 // the run. Instead the holders put their values in `scratch` at the run's order (first the
 // `count` sums of taps first .., as add_lanes_in_order leaves them in lane 0), the block waits,
 // and all its threads store the run in order. kTaps is odd, so a warp's puts fall on 32 banks.
-// Every thread of the block calls it, `holds` where its values are the block's totals; `scratch`
-// holds 32 x kTaps values that no thread still reads but its own holders.
+// Every thread of the block calls it, `holds` where its values are the block's totals. The
+// first 32 x kTaps values of `scratch` must be ones no thread reads any more: add_lanes_in_order's
+// scratch, lane-outermost with kTaps + 1 slots a lane, gives lane 0's own slots there, which only
+// lane 0 wrote and no thread reads (the other lanes' start past them).
 template <int kTaps, typename acc_t, int kValues>
 __device__ __forceinline__ void store_partial_run(const acc_t (&values)[kValues], int count, int first, bool holds,
                                                   acc_t* scratch, acc_t* partial, int channels, int c0) {

@@ -47,8 +47,9 @@ constexpr int window_grad_output_slots(int kernel, int stride) {
 
 // acc_t values from a staged pixel to the next: its 32 channels, and in the half types 16 bytes
 // more. There a warp's 32 lanes widen 8 pixels' 16-byte vectors (4 a pixel), each into two
-// 16-byte pieces 32 bytes apart; at a pitch of 128 bytes two neighbouring pixels' first pieces
-// fell on the same banks (twice the fewest wavefronts), at 144 they interleave. The loops reach a
+// adjacent 16-byte pieces, a store's pieces 32 bytes apart from lane to lane; at a pitch of 128
+// bytes two neighbouring pixels' pieces fell on the same banks (twice the fewest wavefronts), at
+// 144 they interleave. The loops reach a
 // pixel at a fixed offset all the same: the pad costs shared memory, not instructions.
 template <typename scalar_t>
 constexpr int window_pixel_pitch() {
@@ -57,7 +58,8 @@ constexpr int window_pixel_pitch() {
 }
 
 // Shared memory of a plan: the input rows (2 x S x in_w pixels) and the grad_output ring in acc_t,
-// then (the half types) the step's copies as loaded; at the end the lanes' sums reuse it.
+// then (the half types) the step's copies as loaded; at the end the lanes' sums reuse it, and the
+// block's run of partial sums its first 32 x kTaps values (store_partial_run), which lane_sums covers.
 template <typename scalar_t>
 size_t window_shared_bytes(int kernel, int stride, int in_w, int staged_w, int lanes) {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
   static_assert(kRingChannels % V == 0 && kThreads % kRingChannels == 0, "a block's channels are whole vectors");
   static_assert(kConverted || kPitch == kVectors * V, "float's copies land in the rows at the pixel pitch");
   DWCONV_SHARED_BYTES(shared_bytes);
-  acc_t* const in_rows = reinterpret_cast<acc_t*>(shared_bytes);                 // [2 * kStride][in_w][32]
+  acc_t* const in_rows = reinterpret_cast<acc_t*>(shared_bytes);         // [2 * kStride][in_w][kPitch]
   acc_t* const go_ring = in_rows + 2 * kStride * w.in_w * kPitch;         // [kGoSlots][staged_w][kPitch]
   Vec* const copied = reinterpret_cast<Vec*>(go_ring + kGoSlots * w.staged_w * kPitch);  // [pixel][vector]
 
