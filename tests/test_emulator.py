@@ -64,7 +64,7 @@ KERNELS_CHECKED = [
                    "register-tiled NHWC", "streamed NHWC", "tensor-core NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "pixel NCHW",
                    "pixel NHWC", "direct NCHW", "direct NHWC")
-] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NHWC")] + [
+] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NCHW pair stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
     "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward tensor-core NHWC stride 2",
     "forward pixel NCHW stride 2",
@@ -512,6 +512,11 @@ MUTATIONS = [
      "62:63"),  # the column past the right edge
     (("const Vec* const column = ring + tx * kStride * vectors + vec;",
       "const Vec* const column = ring + tx * vectors + vec;"), "64:65"),  # stride 2's columns
+    # The stride-2 NCHW backward-input's pair stores (rows of an even width not a multiple of 4):
+    (("  for (int j = 0; j < kBlockCols; j += 2) {\n    if (j < cols_left) {",
+      "  for (int j = 0; j < kBlockCols; j += 2) {\n    if (j + 2 < cols_left) {"), "53:54"),  # a row's last pair
+    (("const bool pairs = element_size <= 4 && g.dst_w % 2 == 0;", "const bool pairs = element_size <= 4;"),
+     "50:51"),  # odd rows in pairs
     # The window weight gradient: its copies in flight, the barrier, the rings, the pairing of rows:
     (("        wait_async_copies<0>();\n        convert_step(s + 1, next_go_slot);",
       "        convert_step(s + 1, next_go_slot);"), "62:63"),  # the next rows used before they landed

@@ -214,3 +214,14 @@ def test_every_access_of_the_window_weight_gradient_takes_the_fewest_wavefronts_
     (widened,) = [s for s in sites(profile, "DepthwiseConv2dCommon.cuh", "store") if s.space == "shared"]
     assert run.cost == run.ideal and widened.bytes == 16 and widened.cost == widened.ideal
     assert all(s.cost == s.ideal for s in profile.sites), [s for s in profile.sites if s.cost != s.ideal]
+
+
+def test_the_stride2_backward_input_stores_rows_of_14_in_pairs(profiled_emulator):
+    """v36: grad_input rows of 14 values (MobileNetV2 576@14 s2) have no 16-byte row access; a
+    thread's 4 values went as 4 stores, each touching every sector of the warp's 8 rows (5.3x the
+    fewest sectors, 70 % of the pass's counted work). In pairs of 8 bytes, 2.6x."""
+    profile = profile_of(profiled_emulator, "MobileNetV2 576@14 s2 b64 float32 contiguous", "backward-input")
+    assert profile.kernel_name == "stride2_grad_input_nchw_kernel"
+    stores = [s for s in profile.sites if s.space == "global" and s.op == "store"]
+    assert stores and all(s.bytes >= 8 for s in stores), stores
+    assert sum(s.cost for s in stores) <= 2.6 * sum(s.ideal for s in stores), stores

@@ -474,11 +474,11 @@ void check_stride2_grad_input(const std::string& tag, const Problem& p, const Pa
                              gi.data(), g);
           kernel += "NHWC";
         } else {
-          const bool row_access = register_tile_row_access(g, gi.data(), sizeof(T));
+          const int access_values = register_tile_access_values(g, gi.data(), sizeof(T));
           grid = plan_stride2_grad_input_nchw(g, gpu);
           dwconv_emu::launch(grid, dim3(kThreads), 0, stride2_grad_input_nchw_kernel_for<T, index_t>(g), go.data(),
-                             weight.data(), gi.data(), g, row_access);
-          kernel += row_access ? "NCHW row stores" : "NCHW";
+                             weight.data(), gi.data(), g, access_values);
+          kernel += access_values == kBlockCols ? "NCHW row stores" : access_values == 2 ? "NCHW pair stores" : "NCHW";
         }
         expect_close(kernel, tag + " blocks=" + std::to_string(grid.x) + "x" + std::to_string(grid.y), p.k, gi,
                      p.grad_input, channels_last, terms);

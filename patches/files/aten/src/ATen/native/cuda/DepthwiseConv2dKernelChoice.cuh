@@ -115,7 +115,7 @@ struct ColumnLaunch {
 };
 struct Stride2NchwLaunch {
   dim3 grid;
-  bool row_access;  // grad_input rows written a BlockRow at a time
+  int access_values;  // grad_input values a store moves (register_tile_access_values)
 };
 
 // A forward or backward-input pass: the kernel, the geometry it reads (the forward's; for
@@ -229,8 +229,8 @@ std::optional<PassChoice> choose_stride2_grad_input(const PassGeometry& g, const
   if (t.nchw) {
     return PassChoice{PassKernel::kStride2GradInputNchw, g,
                       Stride2NchwLaunch{plan_stride2_grad_input_nchw(g, gpu),
-                                        register_tile_row_access(g, reinterpret_cast<const void*>(t.dst),
-                                                                 t.element_size)}};
+                                        register_tile_access_values(g, reinterpret_cast<const void*>(t.dst),
+                                                                    t.element_size)}};
   }
   if (t.channels_last && is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst)) {
     if (auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, gpu)) {

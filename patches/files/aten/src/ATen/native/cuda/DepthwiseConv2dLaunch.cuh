@@ -208,7 +208,7 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
           const auto& plan = std::get<Stride2NchwLaunch>(choice.plan);
           const auto kernel = stride2_grad_input_nchw_kernel_for<scalar_t, int32_t>(g);
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g,
-                        plan.row_access);
+                        plan.access_values);
         } else {
           const auto kernel = stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g);
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g);

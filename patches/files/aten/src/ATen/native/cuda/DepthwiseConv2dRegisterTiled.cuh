@@ -70,6 +70,16 @@ inline bool register_tile_row_access(const PassGeometry& g, const void* dst, siz
   return g.dst_w % kBlockCols == 0 && reinterpret_cast<uintptr_t>(dst) % (kBlockCols * element_size) == 0;
 }
 
+// Values a thread's store of a dst row moves at once: kBlockCols with row access, else 2 where
+// rows are a whole number of pairs of 8 bytes or less and `dst` is aligned to one (14x14 planes),
+// else 1. A warp whose lanes hold a row's blocks of 4 touched each sector of the row once a value
+// (5.3x the fewest sectors at 14x14); a pair about halves that.
+inline int register_tile_access_values(const PassGeometry& g, const void* dst, size_t element_size) {
+  if (register_tile_row_access(g, dst, element_size)) return kBlockCols;
+  const bool pairs = element_size <= 4 && g.dst_w % 2 == 0;
+  return pairs && reinterpret_cast<uintptr_t>(dst) % (2 * element_size) == 0 ? 2 : 1;
+}
+
 // Vector loads need every src row to start on a 16-byte boundary: rows a whole number of
 // vectors and `src` (the tensor the tile is staged from) aligned.
 inline bool register_tile_vector_loads(const PassGeometry& g, const void* src, size_t element_size) {
@@ -152,6 +162,29 @@ __device__ __forceinline__ void store_block_row(scalar_t* out, const acc_t (&val
 #pragma unroll
     for (int j = 0; j < kBlockCols; ++j) {
       if (j < cols_left) out[j * col_stride] = static_cast<scalar_t>(values[j]);
+    }
+  }
+}
+
+// store_block_row for dst rows of a whole number of pairs (register_tile_access_values 2): the
+// values two at a time, as far as the plane's edge (cols_left is even), each pair one store of its
+// bits (so that the CPU build, which the memory profile counts, makes one access of it too).
+// (register_tile_access_values gives no pairs of doubles; they go a value at a time here.)
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void store_block_row_pairs(scalar_t* out, const acc_t (&values)[kBlockCols], int cols_left) {
+  using PairBits = std::conditional_t<sizeof(scalar_t) == 4, uint64_t, uint32_t>;
+#pragma unroll
+  for (int j = 0; j < kBlockCols; j += 2) {
+    if (j < cols_left) {
+      const scalar_t pair[2] = {static_cast<scalar_t>(values[j]), static_cast<scalar_t>(values[j + 1])};
+      if constexpr (sizeof(scalar_t) > 4) {
+        out[j] = pair[0];
+        out[j + 1] = pair[1];
+      } else {
+        PairBits bits;
+        memcpy(&bits, pair, sizeof(bits));
+        *reinterpret_cast<PairBits*>(out + j) = bits;
+      }
     }
   }
 }

@@ -48,15 +48,15 @@ inline bool has_stride2_grad_input(const PassGeometry& g) {
 // NCHW (any multiplier): a thread computes 2 x kBlockCols values of grad_input, rows 2a and
 // 2a + 1 and columns from kBlockCols * b, from a window of kPhaseWindow rows by
 // kBlockCols / 2 + kPhaseWindow - 1 columns of each of its grad_output planes, weights loaded once
-// a plane. Threads walk (n, c, a, b), b fastest, by the grid's stride with carries; a warp stores
-// whole rows of 4 values (one access each where the rows allow, `row_access`).
+// a plane. Threads walk (n, c, a, b), b fastest, by the grid's stride with carries; a thread stores
+// its rows of 4 values `access_values` at a time (register_tile_access_values: 4, 2 or 1).
 template <typename scalar_t, typename index_t, int kKernel, int kParity>
 __global__ void __launch_bounds__(kThreads) stride2_grad_input_nchw_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ weight,
     scalar_t* __restrict__ grad_input,
     const PassGeometry g,
-    const bool row_access) {
+    const int access_values) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int kRows = kPhaseWindow<kKernel>;
   constexpr int kPairs = kBlockCols / 2;
@@ -117,8 +117,13 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_nchw_kernel(
     for (int py = 0; py < 2; ++py) {
       const index_t y = 2 * a + py;
       if (y < gi_h) {
-        store_block_row<scalar_t, index_t>(grad_input + ((n * channels + c) * gi_h + y) * gi_w + x, acc[py],
-                                           static_cast<int>(gi_w - x), index_t(1), row_access);
+        scalar_t* const out = grad_input + ((n * channels + c) * gi_h + y) * gi_w + x;
+        if (access_values == 2) {
+          store_block_row_pairs<scalar_t>(out, acc[py], static_cast<int>(gi_w - x));
+        } else {
+          store_block_row<scalar_t, index_t>(out, acc[py], static_cast<int>(gi_w - x), index_t(1),
+                                             access_values == kBlockCols);
+        }
       }
     }
   }
