@@ -306,7 +306,6 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   // the kKernel^2 taps and the bias. The ring holds (kKernel + kStride) x in_w >= (kKernel + 1) x
   // (kKernel + 7) pixels, more than the kLanes x (kKernel^2 + 1) of the sums.
   add_lanes_in_order(sums, bias_row ? 1 : kKernel, in_ring, bias_row ? kTaps : kh * kKernel, kTaps + 1, lane, kLanes);
-  // Lane 0's slots of the sums, which only lane 0 wrote, take the run.
   store_partial_run<kTaps>(sums, kKernel, kh * kKernel, lane == 0 && !bias_row, in_ring, partial, channels, c0);
   if (bias_row && lane == 0 && c0 + channel < channels) {
     partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = sums[0];

@@ -49,8 +49,8 @@ constexpr int window_grad_output_slots(int kernel, int stride) {
 // more. There a warp's 32 lanes widen 8 pixels' 16-byte vectors (4 a pixel), each into two
 // adjacent 16-byte pieces, a store's pieces 32 bytes apart from lane to lane; at a pitch of 128
 // bytes two neighbouring pixels' pieces fell on the same banks (twice the fewest wavefronts), at
-// 144 they interleave. The loops reach a
-// pixel at a fixed offset all the same: the pad costs shared memory, not instructions.
+// 144 they interleave. The loops reach a pixel at a fixed offset all the same: the pad costs shared
+// memory, not instructions.
 template <typename scalar_t>
 constexpr int window_pixel_pitch() {
   using acc_t = at::acc_type<scalar_t, true>;
@@ -260,7 +260,6 @@ __global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window
   for (int tap = 0; tap < kTaps; ++tap) totals[tap] = sums[tap / kKernel][tap % kKernel];
   totals[kTaps] = bias_sum;
   add_lanes_in_order(totals, kTaps + 1, in_rows, 0, kTaps + 1, lane, lanes);
-  // Lane 0's slots of the sums, which only lane 0 wrote, take the run.
   store_partial_run<kTaps>(totals, kTaps, 0, lane == 0, in_rows, partial, channels, c0);
   if (partial_bias != nullptr && lane == 0 && c0 + channel < channels) {
     partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + channel] = totals[kTaps];
