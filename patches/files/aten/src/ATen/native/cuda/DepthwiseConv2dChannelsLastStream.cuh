@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
   const int vectors = blockDim.x;
   const int threads = vectors * blockDim.y;
   Vec* const ring = reinterpret_cast<Vec*>(shared_bytes);                          // [slot][column][vector]
-  acc_t* const taps = reinterpret_cast<acc_t*>(ring + s.ring_rows * s.in_w * vectors);  // [tap][vector][V]
+  acc_t* const taps = reinterpret_cast<acc_t*>(ring + s.ring_rows * s.in_w * vectors);  // stage_weight_vectors
 
   const int tid = threadIdx.y * vectors + threadIdx.x;
   const int channels = static_cast<int>(g.dst_channels);
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
       accumulate_channels_last_column<scalar_t, kKernel, kStride>(
           acc,
           [&](int r) { return column + wrap_ring_slot(first_slot + r, s.ring_rows) * row_step; },
-          taps + vec * V, vectors);
+          taps, vec, vectors);
       store_channels_last_column(acc, dst + ((n * dst_h + y) * dst_w + x0 + tx) * channels + c0 + vec * V, dst_h - y,
                                  dst_w * channels);
     }

@@ -425,32 +425,54 @@ __device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::ui
 }
 #endif
 
-// The filters of a block's `vectors` channel vectors from channel c0, in shared memory as
-// [tap][vector][kVector16<scalar_t> channels] values of staged_t (scalar_t, or acc_t where each
-// is used once a thread and converting it there would cost as much as its multiply-add), loaded
-// by the block's `threads` threads together in 16-byte pieces; the taps in reverse order when
-// `flip`, and zero for channels past the last.
+// The filters of a block's `vectors` channel vectors from channel c0, in shared memory as values
+// of staged_t (scalar_t, or acc_t where each is used once a thread and converting it there would
+// cost as much as its multiply-add), in 16-byte pieces laid out [tap][piece][vector]: a vector's
+// kVector16<scalar_t> channels take kStagedPieces pieces (2 for half types staged in float), and a
+// warp whose lanes read one piece of consecutive vectors reads consecutive 16 bytes (at
+// [tap][vector][piece] it read every other 16 bytes: twice the fewest wavefronts). Loaded by the
+// block's `threads` threads together; the taps in reverse order when `flip`, and zero for
+// channels past the last. load_staged_weights reads a vector's taps back.
+template <typename staged_t, typename scalar_t>
+constexpr int kStagedPieces = kVector16<scalar_t> / kVector16<staged_t>;
+
 template <typename staged_t, typename scalar_t, typename index_t>
 __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scalar_t* weight, index_t c0,
                                                      index_t channels, int taps_count, int vectors, int tid,
                                                      int threads, bool flip) {
   constexpr int V = kVector16<scalar_t>;
   constexpr int kPiece = kVector16<staged_t>;  // staged values in 16 bytes
+  constexpr int kPieces = kStagedPieces<staged_t, scalar_t>;
   GridWalk<int, 2> tap_at(tid, threads, {0, vectors});  // (tap, vector)
   for (int i = tid; i < taps_count * vectors; i += threads, tap_at.advance()) {
     const int vec = tap_at.at[1];
     const int tap_slot = tap_at.at[0];
     const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
 #pragma unroll
-    for (int piece = 0; piece < V / kPiece; ++piece) {
+    for (int piece = 0; piece < kPieces; ++piece) {
       Vector16<staged_t> w;
 #pragma unroll
       for (int k = 0; k < kPiece; ++k) {
         const index_t c = c0 + vec * V + piece * kPiece + k;
         w.v[k] = c < channels ? static_cast<staged_t>(weight[c * taps_count + weight_tap]) : staged_t(0);
       }
-      reinterpret_cast<Vector16<staged_t>*>(taps)[i * (V / kPiece) + piece] = w;
+      reinterpret_cast<Vector16<staged_t>*>(taps)[(tap_slot * kPieces + piece) * vectors + vec] = w;
     }
+  }
+}
+
+// Tap `tap`'s weights of channel vector `vec` of the block's `vectors`, as stage_weight_vectors
+// staged them at `taps` (scalar_t channels staged as staged_t).
+template <typename scalar_t, typename staged_t>
+__device__ __forceinline__ void load_staged_weights(const staged_t* taps, int tap, int vec, int vectors,
+                                                    staged_t (&values)[kVector16<scalar_t>]) {
+  constexpr int kPieces = kStagedPieces<staged_t, scalar_t>;
+  const Vector16<staged_t>* pieces = reinterpret_cast<const Vector16<staged_t>*>(taps) + tap * kPieces * vectors + vec;
+#pragma unroll
+  for (int piece = 0; piece < kPieces; ++piece) {
+    const Vector16<staged_t> v = pieces[piece * vectors];
+#pragma unroll
+    for (int k = 0; k < kVector16<staged_t>; ++k) values[piece * kVector16<staged_t> + k] = v.v[k];
   }
 }
 

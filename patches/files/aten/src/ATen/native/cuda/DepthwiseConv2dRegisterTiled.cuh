@@ -407,20 +407,20 @@ __device__ __forceinline__ void start_channels_last_column(acc_t (&acc)[kBlockRo
 }
 
 // Adds the column's (kBlockRows - 1) * kStride + kKernel input rows times the filter: window row
-// r's first pixel (tap kw = 0) at row_at(r), its pixels `vectors` vectors apart; the channel
-// vector's weights at taps[(tap * vectors) * V] (V acc_t values a tap). It walks the window a
+// r's first pixel (tap kw = 0) at row_at(r), its pixels `vectors` vectors apart; the weights of
+// channel vector `vec` staged in acc_t at `taps` (stage_weight_vectors). It walks the window a
 // column at a time: the column's kKernel weights in registers, each input vector of the column read
 // from shared memory and converted once and applied to every output row it feeds.
 template <typename scalar_t, int kKernel, int kStride, typename acc_t, int V, typename RowAt>
 __device__ __forceinline__ void accumulate_channels_last_column(acc_t (&acc)[kBlockRows][V], RowAt&& row_at,
-                                                                const acc_t* taps, int vectors) {
+                                                                const acc_t* taps, int vec, int vectors) {
   constexpr int kWindowRows = (kBlockRows - 1) * kStride + kKernel;
 #pragma unroll
   for (int kw = 0; kw < kKernel; ++kw) {
     acc_t w[kKernel][V];
 #pragma unroll
     for (int kh = 0; kh < kKernel; ++kh) {
-      load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + (kh * kKernel + kw) * vectors * V, w[kh]);
+      load_staged_weights<scalar_t>(taps, kh * kKernel + kw, vec, vectors, w[kh]);
     }
 #pragma unroll
     for (int r = 0; r < kWindowRows; ++r) {
@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   const int vectors = blockDim.x;
   const int threads = vectors * blockDim.y;
   Vec* tile = reinterpret_cast<Vec*>(shared_bytes);                                 // [tile pixel][vector]
-  acc_t* taps = reinterpret_cast<acc_t*>(tile + t.tile_in_h * t.tile_in_w * vectors);  // [tap][vector][V]
+  acc_t* taps = reinterpret_cast<acc_t*>(tile + t.tile_in_h * t.tile_in_w * vectors);  // stage_weight_vectors
 
   const int tid = threadIdx.y * vectors + threadIdx.x;
   const index_t channels = g.dst_channels;
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   const int row_step = t.tile_in_w * vectors;  // between tile rows, in vectors
   const Vec* window = tile + (ty * kBlockRows * kStride * t.tile_in_w + tx * kStride) * vectors + vec;
   accumulate_channels_last_column<scalar_t, kKernel, kStride>(
-      acc, [&](int r) { return window + r * row_step; }, taps + vec * V, vectors);
+      acc, [&](int r) { return window + r * row_step; }, taps, vec, vectors);
   const index_t dst_h = g.dst_h, dst_w = g.dst_w;
   store_channels_last_column(acc, dst + ((n * dst_h + y) * dst_w + x) * channels + c0 + vec * V,
                              static_cast<int>(g.dst_h) - y, dst_w * channels);

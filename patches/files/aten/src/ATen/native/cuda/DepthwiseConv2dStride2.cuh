@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_nchw_kernel(
 // 2b + 1) of one channel vector from a window of kPhaseWindow x kPhaseWindow grad_output vectors.
 // Block: (vectors, kThreads / vectors) threads; threadIdx.x picks the channel vector (blockIdx.y
 // the block's group of them), the block's filters are staged in shared memory in acc_t
-// ([tap][vector][channel]), and the pixel lanes walk (n, a, b) by the grid's stride with carries. Every
+// (stage_weight_vectors), and the pixel lanes walk (n, a, b) by the grid's stride with carries. Every
 // global load and store is a 16-byte vector, a warp's consecutive in memory where the channels
 // fill it.
 template <typename scalar_t, typename index_t, int kKernel, int kParity>
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
   constexpr int V = kVector16<scalar_t>;
   constexpr int kWindow = kPhaseWindow<kKernel>;
   DWCONV_SHARED_BYTES(shared_bytes);
-  acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes);  // [tap][vector][V], converted once
+  acc_t* taps = reinterpret_cast<acc_t*>(shared_bytes);  // stage_weight_vectors, converted once
   const int vectors = blockDim.x;
   const index_t channels = g.dst_channels;
   const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
 #pragma unroll
           for (int kw = 0; kw < kKernel; ++kw) {
             acc_t w[V];
-            load_shared_vectors<acc_t, V / kVector16<acc_t>>(taps + ((kh * kKernel + kw) * vectors + vec) * V, w);
+            load_staged_weights<scalar_t>(taps, kh * kKernel + kw, vec, vectors, w);
 #pragma unroll
             for (int px = 0; px < 2; ++px) {
               const int q = phase_window_index<kKernel, kParity>(px, kw);
