@@ -246,10 +246,13 @@ MUTATIONS = [
      "0:1"),  # the bias written from the first tap's total
     (("const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;", "const int weight_tap = tap_slot;"),
      "12:13"),
-    # ... staged [tap][piece][vector] (v37): a vector's pieces where the loads look for them
-    (("reinterpret_cast<Vector16<staged_t>*>(taps)[(tap_slot * kPieces + piece) * vectors + vec] = w;",
-      "reinterpret_cast<Vector16<staged_t>*>(taps)[(tap_slot * vectors + vec) * kPieces + piece] = w;"),
-     "15:16"),  # staged [tap][vector][piece], read [tap][piece][vector]
+    # ... staged a tap a row of [piece][vector] at an odd pitch (v37): a vector's pieces where the loads look
+    (("reinterpret_cast<Vector16<staged_t>*>(taps)[tap_slot * tap_pitch + piece * vectors + vec] = w;",
+      "reinterpret_cast<Vector16<staged_t>*>(taps)[tap_slot * tap_pitch + vec * kPieces + piece] = w;"),
+     "15:16"),  # staged [vector][piece], read [piece][vector]
+    (("reinterpret_cast<Vector16<staged_t>*>(taps)[tap_slot * tap_pitch + piece * vectors + vec] = w;",
+      "reinterpret_cast<Vector16<staged_t>*>(taps)[tap_slot * kPieces * vectors + piece * vectors + vec] = w;"),
+     "15:16"),  # staged without the rows' padding, read with it
     (("const Vector16<staged_t> v = pieces[piece * vectors];", "const Vector16<staged_t> v = pieces[piece];"),
      "48:49"),  # the second piece read from the next vector (stride-2 channels_last)
     (("const int col_step = t.lanes_w * g.stride_w * vectors;", "const int col_step = t.lanes_w * vectors;"), "12:14"),

@@ -225,3 +225,19 @@ def test_the_stride2_backward_input_stores_rows_of_14_in_pairs(profiled_emulator
     stores = [s for s in profile.sites if s.space == "global" and s.op == "store"]
     assert stores and all(s.bytes >= 8 for s in stores), stores
     assert sum(s.cost for s in stores) <= 2.6 * sum(s.ideal for s in stores), stores
+
+
+def test_the_channels_last_register_tiled_kernel_stages_its_weights_in_runs_and_reads_them_without_conflicts(
+        profiled_emulator):
+    """v37: a block's filters are staged in float, a tap's 16-byte pieces a row [piece][vector], so
+    that a warp's lanes reading one piece of consecutive vectors read consecutive 16 bytes (at
+    [vector][piece], every other 16 bytes: 2x the fewest wavefronts). Consecutive threads stage
+    consecutive taps of a vector, so a warp's loads read runs of each channel's taps (by vectors, a
+    sector a lane: 5.2x the fewest sectors), and the rows' odd pitch keeps their stores apart."""
+    profile = profile_of(profiled_emulator, "ConvNeXt-T 768@7 b64 bfloat16 channels_last", "forward")
+    assert profile.kernel_name == "channels_last_register_tiled_kernel"
+    shared = [s for s in profile.sites if s.space == "shared"]
+    assert all(s.cost == s.ideal for s in shared), [s for s in shared if s.cost != s.ideal]
+    (weight_loads,) = [s for s in sites(profile, "DepthwiseConv2dCommon.cuh", "load") if s.space == "global"
+                       and s.bytes == 2]
+    assert weight_loads.cost <= 2 * weight_loads.ideal, weight_loads

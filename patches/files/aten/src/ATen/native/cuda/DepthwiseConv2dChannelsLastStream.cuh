@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kThreads, kStreamMinBlocks) channels_last_stre
                                   image_row0, image_col0, live_vector, src_h,  src_w,       channels};
   band.copy_first_window();
   // Backward-input correlates with the kernel flipped in both directions.
-  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
+  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors,
+                       staged_tap_pitch<acc_t, scalar_t>(vectors), tid, threads, kBackward);
 
   const int ty = threadIdx.y / s.lanes_w;
   const int tx = threadIdx.y % s.lanes_w;
@@ -253,7 +254,6 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
   if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
   const int kernel = g.kernel_h, stride = g.stride_h;
   const int64_t channel_vectors = g.dst_channels / V;
-  const size_t tap_bytes = size_t(kernel) * kernel * V * sizeof(acc_t);  // a vector's weights
   struct Candidate {
     ChannelsLastStreamLaunch launch;
     int64_t row_steps;  // steps down the plane
@@ -283,7 +283,8 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
         const int lanes_w = static_cast<int>((g.dst_w + strips_w - 1) / strips_w);
         if ((g.dst_w + lanes_w - 1) / lanes_w != strips_w) continue;  // the shape of fewer strips
         const int in_w = input_extent(lanes_w, stride, kernel, 1);
-        const size_t bytes = size_t(ring_rows) * in_w * vectors * sizeof(Vector16<scalar_t>) + tap_bytes * vectors;
+        const size_t bytes = size_t(ring_rows) * in_w * vectors * sizeof(Vector16<scalar_t>) +
+                             staged_weight_bytes<acc_t, scalar_t>(kernel * kernel, vectors);
         if (bytes > kMaxSharedBytes) continue;  // narrower strips next
         const int threads = vectors * lane_rows * lanes_w;
         const double use = channels_last_lane_use(g, row_steps * strips_w, threads, vectors);

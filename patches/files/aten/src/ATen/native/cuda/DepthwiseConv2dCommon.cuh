@@ -427,26 +427,42 @@ __device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::ui
 
 // The filters of a block's `vectors` channel vectors from channel c0, in shared memory as values
 // of staged_t (scalar_t, or acc_t where each is used once a thread and converting it there would
-// cost as much as its multiply-add), in 16-byte pieces laid out [tap][piece][vector]: a vector's
-// kVector16<scalar_t> channels take kStagedPieces pieces (2 for half types staged in float), and a
-// warp whose lanes read one piece of consecutive vectors reads consecutive 16 bytes (at
-// [tap][vector][piece] it read every other 16 bytes: twice the fewest wavefronts). Loaded by the
-// block's `threads` threads together; the taps in reverse order when `flip`, and zero for
-// channels past the last. load_staged_weights reads a vector's taps back.
+// cost as much as its multiply-add), in 16-byte pieces: a vector's kVector16<scalar_t> channels
+// take kStagedPieces pieces (2 for half types staged in float), tap t's pieces of all vectors a
+// row [piece][vector] from piece t * tap_pitch (staged_tap_pitch, or the row's pieces where it
+// must take the least room: tiled_channels_last_kernel's large filters). A warp whose lanes read one piece of consecutive
+// vectors reads consecutive 16 bytes (at [vector][piece] it read every other 16 bytes: twice the
+// fewest wavefronts). Loaded by the block's `threads` threads together, consecutive threads taking
+// consecutive taps of a vector, so that a warp's loads read runs of each channel's taps (weight is
+// [channel][tap]; consecutive vectors touched a sector a lane); their stores then go a row apart,
+// which staged_tap_pitch's odd pitch spreads over the banks. The taps in reverse order when `flip`,
+// and zero for channels past the last. load_staged_weights reads a vector's taps back.
 template <typename staged_t, typename scalar_t>
 constexpr int kStagedPieces = kVector16<scalar_t> / kVector16<staged_t>;
 
+// The pitch of the staged taps' rows, in 16-byte pieces: the row's pieces, made odd.
+template <typename staged_t, typename scalar_t>
+__host__ __device__ constexpr int staged_tap_pitch(int vectors) {
+  return kStagedPieces<staged_t, scalar_t> * vectors | 1;
+}
+
+// The shared memory the staged taps take.
+template <typename staged_t, typename scalar_t>
+constexpr size_t staged_weight_bytes(int64_t taps, int vectors) {
+  return size_t(taps) * staged_tap_pitch<staged_t, scalar_t>(vectors) * 16;
+}
+
 template <typename staged_t, typename scalar_t, typename index_t>
 __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scalar_t* weight, index_t c0,
-                                                     index_t channels, int taps_count, int vectors, int tid,
-                                                     int threads, bool flip) {
+                                                     index_t channels, int taps_count, int vectors, int tap_pitch,
+                                                     int tid, int threads, bool flip) {
   constexpr int V = kVector16<scalar_t>;
   constexpr int kPiece = kVector16<staged_t>;  // staged values in 16 bytes
   constexpr int kPieces = kStagedPieces<staged_t, scalar_t>;
-  GridWalk<int, 2> tap_at(tid, threads, {0, vectors});  // (tap, vector)
+  GridWalk<int, 2> tap_at(tid, threads, {0, taps_count});  // (vector, tap)
   for (int i = tid; i < taps_count * vectors; i += threads, tap_at.advance()) {
-    const int vec = tap_at.at[1];
-    const int tap_slot = tap_at.at[0];
+    const int vec = tap_at.at[0];
+    const int tap_slot = tap_at.at[1];
     const int weight_tap = flip ? taps_count - 1 - tap_slot : tap_slot;
 #pragma unroll
     for (int piece = 0; piece < kPieces; ++piece) {
@@ -456,18 +472,19 @@ __device__ __forceinline__ void stage_weight_vectors(staged_t* taps, const scala
         const index_t c = c0 + vec * V + piece * kPiece + k;
         w.v[k] = c < channels ? static_cast<staged_t>(weight[c * taps_count + weight_tap]) : staged_t(0);
       }
-      reinterpret_cast<Vector16<staged_t>*>(taps)[(tap_slot * kPieces + piece) * vectors + vec] = w;
+      reinterpret_cast<Vector16<staged_t>*>(taps)[tap_slot * tap_pitch + piece * vectors + vec] = w;
     }
   }
 }
 
 // Tap `tap`'s weights of channel vector `vec` of the block's `vectors`, as stage_weight_vectors
-// staged them at `taps` (scalar_t channels staged as staged_t).
+// staged them at `taps` (scalar_t channels staged as staged_t, at staged_tap_pitch).
 template <typename scalar_t, typename staged_t>
 __device__ __forceinline__ void load_staged_weights(const staged_t* taps, int tap, int vec, int vectors,
                                                     staged_t (&values)[kVector16<scalar_t>]) {
   constexpr int kPieces = kStagedPieces<staged_t, scalar_t>;
-  const Vector16<staged_t>* pieces = reinterpret_cast<const Vector16<staged_t>*>(taps) + tap * kPieces * vectors + vec;
+  const Vector16<staged_t>* pieces = reinterpret_cast<const Vector16<staged_t>*>(taps) +
+                                     tap * staged_tap_pitch<staged_t, scalar_t>(vectors) + vec;
 #pragma unroll
   for (int piece = 0; piece < kPieces; ++piece) {
     const Vector16<staged_t> v = pieces[piece * vectors];

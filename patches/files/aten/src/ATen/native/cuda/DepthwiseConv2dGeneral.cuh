@@ -170,8 +170,9 @@ __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 8 ? 2 : 4) tiled
   stage_channels_last_tile(tile, src + n * src_h * src_w * channels + c0, t, src_y0, src_x0, live_vectors, src_h, src_w,
                            channels, tid, kThreads);
   // Backward-input correlates with the kernel flipped in both directions.
-  stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, tid, kThreads,
-                       kBackward);
+  // Unpadded rows (tap_pitch = vectors): a large filter's taps take most of the block's shared memory.
+  stage_weight_vectors(reinterpret_cast<scalar_t*>(taps), weight, c0, channels, taps_count, vectors, vectors, tid,
+                       kThreads, kBackward);
   __syncthreads();
 
   const int vec = threadIdx.x;

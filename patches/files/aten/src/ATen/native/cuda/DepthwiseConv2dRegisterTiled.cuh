@@ -499,7 +499,8 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   stage_channels_last_tile(tile, src + n * src_h * src_w * channels + c0, t, y0 * kStride - g.pad_h,
                            x0 * kStride - g.pad_w, live_vectors, src_h, src_w, channels, tid, threads);
   // Backward-input correlates with the kernel flipped in both directions.
-  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, tid, threads, kBackward);
+  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors,
+                       staged_tap_pitch<acc_t, scalar_t>(vectors), tid, threads, kBackward);
   __syncthreads();  // the tile and the weights staged by every thread
 
   const int vec = threadIdx.x;
@@ -1152,7 +1153,6 @@ std::optional<ChannelsLastLaunch> plan_channels_last_register_tiled(const PassGe
   if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
   const int64_t block_rows = (g.dst_h + kBlockRows - 1) / kBlockRows;
-  const size_t tap_bytes = size_t(g.kernel_h) * g.kernel_w * V * sizeof(acc_t);  // a vector's weights
   struct Candidate {
     ChannelsLastLaunch launch;
     int64_t blocks;
@@ -1182,7 +1182,8 @@ std::optional<ChannelsLastLaunch> plan_channels_last_register_tiled(const PassGe
       const int lanes_w = static_cast<int>((g.dst_w + tiles_w - 1) / tiles_w);
       const int tile_in_h = input_extent(lane_rows * kBlockRows, g.stride_h, g.kernel_h, 1);
       const int tile_in_w = input_extent(lanes_w, g.stride_w, g.kernel_w, 1);
-      const size_t bytes = size_t(tile_in_h) * tile_in_w * vectors * sizeof(Vector16<scalar_t>) + tap_bytes * vectors;
+      const size_t bytes = size_t(tile_in_h) * tile_in_w * vectors * sizeof(Vector16<scalar_t>) +
+                           staged_weight_bytes<acc_t, scalar_t>(int64_t(g.kernel_h) * g.kernel_w, vectors);
       if (bytes > kMaxSharedBytes || tiles_h * tiles_w > std::numeric_limits<int32_t>::max()) continue;
       const int threads = vectors * lane_rows * lanes_w;
       const double use = channels_last_lane_use(g, tiles_h * tiles_w, threads, vectors);

@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
   const int vectors = blockDim.x;
   const index_t channels = g.dst_channels;
   const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
-  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors,
+  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, staged_tap_pitch<acc_t, scalar_t>(vectors),
                        static_cast<int>(threadIdx.y * vectors + threadIdx.x), kThreads, false);
   __syncthreads();
   const int vec = threadIdx.x;
@@ -286,7 +286,7 @@ std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(c
   const int64_t blocks = std::max<int64_t>(1, std::min((items + lanes - 1) / lanes, walks));
   return Stride2ChannelsLastLaunch{
       dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)), dim3(vectors, lanes),
-      size_t(g.kernel_h) * g.kernel_w * vectors * V * sizeof(at::acc_type<scalar_t, true>)};
+      staged_weight_bytes<at::acc_type<scalar_t, true>, scalar_t>(int64_t(g.kernel_h) * g.kernel_w, vectors)};
 }
 
 }  // namespace at::native::dwconv
