@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import REPO_ROOT
+from .bench.floor import pass_bytes
 from .errors import HarnessError
 from .plan_report import DRIVER_DTYPES
 
@@ -41,6 +42,13 @@ PROFILED = ("-fsanitize=thread", "-fsanitize-coverage=trace-pc", "-fno-reorder-b
 # A place worth a look: this many times the fewest wavefronts or sectors, and this share of its pass's.
 EXCESS_RATIO = 1.25
 EXCESS_SHARE = 0.02
+# An H100 SXM SM's rates, to set a pass's counted work beside the time its bytes take through DRAM:
+# shared memory serves a wavefront a clock and L1 4 sectors (128 bytes) a clock (the architecture's
+# figures), DRAM 3.0 TB/s (11-22's measured copy bandwidth) over 132 SMs at 1.98 GHz. Estimates:
+# Nsight Compute's calibration is owed (notes/performance.md).
+SHARED_WAVEFRONTS_PER_CLOCK = 1.0
+L1_SECTORS_PER_CLOCK = 4.0
+DRAM_BYTES_PER_CLOCK = 3.0e12 / (H100_SMS * 1.98e9)
 
 
 def build(directory: Path) -> Path:
@@ -85,6 +93,7 @@ class Job:
     batch: int        # emulated
     sms: int          # the emulated GPU's
     bench_batch: int  # whose H100 plan the run stands for
+    floor_bytes: int = 0  # what the pass moves at the least at the bench's batch (bench.floor.pass_bytes)
 
     def at_batch(self, batch: int) -> "Job":
         """The same pass emulated at `batch`, on an H100 of as many SMs as keep its plan."""
@@ -108,7 +117,7 @@ def jobs_for(problems, passes=PASSES, batch: int = DEFAULT_BATCH) -> list[Job]:
             if pass_ in passes:
                 job = Job(problem.label, pass_, layer.channels, layer.length, layer.kernel, layer.stride,
                           DRIVER_DTYPES[problem.dtype], "nhwc" if problem.layout == "channels_last" else "nchw",
-                          problem.batch, H100_SMS, problem.batch)
+                          problem.batch, H100_SMS, problem.batch, pass_bytes(problem, name))
                 out.append(job.at_batch(min(batch, problem.batch)))
     return out
 
@@ -149,6 +158,30 @@ class PassProfile:
     def totals(self, space: str, ops: tuple[str, ...]) -> tuple[int, int]:
         chosen = [s for s in self.sites if s.space == space and s.op in ops]
         return sum(s.cost for s in chosen), sum(s.ideal for s in chosen)
+
+    def clocks(self, space: str, count: float) -> float:
+        """The clocks an SM of the emulated GPU takes to serve `count` wavefronts (shared) or sectors (global)."""
+        rate = SHARED_WAVEFRONTS_PER_CLOCK if space == "shared" else L1_SECTORS_PER_CLOCK
+        return count / self.job.sms / rate
+
+    def floor_clocks(self) -> float:
+        """The clocks an SM takes to move its share of the pass's floor bytes through DRAM (0: unknown)."""
+        job = self.job
+        return job.floor_bytes * job.batch / job.bench_batch / job.sms / DRAM_BYTES_PER_CLOCK
+
+    def on_chip_per_floor(self) -> float | None:
+        """The busier of shared memory and L1 over the DRAM floor, in an SM's clocks: below 1, the
+        pass's counted work fits in the time its bytes take through DRAM; None without a floor."""
+        floor = self.floor_clocks()
+        if not floor:
+            return None
+        return max(self.clocks(space, sum(s.cost for s in self.sites if s.space == space))
+                   for space in ("shared", "global")) / floor
+
+    def excess_per_floor(self, site: Site) -> float | None:
+        """The clocks `site`'s wavefronts or sectors over its fewest take, over the DRAM floor's."""
+        floor = self.floor_clocks()
+        return self.clocks(site.space, site.cost - site.ideal) / floor if floor else None
 
     def worth_a_look(self) -> list[Site]:
         out = []
@@ -261,15 +294,22 @@ def _ratio(cost: int, ideal: int) -> str:
     return f"{cost / ideal:.2f}" if ideal else "-"
 
 
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def markdown(profiles: list[PassProfile]) -> str:
     lines = [
         "Per pass: shared-memory wavefronts and global sectors a warp's accesses take over the fewest they "
         "could (1.00: no bank conflict, every sector's bytes used). Emulated at batch b on a GPU of s SMs "
         "for the H100's plan at the bench's batch (its kernel, block and shared memory; where they differ, "
-        "both are shown).",
+        "both are shown). On-chip / floor: the clocks an SM's shared memory or L1 (the busier) takes for "
+        "the counted work, over those its share of the pass's floor bytes takes through DRAM, at H100 "
+        "rates (a wavefront and 4 sectors a clock, 3.0 TB/s): below 1 the counted work fits in the "
+        "floor's time; an estimate, uncalibrated.",
         "",
-        "| problem | pass | kernel | b, s | shared | global loads | global stores | checked |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | --- |",
+        "| problem | pass | kernel | b, s | shared | global loads | global stores | on-chip / floor | checked |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for p in profiles:
         kernel = p.kernel_name if p.stands_for_h100 else f"{p.kernel} (H100: {p.h100_kernel})"
@@ -277,17 +317,19 @@ def markdown(profiles: list[PassProfile]) -> str:
         loads = _ratio(*p.totals("global", ("load", "cp.async-read")))
         stores = _ratio(*p.totals("global", ("store",)))
         lines.append(f"| {p.job.label} | {p.job.pass_} | {kernel} | {p.job.batch}, {p.job.sms} | {shared} | "
-                     f"{loads} | {stores} | {'yes' if p.checked else 'FAILED'} |")
-    flagged = [(p, s) for p in profiles for s in p.worth_a_look()]
+                     f"{loads} | {stores} | {_share(p.on_chip_per_floor())} | {'yes' if p.checked else 'FAILED'} |")
+    flagged = sorted(((p, s) for p in profiles for s in p.worth_a_look()),
+                     key=lambda ps: -(ps[0].excess_per_floor(ps[1]) or 0))
     lines += ["", f"Places at {EXCESS_RATIO}x the fewest or more, with {EXCESS_SHARE:.0%} or more of their pass's "
-              "wavefronts or sectors:", ""]
+              "wavefronts or sectors, by the time their excess takes (excess / floor: its clocks over the "
+              "DRAM floor's, as above):", ""]
     if not flagged:
         lines.append("(none)")
     else:
-        lines += ["| problem | pass | place | memory | operation | bytes a lane | requests | x fewest |",
-                  "| --- | --- | --- | --- | --- | ---: | ---: | ---: |"]
+        lines += ["| problem | pass | place | memory | operation | bytes a lane | requests | x fewest | excess / floor |",
+                  "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
         lines += [f"| {p.job.label} | {p.job.pass_} | {s.place} | {s.space} | {s.op} | {s.bytes} | {s.requests} | "
-                  f"{s.ratio:.2f} |" for p, s in flagged]
+                  f"{s.ratio:.2f} | {_share(p.excess_per_floor(s))} |" for p, s in flagged]
     return "\n".join(lines) + "\n"
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from build_scripts import REPO_ROOT
 from build_scripts.bench.layers import problems
-from build_scripts.memory_profile import (EMULATOR, H100_SMS, PROFILED, Job, PassProfile, Site, build, jobs_for,
-                                          markdown, place_of, run_as_h100, run_job)
+from build_scripts.memory_profile import (DRAM_BYTES_PER_CLOCK, EMULATOR, H100_SMS, PROFILED, Job, PassProfile, Site,
+                                          build, jobs_for, markdown, place_of, run_as_h100, run_job)
 
 pytestmark = pytest.mark.l0
 
@@ -107,6 +107,30 @@ def test_a_bench_problem_runs_at_a_small_batch_on_a_gpu_scaled_to_its_plan():
     assert all(j.dtype == "bfloat16" and j.layout == "nhwc" for j in jobs)
     assert len(b64) == 2 * 4 and not any("L=" in j.label for j in jobs)  # conv1d has none
     assert jobs[0].arguments() == ["--layer", "2,96,56,7,1,4,64", "bfloat16", "nhwc", "forward"]
+    # its floor at batch 64, in bf16: input and output 64 x 96 x 56 x 56 each, 96 x 49 weights, 96 biases
+    assert jobs[0].floor_bytes == 2 * (2 * 64 * 96 * 56 * 56 + 96 * 49 + 96)
+
+
+def test_the_report_sets_each_pass_and_place_beside_the_time_its_floor_takes_through_dram():
+    """On-chip / floor: the clocks an SM's shared memory (a wavefront a clock) or L1 (4 sectors a
+    clock), the busier, takes for the pass's counted work over those its share of the floor bytes
+    takes through DRAM; the places are ranked by their excess's clocks over the same."""
+    shared_clocks = (4000 + 100) / 4  # an SM's, of the 4 the batch-2 run has
+    floor_bytes = round(shared_clocks * 4 * DRAM_BYTES_PER_CLOCK * 64 / 2)  # the whole pass's, at batch 64
+    job = Job("ConvNeXt-T 96@56 b64 bfloat16 channels_last", "forward", 96, 56, 7, 1, "bfloat16", "nhwc", 2, 4, 64,
+              floor_bytes)
+    kernel = "channels_last_mma_kernel block 8,32,1 shared 41472"
+    ldmatrix = Site("Mma.cuh:209", "shared", "ldmatrix", 16, 100, 4000, 4000)
+    copies = Site("Stream.cuh:74", "shared", "cp.async-write", 16, 10, 100, 50)
+    stores = Site("Mma.cuh:262", "global", "store", 4, 10, 800, 400)  # 800 sectors: 50 clocks an SM
+    profile = PassProfile(job, kernel, kernel, True, [ldmatrix, copies, stores])
+    assert profile.on_chip_per_floor() == pytest.approx(1.0, rel=1e-3)
+    assert profile.excess_per_floor(copies) == pytest.approx(50 / 4 / shared_clocks, rel=1e-3)
+    assert profile.excess_per_floor(stores) == pytest.approx(400 / 4 / 4 / shared_clocks, rel=1e-3)
+    text = markdown([profile])
+    assert "| 1.01 | - | 2.00 | 1.00 | yes |" in text
+    flagged = [line.split(" | ") for line in text.splitlines() if line.startswith("| ConvNeXt-T")][1:]
+    assert [(row[2], row[-1]) for row in flagged] == [("Mma.cuh:262", "0.02 |"), ("Stream.cuh:74", "0.01 |")]
 
 
 def test_the_report_names_the_places_worth_a_look():
@@ -118,7 +142,7 @@ def test_the_report_names_the_places_worth_a_look():
         Site("Mma.cuh:144", "shared", "load", 4, 1, 20, 10),                 # 2x, too small a share
         Site("Mma.cuh:262", "global", "store", 4, 10, 80, 40)])
     text = markdown([profile])
-    assert "| channels_last_mma_kernel | 2, 4 | 1.01 | - | 2.00 | yes |" in text
+    assert "| channels_last_mma_kernel | 2, 4 | 1.01 | - | 2.00 | - | yes |" in text  # no floor: no estimate
     flagged = [line for line in text.splitlines() if line.startswith("| ConvNeXt-T") and "x fewest" not in line][1:]
     assert [line.split(" | ")[2] for line in flagged] == ["Stream.cuh:74", "Mma.cuh:262"]
     elsewhere = PassProfile(job, kernel, "channels_last_stream_kernel block 8,32,1 shared 30720", True, profile.sites)
