@@ -85,7 +85,7 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 46 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 47 and proc.returncode == 0, proc.stdout
 
 
 def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
@@ -271,10 +271,18 @@ MUTATIONS = [
     (("const int tile_x = static_cast<int>(item % work.tiles_w);",
       "const int tile_x = static_cast<int>(item % work.tiles_h);"), "18:19"),
     (("if (y + i >= g.dst_h) {", "if (y + i > g.dst_h) {"), "27:28"),  # grad_output rows past the plane
-    (("for (int half = span / 2; half > 0; half /= 2) {", "for (int half = span / 4; half > 0; half /= 2) {"),
+    (("for (int half = span / 2; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {",
+      "for (int half = span / 4; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {"), "26:27"),
+    (("if (fold_lane + half < threads) values[fold_lane] += values[fold_lane + half];",
+      "values[fold_lane] += values[fold_lane + half];"), "26:28"),  # lanes past a block of 152 threads
+    # ... its last five folds by shuffles (v38): all five, in whole warps only, and blocks under a warp
+    (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);",
+      "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);"),
      "26:27"),
-    (("if (lane + half < threads) values[lane] += values[lane + half];", "values[lane] += values[lane + half];"),
-     "26:28"),  # lanes past a block of 152 threads
+    (("for (int i = warp; warp < whole_warps && i < chunk; i += whole_warps) {",
+      "for (int i = warp; i < chunk; i += whole_warps + 1) {"), "26:28"),  # the part-filled warp shuffles too
+    (("for (int half = span / 2; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {",
+      "for (int half = span / 2; half >= kWarpLanes; half /= 2) {"), "7:8"),  # a block under 32 threads
     # The channels_last register-blocked weight gradient:
     (("sums[kh * kKernel + kw][k] += go[j][k] * in[j * kStride + kw][k];",
       "sums[kh * kKernel + kw][k] += go[j][k] * in[j + kw][k];"), "13:14"),  # stride 2

@@ -9,8 +9,9 @@
 //   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang), and
 //   so do threads waiting at different __syncthreads() calls (the CUDA guide leaves that undefined);
 // - __shfl_down_sync() is a meeting of the warp's 32 lanes, as a barrier is of the block's threads:
-//   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, a
-//   block of whole warps); a shuffle some of a warp's lanes reach fails the launch;
+//   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, in a
+//   warp of 32 threads: not a block's part-filled last warp); a shuffle some of a warp's lanes reach
+//   fails the launch;
 // - the warp matrix operations (ldmatrix .x1/.x2/.x4 and mma.sync m16n8k8: DWCONV_EMULATED_WARP_MATRICES)
 //   are such meetings too, computed from the fragment layouts DepthwiseConv2dCommon.cuh describes
 //   (the products in float, summed in k order; each lane reads its ldmatrix row as it arrives); a row address off 16 bytes or outside the launch's
@@ -543,9 +544,9 @@ inline void resolve_shuffles(unsigned threads) {
       at_shuffle += fibers[t]->state == Fiber::State::kAtShuffle;
     }
     if (at_shuffle == 0) continue;
-    if (threads % kWarpLanes != 0) {
-      fail_block(threads, "a warp shuffle in a block of " + std::to_string(threads) +
-                              " threads, not whole warps (the emulation takes whole warps only)");
+    if (first + kWarpLanes > threads) {
+      fail_block(threads, "a warp operation in the part-filled last warp of a block of " + std::to_string(threads) +
+                              " threads (a whole warp's mask names lanes it lacks)");
     }
     if (at_shuffle < kWarpLanes) {
       fail_block(threads, "a warp operation (__shfl_down_sync(), ldmatrix or mma.sync) reached by some of a warp's "

@@ -114,6 +114,12 @@ __global__ void shuffle_in_odd_lanes() {
 
 __global__ void shuffle_with_mask(unsigned mask) { __shfl_down_sync(mask, 1, 1); }
 
+// The whole warps of a block whose last warp is part-filled shuffle; that warp does not.
+__global__ void shuffle_in_whole_warps(int* out, unsigned whole_threads) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  out[threadIdx.x] = threadIdx.x < whole_threads ? __shfl_down_sync(0xffffffffu, lane, 1) : -1;
+}
+
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
 
 // 16-bit values as bfloat16's top half of a float: small integers, exact.
@@ -311,7 +317,12 @@ int main() {
     expect(error.find("mask other than the whole warp") != std::string::npos,
            "a shuffle of part of a warp is refused: " + error);
     error = launch_error(dim3(1), dim3(48), 0, shuffle_with_mask, 0xffffffffu);
-    expect(error.find("not whole warps") != std::string::npos, "a shuffle in a block of 48 threads is refused: " + error);
+    expect(error.find("part-filled last warp") != std::string::npos,
+           "a shuffle in the last 16 lanes of a block of 48 threads is refused: " + error);
+    std::vector<int> whole(48, 0);
+    error = launch_error(dim3(1), dim3(48), 0, shuffle_in_whole_warps, whole.data(), 32u);
+    expect(error.empty() && whole[0] == 1 && whole[30] == 31 && whole[31] == 31 && whole[32] == -1 && whole[47] == -1,
+           "the whole first warp of a block of 48 threads shuffles, the part-filled one does not: " + error);
     launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 1u);
     expect(out[5] == 6 && out[31] == 31, "and the next launch shuffles as usual");
   }

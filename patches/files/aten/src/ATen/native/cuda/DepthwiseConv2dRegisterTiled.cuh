@@ -710,31 +710,47 @@ grad_weight_register_tiled_kernel(
   }
 
   // The block's sums, reduce_taps taps at a time: each thread's value of a tap at
-  // shared[tap * threads + tid], then halves folded onto the lower lanes.
+  // shared[tap * threads + tid], then halves folded onto the lower lanes: through shared memory down
+  // to 32 lanes, then by shuffles, a whole warp a tap, in the same order of additions. (Folded through
+  // shared memory below 32, a warp's lanes spanned rows `threads` apart whose banks overlap, up to
+  // twice the fewest wavefronts, and each step took a barrier.) Blocks of fewer than 32 threads fold
+  // through shared memory to the end.
   int span = 1;
   while (span < threads) span *= 2;
+  const int whole_warps = threads / kWarpLanes;
+  const int warp = tid / kWarpLanes, lane = tid % kWarpLanes;
   for (int tap0 = 0; tap0 < block_sums; tap0 += work.reduce_taps) {
     const int chunk = smaller(work.reduce_taps, block_sums - tap0);
+    const auto store_total = [&](int i, acc_t total) {
+      if (tap0 + i < kTaps) {
+        partial[(static_cast<int64_t>(blockIdx.y) * g.dst_channels + c) * kTaps + tap0 + i] = total;
+      } else {
+        partial_bias[static_cast<int64_t>(blockIdx.y) * g.dst_channels + c] = total;
+      }
+    };
     __syncthreads();  // no thread still reads the tile or the previous chunk
 #pragma unroll
     for (int tap = 0; tap <= kTaps; ++tap) {
       if (tap >= tap0 && tap < tap0 + chunk) shared[(tap - tap0) * threads + tid] = sums[tap];
     }
-    for (int half = span / 2; half > 0; half /= 2) {
+    for (int half = span / 2; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {
       __syncthreads();
       for (int i = tid; i < chunk * half; i += threads) {
-        const int lane = i % half;
+        const int fold_lane = i % half;
         acc_t* values = shared + (i / half) * threads;
-        if (lane + half < threads) values[lane] += values[lane + half];
+        if (fold_lane + half < threads) values[fold_lane] += values[fold_lane + half];
       }
     }
     __syncthreads();
-    for (int i = tid; i < chunk; i += threads) {
-      if (tap0 + i < kTaps) {
-        partial[(static_cast<int64_t>(blockIdx.y) * g.dst_channels + c) * kTaps + tap0 + i] = shared[i * threads];
-      } else {
-        partial_bias[static_cast<int64_t>(blockIdx.y) * g.dst_channels + c] = shared[i * threads];
-      }
+    if (whole_warps == 0) {
+      for (int i = tid; i < chunk; i += threads) store_total(i, shared[i * threads]);
+      continue;
+    }
+    for (int i = warp; warp < whole_warps && i < chunk; i += whole_warps) {  // a warp's lanes together
+      acc_t total = shared[i * threads + lane];
+#pragma unroll
+      for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);
+      if (lane == 0) store_total(i, total);
     }
   }
 }
