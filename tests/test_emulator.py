@@ -342,8 +342,8 @@ MUTATIONS = [
       "GridWalk<int, 3> at(tid, threads, {0, t.tile_in_h, t.tile_in_w + 1});"), "18:19"),
     (("GridWalk<int, 3> at(tid, threads, {0, t.tile_in_w, vectors});",
       "GridWalk<int, 3> at(tid, threads, {0, vectors, t.tile_in_w});"), "12:13"),
-    (("GridWalk<int, 2> tap_at(tid, threads, {0, vectors});", "GridWalk<int, 2> tap_at(tid, threads, {0, vectors + 1});"),
-     "12:13"),
+    (("GridWalk<int, 2> tap_at(tid, threads, {0, taps_count});",
+      "GridWalk<int, 2> tap_at(tid, threads, {0, taps_count + 1});"), "12:13"),
     # The row kernels (conv1d), over the cases written for them:
     (("take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});",
       "take_window_at(0, raw, window, std::make_integer_sequence<int, V>{});"), "36:37"),  # the window's offset
