@@ -326,7 +326,8 @@ def markdown(profiles: list[PassProfile]) -> str:
     if not flagged:
         lines.append("(none)")
     else:
-        lines += ["| problem | pass | place | memory | operation | bytes a lane | requests | x fewest | excess / floor |",
+        lines += ["| problem | pass | place | memory | operation | bytes a lane | requests | x fewest | "
+                  "excess / floor |",
                   "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
         lines += [f"| {p.job.label} | {p.job.pass_} | {s.place} | {s.space} | {s.op} | {s.bytes} | {s.requests} | "
                   f"{s.ratio:.2f} | {_share(p.excess_per_floor(s))} |" for p, s in flagged]

@@ -280,7 +280,7 @@ MUTATIONS = [
       "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);"),
      "26:27"),
     (("for (int i = warp; warp < whole_warps && i < chunk; i += whole_warps) {",
-      "for (int i = warp; i < chunk; i += whole_warps + 1) {"), "26:28"),  # the part-filled warp shuffles too
+      "for (int i = warp; i < chunk; i += whole_warps + 1) {"), "27:28"),  # a 152-thread block's last warp shuffles
     (("for (int half = span / 2; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {",
       "for (int half = span / 2; half >= kWarpLanes; half /= 2) {"), "7:8"),  # a block under 32 threads
     # The channels_last register-blocked weight gradient:

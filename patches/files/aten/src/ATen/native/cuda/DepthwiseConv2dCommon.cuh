@@ -428,15 +428,16 @@ __device__ __forceinline__ void multiply_add_16x8x8(float (&d)[4], const std::ui
 // The filters of a block's `vectors` channel vectors from channel c0, in shared memory as values
 // of staged_t (scalar_t, or acc_t where each is used once a thread and converting it there would
 // cost as much as its multiply-add), in 16-byte pieces: a vector's kVector16<scalar_t> channels
-// take kStagedPieces pieces (2 for half types staged in float), tap t's pieces of all vectors a
-// row [piece][vector] from piece t * tap_pitch (staged_tap_pitch, or the row's pieces where it
-// must take the least room: tiled_channels_last_kernel's large filters). A warp whose lanes read one piece of consecutive
-// vectors reads consecutive 16 bytes (at [vector][piece] it read every other 16 bytes: twice the
-// fewest wavefronts). Loaded by the block's `threads` threads together, consecutive threads taking
-// consecutive taps of a vector, so that a warp's loads read runs of each channel's taps (weight is
-// [channel][tap]; consecutive vectors touched a sector a lane); their stores then go a row apart,
-// which staged_tap_pitch's odd pitch spreads over the banks. The taps in reverse order when `flip`,
-// and zero for channels past the last. load_staged_weights reads a vector's taps back.
+// take kStagedPieces pieces (2 for half types staged in float), and tap t's pieces of all vectors
+// are a row [piece][vector] from piece t * tap_pitch. A warp whose lanes read one piece of
+// consecutive vectors reads consecutive 16 bytes (at [vector][piece] it read every other 16 bytes:
+// twice the fewest wavefronts). Loaded by the block's `threads` threads together, consecutive
+// threads taking consecutive taps of a vector, so that a warp's loads read runs of each channel's
+// taps (weight is [channel][tap]; by vectors, a load touched a sector a lane). Their stores then
+// go a row apart: staged_tap_pitch's odd pitch spreads them over the banks; a pitch of the row's
+// pieces (tiled_channels_last_kernel, whose large filters must take the least room) lets them meet.
+// The taps in reverse order when `flip`, and zero for channels past the last. load_staged_weights
+// reads a vector's taps back.
 template <typename staged_t, typename scalar_t>
 constexpr int kStagedPieces = kVector16<scalar_t> / kVector16<staged_t>;
 

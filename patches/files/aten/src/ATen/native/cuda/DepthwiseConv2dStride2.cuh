@@ -152,8 +152,9 @@ __global__ void __launch_bounds__(kThreads) stride2_grad_input_channels_last_ker
   const int vectors = blockDim.x;
   const index_t channels = g.dst_channels;
   const index_t c0 = static_cast<index_t>(blockIdx.y) * vectors * V;
-  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors, staged_tap_pitch<acc_t, scalar_t>(vectors),
-                       static_cast<int>(threadIdx.y * vectors + threadIdx.x), kThreads, false);
+  stage_weight_vectors(taps, weight, c0, channels, kKernel * kKernel, vectors,
+                       staged_tap_pitch<acc_t, scalar_t>(vectors), static_cast<int>(threadIdx.y * vectors + threadIdx.x),
+                       kThreads, false);
   __syncthreads();
   const int vec = threadIdx.x;
   if (c0 + vec * V >= channels) return;  // a part-filled group's idle vectors: no barrier follows
