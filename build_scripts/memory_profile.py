@@ -159,6 +159,10 @@ class PassProfile:
         chosen = [s for s in self.sites if s.space == space and s.op in ops]
         return sum(s.cost for s in chosen), sum(s.ideal for s in chosen)
 
+    def space_cost(self, space: str) -> int:
+        """The pass's wavefronts (shared) or sectors (global), every access of that memory."""
+        return sum(s.cost for s in self.sites if s.space == space)
+
     def clocks(self, space: str, count: float) -> float:
         """The clocks an SM of the emulated GPU takes to serve `count` wavefronts (shared) or sectors (global)."""
         rate = SHARED_WAVEFRONTS_PER_CLOCK if space == "shared" else L1_SECTORS_PER_CLOCK
@@ -175,8 +179,7 @@ class PassProfile:
         floor = self.floor_clocks()
         if not floor:
             return None
-        return max(self.clocks(space, sum(s.cost for s in self.sites if s.space == space))
-                   for space in ("shared", "global")) / floor
+        return max(self.clocks(space, self.space_cost(space)) for space in ("shared", "global")) / floor
 
     def excess_per_floor(self, site: Site) -> float | None:
         """The clocks `site`'s wavefronts or sectors over its fewest take, over the DRAM floor's."""
@@ -186,7 +189,7 @@ class PassProfile:
     def worth_a_look(self) -> list[Site]:
         out = []
         for space in ("shared", "global"):
-            total = sum(s.cost for s in self.sites if s.space == space) or 1
+            total = self.space_cost(space) or 1
             out += [s for s in self.sites
                     if s.space == space and s.ratio >= EXCESS_RATIO and s.cost >= EXCESS_SHARE * total]
         return sorted(out, key=lambda s: -(s.cost - s.ideal))

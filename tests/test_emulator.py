@@ -237,8 +237,9 @@ MUTATIONS = [
     (("__syncthreads();  // the previous member's tile is no longer read", "// barrier removed"), ":12"),
     (("const int tap = kBackward ? taps_count - 1 - i : i;", "const int tap = i;"), "0:1"),
     # The block sums of the general NCHW and the row weight gradients (warp shuffles, then warps):
-    (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {",
-      "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) {"), "0:1"),  # half of each warp's lanes
+    (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);",
+      "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);"),
+     "0:1"),  # half of each warp's lanes
     (("for (int w = 0; w < kWarps; ++w) total += warp_sums[w][tid];",
       "for (int w = 1; w < kWarps; ++w) total += warp_sums[w][tid];"), "36:37"),  # the first warp's sums
     (("  __syncthreads();\n  acc_t total = acc_t(0);", "  acc_t total = acc_t(0);"), "36:37"),  # barrier removed
@@ -276,9 +277,8 @@ MUTATIONS = [
     (("if (fold_lane + half < threads) values[fold_lane] += values[fold_lane + half];",
       "values[fold_lane] += values[fold_lane + half];"), "26:28"),  # lanes past a block of 152 threads
     # ... its last five folds by shuffles (v38): all five, in whole warps only, and blocks under a warp
-    (("for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);",
-      "for (int offset = kWarpLanes / 4; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);"),
-     "26:27"),
+    (("const acc_t total = add_down_warp(shared[i * threads + lane]);",
+      "const acc_t total = shared[i * threads + lane];"), "26:27"),
     (("for (int i = warp; warp < whole_warps && i < chunk; i += whole_warps) {",
       "for (int i = warp; i < chunk; i += whole_warps + 1) {"), "27:28"),  # a 152-thread block's last warp shuffles
     (("for (int half = span / 2; half >= (whole_warps > 0 ? kWarpLanes : 1); half /= 2) {",

@@ -500,6 +500,15 @@ __device__ __forceinline__ void load_staged_weights(const staged_t* taps, int ta
 constexpr int kWarpLanes = 32;
 constexpr int kWarps = kThreads / kWarpLanes;
 
+// A whole warp's `value`s added into lane 0's, in a fixed order: lane l adds lane l + 16's, then
+// l + 8's, and so on (a tree's order). Every lane of the warp calls it.
+template <typename acc_t>
+__device__ __forceinline__ acc_t add_down_warp(acc_t value) {
+#pragma unroll
+  for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  return value;
+}
+
 // The block's kThreads per-thread values of each slot (thread tid's in acc, tid the thread's
 // linear index), added in a fixed order: down each warp by shuffles, then the warps' sums in warp
 // order through `warp_sums`, so one barrier where a tree through shared memory took nine. Thread
@@ -509,10 +518,7 @@ template <typename acc_t, int kSlots>
 __device__ __forceinline__ acc_t sum_over_block(acc_t (&warp_sums)[kWarps][kSlots], acc_t (&acc)[kSlots], int tid) {
   static_assert(kSlots <= kThreads, "a thread for every slot's total");
 #pragma unroll
-  for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {
-#pragma unroll
-    for (int t = 0; t < kSlots; ++t) acc[t] += __shfl_down_sync(0xffffffffu, acc[t], offset);
-  }
+  for (int t = 0; t < kSlots; ++t) acc[t] = add_down_warp(acc[t]);
   if (tid % kWarpLanes == 0) {
 #pragma unroll
     for (int t = 0; t < kSlots; ++t) warp_sums[tid / kWarpLanes][t] = acc[t];

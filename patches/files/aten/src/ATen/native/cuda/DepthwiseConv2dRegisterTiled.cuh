@@ -747,9 +747,7 @@ grad_weight_register_tiled_kernel(
       continue;
     }
     for (int i = warp; warp < whole_warps && i < chunk; i += whole_warps) {  // a warp's lanes together
-      acc_t total = shared[i * threads + lane];
-#pragma unroll
-      for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) total += __shfl_down_sync(0xffffffffu, total, offset);
+      const acc_t total = add_down_warp(shared[i * threads + lane]);
       if (lane == 0) store_total(i, total);
     }
   }
