@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from build_scripts.bench.layers import SETS, TRAINING_PASSES, Problem  # noqa: E402
-from build_scripts.bench.variants import ConvArgs, cudnn_passes, generic_passes, make_buffers  # noqa: E402
+from build_scripts.bench.variants import ConvArgs, cudnn_passes, cudnn_settings, generic_passes, make_buffers  # noqa: E402
 
 
 def geometries():
@@ -73,7 +73,36 @@ def main():
                 except RuntimeError as err:
                     results[f"cudnn/{passname}/{key}"] = str(err).splitlines()[0]
     results.update(checks_on_cpu())
+    results.update(cudnn_settings_checks())
     print(json.dumps(results))
+
+
+def cudnn_settings_checks():
+    """cudnn_settings sets the flags it names and no other, restores them after, and works once
+    torch.testing._internal has frozen the flags (disable_global_flags), as in tests/gpu."""
+    cudnn = torch.backends.cudnn
+
+    def flags():
+        return {"enabled": cudnn.enabled, "benchmark": cudnn.benchmark, "deterministic": cudnn.deterministic,
+                "allow_tf32": cudnn.allow_tf32}
+
+    results = {}
+    for frozen in (False, True):
+        if frozen:
+            torch.backends.disable_global_flags()
+        key = f"cudnn_settings/{'frozen' if frozen else 'unfrozen'}"
+        before = flags()
+        try:
+            with cudnn_settings(allow_tf32=not before["allow_tf32"], deterministic=not before["deterministic"]):
+                inside = flags()
+        except RuntimeError as err:
+            results[key] = str(err).splitlines()[0]
+            continue
+        want_inside = {**before, "allow_tf32": not before["allow_tf32"], "deterministic": not before["deterministic"]}
+        after = flags()
+        results[key] = ("pass" if inside == want_inside and after == before
+                        else f"before {before}, inside {inside}, after {after}")
+    return results
 
 
 def checks_on_cpu():

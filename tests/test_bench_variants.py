@@ -39,3 +39,8 @@ def test_the_float64_check_checks_every_pass_and_fails_a_variant_off_by_five_per
     assert len(results) >= 40 and any("conv1d" in k for k in results) and any("bfloat16" in k for k in results)
     assert {k: v for k, v in results.items() if v != "pass"} == {}
 
+
+
+def test_cudnn_settings_set_the_named_flags_alone_and_work_once_the_flags_are_frozen(outcomes):
+    results = {k: v for k, v in outcomes.items() if k.startswith("cudnn_settings/")}
+    assert results == {"cudnn_settings/unfrozen": "pass", "cudnn_settings/frozen": "pass"}

@@ -215,18 +215,20 @@ def stock_backend(problem: Problem, B: Buffers) -> str:
                                                        [0] * problem.layer.dims, a.groups))
 
 
+CUDNN_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32", "fp32_precision")
+
+
 @contextlib.contextmanager
 def cudnn_settings(**flags):
     """The torch.backends.cudnn flags named (allow_tf32=False, deterministic=True, ...) set within, and
-    the others left as they are (torch.backends.cudnn.flags would reset them to its defaults)."""
-    before = {name: getattr(torch.backends.cudnn, name) for name in flags}
-    for name, value in flags.items():
-        setattr(torch.backends.cudnn, name, value)
-    try:
+    the others left as they are. Goes through torch.backends.cudnn.flags, the one way to set them that
+    torch.testing._internal allows once it has frozen them (disable_global_flags); a flag passed to it
+    as None is left alone, where its default would reset it."""
+    unknown = sorted(set(flags) - set(CUDNN_FLAGS))
+    if unknown:
+        raise ValueError(f"cudnn_settings: torch.backends.cudnn has no flag named {', '.join(unknown)}")
+    with torch.backends.cudnn.flags(**{**dict.fromkeys(CUDNN_FLAGS), **flags}):
         yield
-    finally:
-        for name, value in before.items():
-            setattr(torch.backends.cudnn, name, value)
 
 
 class Overlay:
