@@ -215,7 +215,8 @@ def cmd_bench(args) -> None:
         return
     torch = _gpu_torch("make bench")
     _set_cudnn_benchmark(args, torch)
-    from .bench.run import failed_checks, run_bench
+    from .bench.report import failed_checks
+    from .bench.run import run_bench
     from .bench.schema import comma_separated
     sets = comma_separated(args.sets) or None
     out, command = _run_report_path(args, torch, sets or [])
@@ -231,7 +232,11 @@ def cmd_bench(args) -> None:
             print(f"wrote {path}")
     except ImportError as err:
         print(f"no report written here ({err}): run `make bench-report BENCH={out}` where the harness is installed")
-    failures = failed_checks(report)
+    baseline_misses = failed_checks(report, baselines=True)
+    if baseline_misses:
+        print("note: upstream's own paths missed the float64 tolerance (bench.md flags their rows, and the routing "
+              "routes nothing by them):\n  " + "\n  ".join(baseline_misses))
+    failures = failed_checks(report, baselines=False)
     if failures:
         raise HarnessError("implementations failed the float64 check:\n  " + "\n  ".join(failures))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .floor import ELEMENT_BYTES
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
-from .schema import problem_row, switched_off_path
+from .schema import BASELINES, problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -35,6 +35,20 @@ def variant_title(variant: str) -> str:
 def problem_label(row: dict) -> str:
     """A row's problem as a cut-short run names the first one it left (run_bench's "next")."""
     return label_text(row["set"], row["layer"], row["batch"], row["dtype"], row["layout"])
+
+
+def failed_checks(report: dict, baselines: bool | None = None) -> list[str]:
+    """Each problem and variant that failed its check, once (every row of a problem carries its checks):
+    of every variant, or (baselines True or False) of upstream's BASELINES alone or of the others alone."""
+    failed = {}
+    for row in report["rows"]:
+        for variant, result in row["check"].items():
+            if baselines is not None and (variant in BASELINES) != baselines:
+                continue
+            label = f"{problem_label(row)}: {variant}"
+            if not result["ok"]:
+                failed.setdefault(label, f"{label} ({result.get('failed') or result.get('error')})")
+    return list(failed.values())
 
 
 def row_key(row: dict) -> tuple:

@@ -220,12 +220,3 @@ def write_json(path: Path, report: dict) -> None:
     partial.replace(path)
 
 
-def failed_checks(report: dict) -> list[str]:
-    """Each problem and variant that failed its check, once (every row of a problem carries its checks)."""
-    failed = {}
-    for row in report["rows"]:
-        for variant, result in row["check"].items():
-            label = f"{problem_label(row)}: {variant}"
-            if not result["ok"]:
-                failed.setdefault(label, f"{label} ({result.get('failed') or result.get('error')})")
-    return list(failed.values())

@@ -28,6 +28,7 @@ from .layers import CONFIG_DTYPES, CONFIG_LAYOUTS, COVERAGE_CONFIGS_2D, Problem
 
 SCHEMA = "dwconv-bench/1"
 VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
+BASELINES = ("stock", "cudnn", "native")  # upstream's own paths, timed beside ours; not the patch set's
 WITHOUT = "ours-without-"
 LOOK_BACK = "look-back"  # VARIANTS=look-back: ours, and ours without each kernel path
 

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import kernel_cases  # noqa: E402
 from build_scripts.bench import layers  # noqa: E402
-from build_scripts.bench.report import markdown  # noqa: E402
-from build_scripts.bench.run import failed_checks, import_overlay, run_bench  # noqa: E402
+from build_scripts.bench.report import failed_checks, markdown  # noqa: E402
+from build_scripts.bench.run import import_overlay, run_bench  # noqa: E402
 from build_scripts.bench.variants import VARIANTS  # noqa: E402
 
 
