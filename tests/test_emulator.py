@@ -500,6 +500,13 @@ MUTATIONS = [
       "      for (int i = 1; i < slot_threads; ++i) total += slot_sums[i];"), "28:29"),  # ... a slot thread's sum
     (("const int64_t slice_stride = is_bias ? channels : values;", "const int64_t slice_stride = values;"),
      "0:1"),  # the bias's slices read at the taps' stride
+    # ... and its lanes (v39):
+    (("for (int lane = 1; lane < kFinishLanes; ++lane) total += lane_totals[lane][threadIdx.x];",
+      "for (int lane = 2; lane < kFinishLanes; ++lane) total += lane_totals[lane][threadIdx.x];"), "0:1"),  # lane 1's
+    (("first += static_cast<int64_t>(gridDim.x) * kFinishColumns) {",
+      "first += static_cast<int64_t>(gridDim.x) * kFinishColumns * 2) {"), "21:22"),  # every other round of the walk
+    (("    lane_totals[threadIdx.y][threadIdx.x] = total;\n    __syncthreads();\n",
+      "    lane_totals[threadIdx.y][threadIdx.x] = total;\n"), "0:1"),  # lane 0 adding before the lanes have put
     # ... in the ring, by a row of threads of its own:
     (("for (int j = 0; j < kRingChunk; ++j) chunk_sum +=", "for (int j = 1; j < kRingChunk; ++j) chunk_sum +="),
      "54:55"),  # a chunk's first column
@@ -684,6 +691,7 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # reaches it: the race check must report each.
 RACE_MUTATIONS = [
     (("__syncthreads();  // no thread still reads warp_sums", "// barrier removed"), "1"),  # the next taps' sums
+    (("__syncthreads();  // lane_totals is written again next round", "// barrier removed"), "21"),  # v39's finish
 ]
 
 

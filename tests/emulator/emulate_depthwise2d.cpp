@@ -610,7 +610,8 @@ void check_finished_grad_weight(const std::string& kernel, const std::string& ta
   const int64_t channels = p.grad_bias.v.size();
   auto gw = poisoned<T>(values);
   auto gb = poisoned<T>(channels);
-  dwconv_emu::launch(grid_for(values + channels), dim3(kThreads), 0, grad_weight_finish_kernel<T>,
+  dwconv_emu::launch(finish_grid(values + channels, sm90_gpu(kEmulatedSMs)), finish_block(), 0,
+                     grad_weight_finish_kernel<T>,
                      sums.partial.data(), gw.data(), slices, values, with_bias ? sums.partial_bias.data() : nullptr,
                      with_bias ? gb.data() : nullptr, channels);
   const double terms = double(p.k.n) * p.k.oh() * p.k.ow();

@@ -44,7 +44,7 @@ struct PassPointers {
 };
 
 // The weight gradient's tensors. `partial` holds grad_weight_slices(choice) x channels x taps
-// sums, which grad_weight_finish_kernel adds in slice order into grad_weight; with a bias
+// sums, which grad_weight_finish_kernel adds in a fixed order into grad_weight; with a bias
 // gradient, `partial_bias` holds slices x channels sums of grad_output, which every kernel takes
 // as it reads grad_output, for grad_bias (both null: none; the choice is made with_bias).
 template <typename scalar_t>
@@ -317,7 +317,7 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
   const int64_t values = g.dst_channels * taps;
   const int64_t bias_values = p.grad_bias != nullptr ? g.dst_channels : 0;
   const auto finish = grad_weight_finish_kernel<scalar_t>;
-  DWCONV_LAUNCH(finish, elementwise_grid(values + bias_values, gpu), kThreads, 0, stream, p.partial,
+  DWCONV_LAUNCH(finish, finish_grid(values + bias_values, gpu), finish_block(), 0, stream, p.partial,
                 p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, p.grad_bias, g.dst_channels);
 }
 
