@@ -34,7 +34,15 @@ namespace at::native::dwconv {
 
 constexpr int kWindowChunk = 8;       // output columns a lane takes at a time
 constexpr int kWindowMaxLanes = kThreads / kRingChannels;
-constexpr int kWindowMinBlocks = 2;  // __launch_bounds__: 128 registers, for the K^2 sums and a window
+// Blocks an SM the __launch_bounds__ of an instance ask for, which bound its registers
+// (registers_within_bounds): 128 for the 5x5 and 7x7 sums and windows (ptxas takes 88-119); 80 at
+// 3x3 stride 2 (it takes 71-72) and 64 at 3x3 stride 1 (63-64). The planner counts the blocks an SM
+// holds by these bounds, so a bound far above what the kernel takes under-fills the GPU: at 128
+// for every instance it planned three 160-thread blocks an SM for MobileNetV2 32@112, where
+// registers and shared memory hold five (H200, 2026-11-27: 384 blocks on 132 SMs).
+constexpr int window_min_blocks(int kernel, int stride) {
+  return kernel == 3 ? (stride == 1 ? 4 : 3) : 2;
+}
 
 constexpr bool is_window_grad_weight_filter(int kernel, int stride) {
   return (stride == 1 && (kernel == 3 || kernel == 5 || kernel == 7)) || (stride == 2 && (kernel == 3 || kernel == 5));
@@ -74,7 +82,7 @@ size_t window_shared_bytes(int kernel, int stride, int in_w, int staged_w, int l
 
 // Blocks of 32 x lanes threads: threadIdx.x the channel, threadIdx.y the lane.
 template <typename scalar_t, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, kWindowMinBlocks) grad_weight_window_kernel(
+__global__ void __launch_bounds__(kThreads, window_min_blocks(kKernel, kStride)) grad_weight_window_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -313,7 +321,7 @@ std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& 
   const size_t shared_bytes = bytes(tile_w);
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
   const int64_t resident =
-      resident_blocks_per_sm(gpu, lanes * kRingChannels, shared_bytes, registers_within_bounds(kWindowMinBlocks)) *
+      resident_blocks_per_sm(gpu, lanes * kRingChannels, shared_bytes, registers_within_bounds(window_min_blocks(kernel, stride))) *
       std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
