@@ -93,7 +93,8 @@ def held_out_routes(points: list[Point]) -> list[HeldOut]:
 
 
 def _slower_than_stock(ms: float | None, point: Point) -> bool:
-    return ms is not None and ms > point.stock_ms * SLOWER_THAN_STOCK
+    """Whether ms is over stock's time, where stock computed the right result (else its time is no bar)."""
+    return point.stock_ok and ms is not None and ms > point.stock_ms * SLOWER_THAN_STOCK
 
 
 def summary(points: list[Point], worst: int = 8) -> str:

@@ -49,6 +49,7 @@ class Point:
     stock_ms: float
     cudnn_ms: float | None = None  # cuDNN forced, where measured
     stock_backend: str | None = None  # what stock ran (the bench's backends.stock_forward)
+    stock_ok: bool = True  # stock passed its float64 check
 
     @property
     def label(self) -> str:
@@ -72,16 +73,18 @@ class Point:
     def route(self) -> str:
         """The fastest of what the patched torch can run, ours winning ties: where stock ran the
         native kernel (ours, once patched), ours or cuDNN (by more than CUDNN_MARGIN); elsewhere
-        ours or stock's own choice."""
+        ours or stock's own choice, which is no route where it failed its float64 check (2026-11-27, H200:
+        stock's cuDNN fp16 weight gradients at 4.9e-3 against 4e-3)."""
         if self.stock_backend == NATIVE_BACKEND and self.cudnn_ms is not None:
             return "Cudnn" if self.cudnn_ms * (1 + CUDNN_MARGIN) < self.ours_ms else "Ours"
-        return "Ours" if self.ours_ms <= self.stock_ms else "Upstream"
+        return "Ours" if self.ours_ms <= self.stock_ms or not self.stock_ok else "Upstream"
 
     @property
     def measured(self) -> str:
         """The layer and its times, as the table's point carries them."""
         return (f"{self.label} {self.dtype} {self.layout} {self.passname}: ours {self.ours_ms:.4g} ms, "
                 f"stock {self.stock_ms:.4g} ms" + (f" ({self.stock_backend})" if self.stock_backend else "")
+                + ("" if self.stock_ok else ", failed its float64 check")
                 + (f", cuDNN {self.cudnn_ms:.4g} ms" if self.cudnn_ms is not None else ""))
 
     def patched_ms(self, route: str) -> float | None:
@@ -152,7 +155,7 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
             shape=(row["batch"], row["channels"], row["height"], row["width"]),
             ours_ms=float(ms["ours"]), stock_ms=float(ms["stock"]),
             cudnn_ms=float(cudnn_ms) if isinstance(cudnn_ms, (int, float)) else None,
-            stock_backend=row.get("backends", {}).get("stock_forward")))
+            stock_backend=row.get("backends", {}).get("stock_forward"), stock_ok=passed(row, "stock")))
     if not points:
         raise HarnessError(f"{source} has no forward or backward rows to route by")
     return points

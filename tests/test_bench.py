@@ -481,6 +481,20 @@ def test_the_routing_table_refuses_ours_failing_its_check_and_drops_cudnn_failin
         points_of(report, "r", "2.11.0+cu130")
 
 
+def test_the_routing_table_routes_nothing_to_a_stock_that_failed_its_check():
+    """Where stock runs cuDNN and cuDNN's result missed the tolerance (the H200's fp16 weight gradients),
+    its own choice is no route, however fast: ours takes the pass, and the point says why."""
+    report = synthetic_report()
+    row = next(r for r in report["rows"] if r["pass"] == "backward_weight")
+    row["backends"]["stock_forward"] = "Cudnn"
+    row["ms"]["stock"] = row["ms"]["ours"] / 2
+    point = next(p for p in points_of(report, "r", "2.11.0+cu130") if p.passname == "backward_weight")
+    assert point.route == "Upstream"
+    row["check"]["stock"] = {"error": {"backward_weight": 4.9e-3}, "ok": False}
+    point = next(p for p in points_of(report, "r", "2.11.0+cu130") if p.passname == "backward_weight")
+    assert point.route == "Ours" and "failed its float64 check" in point.measured
+
+
 def test_a_merged_report_shows_every_variant_any_run_timed(tmp_path):
     full, look_back_run = synthetic_report(), synthetic_report()
     look_back_run["settings"] = {**look_back_run["settings"], "variants": ["ours", "ours-without-row"]}

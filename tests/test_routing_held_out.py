@@ -117,13 +117,13 @@ def test_a_layer_two_sets_share_is_held_out_with_both_copies():
 
 def test_the_committed_table_held_out():
     """The H200 reports of 2026-11-27 (notes/routing.md): on layers it has not measured (the 41
-    layers, some in two sets), the rule routes 60 of 482 passes otherwise than measured, 2.8 % over
-    the fastest route in geomean, and 18 passes come out slower than stock, where 1 does with every
-    layer in the table."""
+    layers, some in two sets), the rule routes 63 of 482 passes otherwise than measured, 2.6 % over
+    the fastest route in geomean, and 17 passes come out slower than stock, where 1 does with every
+    layer in the table (stock's time counts only where stock passed its float64 check)."""
     source = next(line.split(": ", 1)[1] for line in TABLE.read_text().splitlines() if line.startswith("// From: "))
     points, *_ = read_points([REPO_ROOT / s for s in source.split(" + ")], PINNED)
     held = held_out_routes(points)
     geomean = math.exp(sum(math.log(h.cost) for h in held) / len(held))
-    assert (len(points), len({p.sizes for p in points}), round(geomean, 3)) == (482, 41, 1.028)
-    assert sum(h.route != h.point.route for h in held) == 60
-    assert sum(h.ms > h.point.stock_ms * 1.03 for h in held) == 18
+    assert (len(points), len({p.sizes for p in points}), round(geomean, 3)) == (482, 41, 1.026)
+    assert sum(h.route != h.point.route for h in held) == 63
+    assert sum(h.point.stock_ok and h.ms > h.point.stock_ms * 1.03 for h in held) == 17
