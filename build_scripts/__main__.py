@@ -234,8 +234,8 @@ def cmd_bench(args) -> None:
         print(f"no report written here ({err}): run `make bench-report BENCH={out}` where the harness is installed")
     baseline_misses = failed_checks(report, baselines=True)
     if baseline_misses:
-        print("note: upstream's own paths missed the float64 tolerance (bench.md flags their rows, and the routing "
-              "routes nothing by them):\n  " + "\n  ".join(baseline_misses))
+        print("note: upstream's own paths missed the float64 tolerance or failed (bench.md flags their rows, and the "
+              "routing routes nothing to them):\n  " + "\n  ".join(baseline_misses))
     failures = failed_checks(report, baselines=False)
     if failures:
         raise HarnessError("implementations failed the float64 check:\n  " + "\n  ".join(failures))

@@ -55,7 +55,7 @@ SAMPLE = details_csv([
     (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("barrier"), "", "0.4"),
     (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("wait"), "", "1.07"),
     (0, ROW_KERNEL, "(256, 1, 1)", "(1536, 4, 1)", "Command line profiler metrics", STALL.format("selected"), "", "4"),
-    (1, FINISH_KERNEL, "(256, 1, 1)", "(24, 1, 1)", SOL, "Duration", "ns", "2,150"),
+    (1, FINISH_KERNEL, "(32, 8, 1)", "(24, 1, 1)", SOL, "Duration", "ns", "2,150"),
 ])
 
 NO_KERNELS = "==PROF== Connected to process 4242 (python3.12)\n==WARNING== No kernels were profiled.\n"

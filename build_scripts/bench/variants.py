@@ -218,17 +218,38 @@ def stock_backend(problem: Problem, B: Buffers) -> str:
 CUDNN_FLAGS = ("enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32", "fp32_precision")
 
 
+def _cudnn_flags_settable():
+    """Where torch.testing._internal has frozen the cuDNN flags (disable_global_flags), torch.backends'
+    own context that lets them be assigned (torch.backends.cudnn.flags would read and reset every flag,
+    which fails where a caller set TF32 through the newer fp32_precision settings)."""
+    if not torch.backends.flags_frozen():
+        return contextlib.nullcontext()
+    allow = getattr(torch.backends, "__allow_nonbracketed_mutation", None)
+    if allow is None:
+        raise RuntimeError("the cuDNN flags are frozen (torch.backends.disable_global_flags) and this torch has no "
+                           "torch.backends.__allow_nonbracketed_mutation to set them with")
+    return allow()
+
+
 @contextlib.contextmanager
 def cudnn_settings(**flags):
-    """The torch.backends.cudnn flags named (allow_tf32=False, deterministic=True, ...) set within, and
-    the others left as they are. Goes through torch.backends.cudnn.flags, the one way to set them that
-    torch.testing._internal allows once it has frozen them (disable_global_flags); a flag passed to it
-    as None is left alone, where its default would reset it."""
+    """The torch.backends.cudnn flags named (allow_tf32=False, deterministic=True, ...) set within and
+    put back after, the others neither read nor touched; also where torch.testing._internal has frozen
+    the flags (the GPU tests)."""
     unknown = sorted(set(flags) - set(CUDNN_FLAGS))
     if unknown:
         raise ValueError(f"cudnn_settings: torch.backends.cudnn has no flag named {', '.join(unknown)}")
-    with torch.backends.cudnn.flags(**{**dict.fromkeys(CUDNN_FLAGS), **flags}):
+    cudnn = torch.backends.cudnn
+    before = {name: getattr(cudnn, name) for name in flags}
+    with _cudnn_flags_settable():
+        for name, value in flags.items():
+            setattr(cudnn, name, value)
+    try:
         yield
+    finally:
+        with _cudnn_flags_settable():
+            for name, value in before.items():
+                setattr(cudnn, name, value)
 
 
 class Overlay:

@@ -84,7 +84,7 @@ def check_kernels_and_values() -> list[str]:
     def backward():
         out.backward(grad)
 
-    lines = [f"conv backend: {backend}"]
+    lines = [f"upstream's conv backend for it: {backend}"]
     for what, fn in (("forward", forward), ("backward", backward)):
         with routing_mode("ours"):
             names = cuda_kernel_names(fn)

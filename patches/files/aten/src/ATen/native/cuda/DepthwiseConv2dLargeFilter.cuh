@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, tile_min_blocks<scalar_t>()) large_f
 // a kBlockRows x kBlockCols block of taps; a block's plane slots are consecutive channels, each
 // summing its own channel's taps over the items of its slice (an item: a band of grad_output
 // rows of one batch entry, the whole plane where it fits), so no sums cross slots. Each slice
-// writes its sums to `partial`; grad_weight_finish_kernel adds the slices in order. A slot's
+// writes its sums to `partial`; grad_weight_finish_kernel adds the slices in a fixed order. A slot's
 // threads also share out the sum of its staged grad_output bands, the bias gradient's, which
 // goes to `partial_bias` unless that is null.
 

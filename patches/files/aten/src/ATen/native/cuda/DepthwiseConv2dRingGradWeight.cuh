@@ -16,7 +16,7 @@
 // memory: 8 + 7 + 7 = 22 reads for 56 multiply-adds at 7x7. While it computes, the loads of
 // the next step's S input rows and grad_output row are in flight in registers; they are stored
 // after the step, and one barrier a step orders the ring. The sums of a slice of items meet in
-// `partial` (lanes added in order), which grad_weight_finish_kernel adds in slice order:
+// `partial` (lanes added in order), which grad_weight_finish_kernel adds in a fixed order:
 // bitwise reproducible, like the other weight-gradient kernels.
 //
 // With the bias gradient, the block has one more row of threads (threadIdx.y == kernel) that
