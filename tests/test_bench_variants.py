@@ -40,7 +40,6 @@ def test_the_float64_check_checks_every_pass_and_fails_a_variant_off_by_five_per
     assert {k: v for k, v in results.items() if v != "pass"} == {}
 
 
-
 def test_cudnn_settings_set_the_named_flags_alone_and_work_once_the_flags_are_frozen(outcomes):
     results = {k: v for k, v in outcomes.items() if k.startswith("cudnn_settings/")}
     assert results == {"cudnn_settings/unfrozen": "pass", "cudnn_settings/frozen": "pass"}

@@ -70,8 +70,9 @@
 // - grad_weight_*_kernel: each block reduces one slice of the batch x output
 //   positions for its channels, taps in registers, then across the block in a
 //   fixed order (warp shuffles, or a tree); grad_weight_finish_kernel adds the
-//   slices in a fixed order (eight lanes of slices, then the lanes). Each also sums the grad_output values it reads for
-//   the bias gradient where it is asked for.
+//   slices in a fixed order (eight lanes of slices, then the lanes). Each also
+//   sums the grad_output values it reads for the bias gradient where it is asked
+//   for.
 //   grad_weight_register_tiled_kernel serves NCHW with the register-tiled filters and
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's; on
 //   planes one tile covers whose rows have no 16-byte access, 14x14 and 7x7, an instance that

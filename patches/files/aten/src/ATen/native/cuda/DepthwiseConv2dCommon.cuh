@@ -554,10 +554,10 @@ __device__ __forceinline__ void sum_position_lanes(acc_t (&shared)[kValues][kPos
 }
 
 // grad_weight_finish_kernel's block: kFinishColumns consecutive values (a warp's row of loads is
-// one run of a slice, 128 bytes in float), each summed by kFinishLanes lanes. A slot's sums are slices apart in
-// `partial`, and the weight-gradient kernels make up to a few hundred slices: a thread a value,
-// adding them one after another, waited out each load in turn (2026-11-27, H200: ConvNeXt-T 96@56
-// bf16, 192 slices in 19 blocks, 40 us under ncu, more than a quarter of the pass).
+// one run of a slice, 128 bytes in float), each summed by kFinishLanes lanes. A slot's sums are
+// slices apart in `partial`, and the weight-gradient kernels make up to a few hundred slices: a
+// thread a value, adding them one after another, waited out each load in turn (2026-11-27, H200:
+// ConvNeXt-T 96@56 bf16, 192 slices in 19 blocks, 40 us under ncu, more than a quarter of the pass).
 constexpr int kFinishColumns = 32;
 constexpr int kFinishLanes = 8;
 

@@ -320,9 +320,9 @@ std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& 
   const int in_w = in_width(tile_w);
   const size_t shared_bytes = bytes(tile_w);
   const int64_t channel_blocks = (g.dst_channels + kRingChannels - 1) / kRingChannels;
+  const int registers = registers_within_bounds(window_min_blocks(kernel, stride));
   const int64_t resident =
-      resident_blocks_per_sm(gpu, lanes * kRingChannels, shared_bytes, registers_within_bounds(window_min_blocks(kernel, stride))) *
-      std::max<int64_t>(gpu.sm_count, 1);
+      resident_blocks_per_sm(gpu, lanes * kRingChannels, shared_bytes, registers) * std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
   return RingGradWeightLaunch{
