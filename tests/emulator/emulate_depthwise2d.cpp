@@ -761,6 +761,54 @@ void check_window_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The channels_last walk weight gradient (3x3), where it takes the pass (as the ring kernel),
+// planned for a one-SM GPU (several items a slice) and a large one (bands down the planes), with
+// and without the bias sums; and, on a GPU of many SMs, strips cut narrower than the planner
+// would (a strip of 3 columns: the last one part-filled, lanes meeting across every strip edge)
+// with blocks of fewer channels (pairs past the last channel in the last block).
+template <typename T, typename index_t>
+void check_walk_grad_weight(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_walk_grad_weight(g, sizeof(T))) return;
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    const auto run = [&](const RingGradWeightLaunch& plan, bool with_bias, const std::string& what) {
+      GradWeightSums<T> sums(p, plan.grid.y);
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes, grad_weight_walk_kernel_for<T>(g.stride_h),
+                         go.data(), in.data(), sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g,
+                         plan.work);
+      check_finished_grad_weight<T>("grad-weight walk NHWC",
+                                    tag + " pairs=" + std::to_string(plan.block.x) +
+                                        " lanes=" + std::to_string(plan.block.y) +
+                                        " strips=" + std::to_string(plan.work.chunks_w) +
+                                        " bands=" + std::to_string(plan.work.bands) +
+                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        (with_bias ? " bias" : "") + what,
+                                    p, sums, plan.grid.y, with_bias);
+    };
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      for (const bool with_bias : {false, true}) {
+        if (const auto plan = plan_walk_grad_weight<T>(g, gpu)) run(*plan, with_bias, "");
+      }
+    }
+    if (auto plan = plan_walk_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_w > 3) {
+      const int pairs = static_cast<int>(g.dst_channels / kWalkChannels);
+      const int vectors = pairs > 1 ? pairs / 2 + 1 : 1;  // two blocks, the second part-filled
+      RingGradWeightWork& w = plan->work;
+      w.tile_w = w.staged_w = 3;
+      w.in_w = 2 * g.stride_h + kWalkKernel;
+      w.chunks_w = static_cast<int>((g.dst_w + 2) / 3);
+      w.items = g.batch * w.bands * w.chunks_w;
+      w.items_per_slice = 2;
+      plan->grid = dim3(static_cast<unsigned>((pairs + vectors - 1) / vectors), static_cast<unsigned>((w.items + 1) / 2));
+      plan->block = dim3(static_cast<unsigned>(vectors), 3);
+      plan->shared_bytes = walk_shared_bytes<at::acc_type<T, true>>(vectors * 3);
+      run(*plan, true, " (strips of 3, channels in two blocks)");
+    }
+  }
+}
+
 // The large-filter weight gradient, where it takes the pass (32-bit indexing only, as on the
 // GPU), in both layouts, planned for a one-SM GPU (several items a slice) and a large one.
 template <typename T, typename index_t>
@@ -841,6 +889,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   check_channels_last_register_grad_weight<T, index_t>(p, tag);
   check_ring_grad_weight<T, index_t>(p, tag);
   check_window_grad_weight<T, index_t>(p, tag);
+  check_walk_grad_weight<T, index_t>(p, tag);
   check_large_filter_grad_weight<T, index_t>(p, tag);
   for (bool channels_last : {false, true}) {
     const auto plan = plan_grad_weight(g, !channels_last, sm90_gpu(kEmulatedSMs));
@@ -1228,6 +1277,10 @@ void check_bench_layers_planned(const char* dtype) {
                          dtype, l, batch, gpu, "ring weight-gradient");
           expect_planned(plan_window_grad_weight<scalar_t>(g, gpu).has_value(), dtype, l, batch, gpu,
                          "window weight-gradient");
+          if (is_walk_grad_weight_filter(l.kernel, l.stride)) {
+            expect_planned(plan_walk_grad_weight<scalar_t>(g, gpu).has_value(), dtype, l, batch, gpu,
+                           "walk weight-gradient");
+          }
         }
       }
     }

@@ -77,11 +77,15 @@
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's; on
 //   planes one tile covers whose rows have no 16-byte access, 14x14 and 7x7, an instance that
 //   copies grad_output whole into shared memory first);
+//   grad_weight_walk_kernel (DepthwiseConv2dWalkGradWeight.cuh) serves channels_last 3x3 at
+//   stride 1 and 2 (multiplier 1, float and the half types, whole 16-byte channel vectors): a
+//   thread's two channels of one column walk down a band, its window and sums in registers, the
+//   next steps' loads in flight, no shared memory until the end;
 //   grad_weight_window_kernel (DepthwiseConv2dWindowGradWeight.cuh) serves channels_last square
-//   3x3, 5x5 and 7x7 filters at stride 1, 3x3 and 5x5 at stride 2 (multiplier 1, float and the
-//   half types, whole 16-byte channel vectors): 32 channels a block, all K^2 sums a thread, each
-//   input row read once from shared memory into registers and met with every grad_output row it
-//   pairs with; grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves the same
+//   5x5 and 7x7 filters at stride 1, 5x5 at stride 2 and 3x3 where the walk kernel is off
+//   (multiplier 1, float and the half types, whole 16-byte channel vectors): 32 channels a
+//   block, all K^2 sums a thread, each input row read once from shared memory into registers
+//   and met with every grad_output row it pairs with; grad_weight_ring_kernel (DepthwiseConv2dRingGradWeight.cuh) serves the same
 //   filters and 7x7 at stride 2: a ring of input rows staged once in shared memory, a kernel
 //   row's sums a thread; grad_weight_register_channels_last_kernel serves the
 //   same filters where the ring cannot (double, odd channel counts, data off 16 bytes): a

@@ -226,11 +226,12 @@ __device__ __forceinline__ void widen_vector(const Vector16<scalar_t> vector, ac
   }
 }
 
-// Value j of a 16-byte vector of scalar_t held as its four 32-bit words (load_words_or_zero), as
-// acc_t, for a kernel that uses each value once: a bfloat16 in widen_vector's one instruction
-// (converted through c10::BFloat16, two: PRMT, then the shift), the others by their conversion.
-template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ acc_t widen_value(const Vector16<uint32_t>& words, int j) {
+// Value j of scalar_t values held as 32-bit words (`words.v`: a 16-byte vector from
+// load_words_or_zero, or the pair of WalkWords), as acc_t, for a kernel that uses each value once:
+// a bfloat16 in widen_vector's one instruction (converted through c10::BFloat16, two: PRMT, then the
+// shift), the others by their conversion.
+template <typename scalar_t, typename acc_t, typename Words>
+__device__ __forceinline__ acc_t widen_value(const Words& words, int j) {
   if constexpr (std::is_same_v<scalar_t, c10::BFloat16> && std::is_same_v<acc_t, float>) {
     const uint32_t word = words.v[j / 2];
     return float_from_bits(j % 2 == 0 ? word << 16 : word & 0xffff0000u);

@@ -17,6 +17,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dWalkGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dWindowGradWeight.cuh>
 
 #include <cstdint>
@@ -71,6 +72,7 @@ enum class GradWeightKernel {
   kChannelsLastRegister,
   kChannelsLastRing,
   kChannelsLastWindow,
+  kChannelsLastWalk,
   kColumn,
   kLargeFilter,
 };
@@ -103,6 +105,7 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kChannelsLastRegister: return "grad_weight_register_channels_last_kernel";
     case GradWeightKernel::kChannelsLastRing: return "grad_weight_ring_kernel";
     case GradWeightKernel::kChannelsLastWindow: return "grad_weight_window_kernel";
+    case GradWeightKernel::kChannelsLastWalk: return "grad_weight_walk_kernel";
     case GradWeightKernel::kColumn: return "grad_weight_column_kernel";
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
   }
@@ -290,6 +293,10 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   if (index32 && t.channels_last && paths.on(KernelPath::Column) && has_column_kernel(g, kVector16<scalar_t>) &&
       aligned) {
     return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, gpu)};
+  }
+  if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastWalkGradWeight) &&
+      has_walk_grad_weight(g, t.element_size)) {
+    if (auto plan = plan_walk_grad_weight<scalar_t>(g, gpu)) return {GradWeightKernel::kChannelsLastWalk, *plan};
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastWindowGradWeight) &&
       has_window_grad_weight(g, t.element_size)) {

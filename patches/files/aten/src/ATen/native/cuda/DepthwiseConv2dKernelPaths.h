@@ -36,6 +36,7 @@ enum class KernelPath : int {
   Pixel,                           // forward and backward-input, both layouts, 3x3/5x5, a thread a pixel: small grids
   ChannelsLastMma,                 // forward and backward-input, channels_last bf16/fp16 3x3/5x5, warp matrix products
   StagedGradOutput,                // the NCHW register-tiled weight gradient's small planes of grad_output via shared memory
+  ChannelsLastWalkGradWeight,      // the weight gradient, channels_last, 3x3, a thread's window walked down in registers
   kCount
 };
 
@@ -43,7 +44,8 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "channels_last_tiled", "register_tiled", "register_tiled_grad_weight", "channels_last_register_grad_weight",
     "large_filter", "large_filter_grad_weight", "row", "column", "stride2_grad_input", "register_tiled_stride2",
     "tile_vector_loads", "channels_last_register_tiled", "channels_last_ring_grad_weight", "channels_last_stream",
-    "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output"};
+    "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
+    "channels_last_walk_grad_weight"};
 
 using KernelPathMask = std::uint32_t;
 

@@ -14,6 +14,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dWalkGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dWindowGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
 
@@ -280,11 +281,14 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
       break;
     }
     case GradWeightKernel::kChannelsLastRing:
-    case GradWeightKernel::kChannelsLastWindow: {
+    case GradWeightKernel::kChannelsLastWindow:
+    case GradWeightKernel::kChannelsLastWalk: {
       const auto& plan = std::get<RingGradWeightLaunch>(choice.plan);
       const auto kernel = choice.kernel == GradWeightKernel::kChannelsLastRing
                               ? grad_weight_ring_kernel_for<scalar_t>(g.kernel_h, g.stride_h)
-                              : grad_weight_window_kernel_for<scalar_t>(g.kernel_h, g.stride_h);  // never null
+                          : choice.kernel == GradWeightKernel::kChannelsLastWindow
+                              ? grad_weight_window_kernel_for<scalar_t>(g.kernel_h, g.stride_h)
+                              : grad_weight_walk_kernel_for<scalar_t>(g.stride_h);  // never null
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
                     p.partial_bias, g, plan.work);
       break;
