@@ -792,19 +792,20 @@ void check_walk_grad_weight(const Problem& p, const std::string& tag) {
         if (const auto plan = plan_walk_grad_weight<T>(g, gpu)) run(*plan, with_bias, "");
       }
     }
-    if (auto plan = plan_walk_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_w > 3) {
+    const int tile_w = 3 * walk_columns(g.stride_h);  // 3 lanes
+    if (auto plan = plan_walk_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_w > tile_w) {
       const int pairs = static_cast<int>(g.dst_channels / kWalkChannels);
       const int vectors = pairs > 1 ? pairs / 2 + 1 : 1;  // two blocks, the second part-filled
       RingGradWeightWork& w = plan->work;
-      w.tile_w = w.staged_w = 3;
-      w.in_w = 2 * g.stride_h + kWalkKernel;
-      w.chunks_w = static_cast<int>((g.dst_w + 2) / 3);
+      w.tile_w = w.staged_w = tile_w;
+      w.in_w = (tile_w - 1) * g.stride_h + kWalkKernel;
+      w.chunks_w = static_cast<int>((g.dst_w + tile_w - 1) / tile_w);
       w.items = g.batch * w.bands * w.chunks_w;
       w.items_per_slice = 2;
       plan->grid = dim3(static_cast<unsigned>((pairs + vectors - 1) / vectors), static_cast<unsigned>((w.items + 1) / 2));
       plan->block = dim3(static_cast<unsigned>(vectors), 3);
       plan->shared_bytes = walk_shared_bytes<at::acc_type<T, true>>(vectors * 3);
-      run(*plan, true, " (strips of 3, channels in two blocks)");
+      run(*plan, true, " (strips of 3 lanes, channels in two blocks)");
     }
   }
 }

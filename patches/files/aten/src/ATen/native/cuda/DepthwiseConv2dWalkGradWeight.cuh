@@ -10,14 +10,15 @@
 // cuDNN, though they hold few instructions a byte: they wait out latency, with shared memory too
 // full (the widened rows, 40 KB a block) for more blocks or more rows in flight.
 //
-// Here thread (vector, lane) owns two channels of one output column of an item (a strip of columns
-// of a band of rows of one image, the ring kernel's items) and walks down the band, a grad_output
-// row a step. A step's loads, straight from global memory, are the S input rows it adds to its
-// window (three columns each, zero on the padding) and its grad_output value; the loads of the
-// next walk_prefetch(S) steps are in flight in registers while it multiplies. The window's other
-// K - S rows are the previous step's, kept in registers as acc_t, so each value is widened once.
-// The left and right columns of a lane's window are its neighbours' middle ones, loaded by the
-// same warp instruction: L1 serves them, and each input value comes from DRAM once. A thread
+// Here thread (vector, lane) owns two channels of walk_columns(S) output columns of an item (a
+// strip of columns of a band of rows of one image, the ring kernel's items) and walks down the
+// band, a grad_output row a step. A step's loads, straight from global memory, are the S input rows
+// it adds to its window (each its columns: 4 at stride 1, 3 at stride 2) and its grad_output
+// values; the loads of the next K steps are in flight in registers while it multiplies. The
+// window's other K - S rows are the previous steps', kept in registers as acc_t. A lane's edge
+// columns are its neighbours' too, loaded by the same warp instruction: L1 serves them, and each
+// input value comes from DRAM once. Padding costs no branch around a load: every load reads a
+// place inside the tensor, and its words count as zeros where they lie off the plane. A thread
 // keeps its 18 tap sums and 2 bias sums; at the end the block's lanes add theirs in lane order
 // through shared memory and store the block's run of `partial`, which grad_weight_finish_kernel
 // adds in a fixed order: bitwise reproducible, as the other weight-gradient kernels.
@@ -37,14 +38,13 @@ constexpr int kWalkTaps = kWalkKernel * kWalkKernel;
 constexpr int kWalkValues = (kWalkTaps + 1) * kWalkChannels;  // a thread's sums: the taps, then the bias
 constexpr int kWalkMaxVectors = 64;  // a block's channel pairs at most, so that it has 4 lanes or more
 
-// Steps whose loads are in flight while a step multiplies: a step's new loads are 4 words a thread
-// at stride 1 and 7 at stride 2 (half types; twice that in float).
-constexpr int walk_prefetch(int stride) {
-  return stride == 1 ? 3 : 2;
+// Blocks an SM the __launch_bounds__ ask for, and the planner counts on: 3 (80 registers) for
+// bfloat16 at stride 2, which takes 80 with no spill (sm_90); else 2 (128), where ptxas takes more
+// (stride 1's two columns: 96-122) or spills at 80 (half at stride 2: 16 bytes; float: 188).
+template <typename scalar_t>
+constexpr int walk_min_blocks(int stride) {
+  return stride == 2 && std::is_same_v<scalar_t, c10::BFloat16> ? 3 : 2;
 }
-
-// Blocks an SM the __launch_bounds__ ask for (80 registers), and the planner counts on.
-constexpr int kWalkMinBlocks = 3;
 
 constexpr bool is_walk_grad_weight_filter(int kernel, int stride) {
   return kernel == kWalkKernel && (stride == 1 || stride == 2);
@@ -58,16 +58,21 @@ struct alignas(kWalkChannels * sizeof(scalar_t)) WalkWords {
 };
 
 template <typename scalar_t>
-__device__ __forceinline__ WalkWords<scalar_t> load_walk_words_or_zero(bool inside, const scalar_t* address) {
-  WalkWords<scalar_t> words{};
-  if (inside) {
+__device__ __forceinline__ WalkWords<scalar_t> load_walk_words(const scalar_t* address) {
 #ifdef __CUDA_ARCH__
-    words = *reinterpret_cast<const WalkWords<scalar_t>*>(address);
+  return *reinterpret_cast<const WalkWords<scalar_t>*>(address);
 #else
-    memcpy(&words, address, sizeof(words));
-#endif
-  }
+  WalkWords<scalar_t> words;
+  memcpy(&words, address, sizeof(words));
   return words;
+#endif
+}
+
+// Output columns a thread walks side by side: at stride 1 two, whose windows share two of their
+// four input columns (each input value then loaded and widened twice a row instead of three
+// times), for the same 18 sums; at stride 2 one (two would hold 12 words a step in flight).
+constexpr int walk_columns(int stride) {
+  return stride == 1 ? 2 : 1;
 }
 
 // Shared memory of a block of `threads`: each thread's kWalkValues sums, where the lanes meet.
@@ -76,10 +81,10 @@ size_t walk_shared_bytes(int threads) {
   return size_t(threads) * kWalkValues * sizeof(acc_t);
 }
 
-// Blocks of (vectors, lanes) threads: threadIdx.x a pair of channels, threadIdx.y an output column
-// of the item's strip (w.tile_w columns). grid: (channel blocks, slices).
+// Blocks of (vectors, lanes) threads: threadIdx.x a pair of channels, threadIdx.y walk_columns(S)
+// output columns of the item's strip (w.tile_w columns). grid: (channel blocks, slices).
 template <typename scalar_t, int kStride>
-__global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_kernel(
+__global__ void __launch_bounds__(kThreads, walk_min_blocks<scalar_t>(kStride)) grad_weight_walk_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -90,9 +95,10 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
   using Words = WalkWords<scalar_t>;
   constexpr int K = kWalkKernel;
   constexpr int C = kWalkChannels;
-  constexpr int kKept = K - kStride;          // window rows a step keeps from the one before
-  constexpr int kPrefetch = walk_prefetch(kStride);
-  constexpr int kStepLoads = kStride * K + 1;  // the new rows' columns, then grad_output
+  constexpr int kColumns = walk_columns(kStride);
+  constexpr int kWindowColumns = (kColumns - 1) * kStride + K;
+  constexpr int kKept = K - kStride;  // window rows a step keeps from the one before
+  constexpr int kStepLoads = kStride * kWindowColumns + kColumns;  // the new rows, then grad_output
   static_assert(sizeof(acc_t) == 4, "float and the half types only");
   DWCONV_SHARED_BYTES(shared_bytes);
   acc_t* const scratch = reinterpret_cast<acc_t*>(shared_bytes);  // [lane][value][vector]
@@ -107,7 +113,8 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
   const bool live = channel < channels;  // channels are whole pairs
   const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
   const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
-  const int in_row_pitch = src_w * channels;
+  const unsigned pixel_bytes = static_cast<unsigned>(channels * sizeof(scalar_t));
+  const unsigned in_row_bytes = src_w * pixel_bytes;
 
   acc_t sums[K][K][C];
   acc_t bias[C];
@@ -125,6 +132,10 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
 #pragma unroll
     for (int c = 0; c < C; ++c) values[c] = widen_value<scalar_t, acc_t>(words, c);
   };
+  // Loads at byte offsets from a thread's own base: one 64-bit add an address.
+  const auto load_at = [](const char* base, unsigned offset) {
+    return load_walk_words(reinterpret_cast<const scalar_t*>(base + offset));
+  };
 
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
@@ -132,88 +143,99 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
     const int chunk = static_cast<int>(item % w.chunks_w);
     const int band = static_cast<int>(item / w.chunks_w % w.bands);
     const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x = chunk * w.tile_w + lane;
+    const int x = chunk * w.tile_w + lane * kColumns;  // the thread's first output column
     const int y0 = band * w.band_rows;
     const int rows = smaller(w.band_rows, dst_h - y0);
-    const bool walks = live && x < dst_w;  // else every load is off and the sums stay as they are
-    // Nothing is read where a load is off; its address stays inside the tensor all the same.
-    const scalar_t* const in_image = input + static_cast<int64_t>(n) * src_h * in_row_pitch + (live ? channel : 0);
-    const scalar_t* const go_image =
-        grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + (live ? channel : 0);
-    const int sx = x * kStride - g.pad_w;  // the window's first column
-    bool column_inside[K];
-    int column_offset[K];
+    // Every load is made, from a place inside the tensor (rows and columns clamped to the plane, an
+    // idle pair's at the first channel), and its words taken as zeros where it lies on the padding
+    // or past the plane: tested when the words are widened, so that nothing holds up the loads.
+    const char* const in_image = reinterpret_cast<const char*>(
+        input + static_cast<int64_t>(n) * src_h * src_w * channels + (live ? channel : 0));
+    const char* const go_image = reinterpret_cast<const char*>(
+        grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + (live ? channel : 0));
+    bool go_inside[kColumns];
+    unsigned go_offset[kColumns];
 #pragma unroll
-    for (int kw = 0; kw < K; ++kw) {
-      column_inside[kw] = walks && within(sx + kw, src_w);
-      column_offset[kw] = column_inside[kw] ? (sx + kw) * channels : 0;
+    for (int j = 0; j < kColumns; ++j) {
+      go_inside[j] = live && x + j < dst_w;
+      go_offset[j] = smaller(x + j, dst_w - 1) * pixel_bytes;
+    }
+    const int sx = x * kStride - g.pad_w;  // the window's first column
+    bool column_inside[kWindowColumns];
+    unsigned column_offset[kWindowColumns];
+#pragma unroll
+    for (int q = 0; q < kWindowColumns; ++q) {
+      column_inside[q] = live && within(sx + q, src_w);
+      column_offset[q] = std::clamp(sx + q, 0, src_w - 1) * pixel_bytes;
     }
     const int first_row = y0 * kStride - g.pad_h;  // step 0's window's first input row
 
-    // Window row kh of step s is input row first_row + s * kStride + kh.
-    const auto load_row = [&](int s, int kh, Words* to) {
-      const int iy = first_row + s * kStride + kh;
-      const bool row_inside = s < rows && within(iy, src_h);
-      const int row_offset = row_inside ? iy * in_row_pitch : 0;
+    // Window row kh of step s is input row first_row + a, a = s * kStride + kh, held in slot a % K:
+    // the steps are unrolled by K (from a multiple of K), so every slot is known at compile time,
+    // and moving down a step moves no value.
+    const auto load_row = [&](int a, Words* to) {
+      const unsigned row_offset = std::clamp(first_row + a, 0, src_h - 1) * in_row_bytes;
 #pragma unroll
-      for (int kw = 0; kw < K; ++kw) {
-        const bool inside = row_inside && column_inside[kw];
-        to[kw] = load_walk_words_or_zero(inside, in_image + (inside ? row_offset + column_offset[kw] : 0));
-      }
+      for (int q = 0; q < kWindowColumns; ++q) to[q] = load_at(in_image, row_offset + column_offset[q]);
     };
-    // Step s's loads: window rows kKept.. (the rows it adds), then its grad_output value.
+    const auto widen_row = [&](int a, const Words* from, acc_t (&to)[kWindowColumns][C]) {
+      const bool row_inside = within(first_row + a, src_h);
+#pragma unroll
+      for (int q = 0; q < kWindowColumns; ++q) widen(row_inside && column_inside[q] ? from[q] : Words{}, to[q]);
+    };
+    // Step s's loads: its window's new rows (kKept..), then its grad_output values; none past the band.
     const auto load_step = [&](int s, Words (&to)[kStepLoads]) {
+      if (s >= rows) return;
 #pragma unroll
-      for (int r = 0; r < kStride; ++r) load_row(s, kKept + r, to + r * K);
-      const bool inside = walks && s < rows;
-      to[kStride * K] = load_walk_words_or_zero(inside, go_image + (inside ? ((y0 + s) * dst_w + x) * channels : 0));
+      for (int r = 0; r < kStride; ++r) load_row(s * kStride + kKept + r, to + r * kWindowColumns);
+      const unsigned row_offset = (y0 + s) * dst_w * pixel_bytes;
+#pragma unroll
+      for (int j = 0; j < kColumns; ++j) to[kStride * kWindowColumns + j] = load_at(go_image, row_offset + go_offset[j]);
     };
 
-    acc_t window[K][K][C];
+    acc_t window[K][kWindowColumns][C];  // [slot][column][channel]
     {
-      Words kept[kKept][K];
+      Words kept[kKept][kWindowColumns];
 #pragma unroll
-      for (int kh = 0; kh < kKept; ++kh) load_row(0, kh, kept[kh]);
+      for (int a = 0; a < kKept; ++a) load_row(a, kept[a]);
 #pragma unroll
-      for (int kh = 0; kh < kKept; ++kh) {
-#pragma unroll
-        for (int kw = 0; kw < K; ++kw) widen(kept[kh][kw], window[kh][kw]);
-      }
+      for (int a = 0; a < kKept; ++a) widen_row(a, kept[a], window[a]);
     }
-    Words in_flight[kPrefetch][kStepLoads];
+    Words in_flight[K][kStepLoads];
 #pragma unroll
-    for (int u = 0; u < kPrefetch; ++u) load_step(u, in_flight[u]);
+    for (int u = 0; u < K; ++u) load_step(u, in_flight[u]);
 
-    // Unrolled by kPrefetch, so that the step's loads sit in registers known at compile time.
-    for (int s0 = 0; s0 < rows; s0 += kPrefetch) {
+    for (int s0 = 0; s0 < rows; s0 += K) {
 #pragma unroll
-      for (int u = 0; u < kPrefetch; ++u) {
+      for (int u = 0; u < K; ++u) {
         const int s = s0 + u;
-        if (s >= rows) break;
+        // Skipped past the band (the same for the block), not left by a break: at a break every
+        // value the loop carries is copied into the registers its exit expects.
+        if (s >= rows) continue;
 #pragma unroll
         for (int r = 0; r < kStride; ++r) {
-#pragma unroll
-          for (int kw = 0; kw < K; ++kw) widen(in_flight[u][r * K + kw], window[kKept + r][kw]);
+          const int kh = kKept + r;
+          widen_row(s * kStride + kh, in_flight[u] + r * kWindowColumns, window[(u * kStride + kh) % K]);
         }
-        acc_t go[C];
-        widen(in_flight[u][kStride * K], go);
-        load_step(s + kPrefetch, in_flight[u]);  // in flight from here, into the words just widened
+        acc_t go[kColumns][C];
 #pragma unroll
-        for (int c = 0; c < C; ++c) {
-          bias[c] += go[c];
+        for (int j = 0; j < kColumns; ++j) widen(go_inside[j] ? in_flight[u][kStride * kWindowColumns + j] : Words{}, go[j]);
+        load_step(s + K, in_flight[u]);  // in flight from here, into the words just widened
 #pragma unroll
-          for (int kh = 0; kh < K; ++kh) {
+        for (int j = 0; j < kColumns; ++j) {
+          // A column past the plane multiplies nothing: its zeros times an inf of the window it
+          // meets would make a NaN that no real column does.
+          if (!go_inside[j]) continue;
 #pragma unroll
-            for (int kw = 0; kw < K; ++kw) sums[kh][kw][c] += go[c] * window[kh][kw][c];
-          }
-        }
-        // Down a step: the window's last kKept rows are the next step's first.
+          for (int c = 0; c < C; ++c) {
+            bias[c] += go[j][c];
 #pragma unroll
-        for (int kh = 0; kh < kKept; ++kh) {
+            for (int kh = 0; kh < K; ++kh) {
 #pragma unroll
-          for (int kw = 0; kw < K; ++kw) {
-#pragma unroll
-            for (int c = 0; c < C; ++c) window[kh][kw][c] = window[kh + kStride][kw][c];
+              for (int kw = 0; kw < K; ++kw) {
+                sums[kh][kw][c] += go[j][c] * window[(u * kStride + kh) % K][j * kStride + kw][c];
+              }
+            }
           }
         }
       }
@@ -286,31 +308,35 @@ inline bool has_walk_grad_weight(const PassGeometry& g, size_t element_size) {
 
 // A block's channels: the pairs of the pass shared evenly by the fewest blocks of at most
 // kWalkMaxVectors pairs (wider blocks would leave a block's lanes, whose loads of each other's
-// columns L1 serves, too few); its lanes: as many columns as the rest of kThreads threads, the row
-// cut into the fewest strips of them, each as wide as it may be. Then the bands and slices of
-// cut_ring_items.
+// columns L1 serves, too few); its lanes: as many as the rest of kThreads threads, each
+// walk_columns(S) output columns, the row cut into the fewest strips of them, each as wide as it
+// may be. Then the bands and slices of cut_ring_items.
 template <typename scalar_t>
 std::optional<RingGradWeightLaunch> plan_walk_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   using acc_t = at::acc_type<scalar_t, true>;
   const int kernel = g.kernel_h, stride = g.stride_h;
+  const int columns = walk_columns(stride);
   const int64_t pairs = g.dst_channels / kWalkChannels;
   const int64_t channel_blocks = (pairs + kWalkMaxVectors - 1) / kWalkMaxVectors;
   if (channel_blocks > 65535) return std::nullopt;
   const int vectors = static_cast<int>((pairs + channel_blocks - 1) / channel_blocks);
-  const int most_lanes = static_cast<int>(std::min<int64_t>(kThreads / vectors, g.dst_w));
-  const int64_t strips = (g.dst_w + most_lanes - 1) / most_lanes;
-  const int lanes = static_cast<int>((g.dst_w + strips - 1) / strips);
+  const int64_t lane_columns = (g.dst_w + columns - 1) / columns;  // a row's columns, a lane's at a time
+  const int most_lanes = static_cast<int>(std::min<int64_t>(kThreads / vectors, lane_columns));
+  const int64_t strips = (lane_columns + most_lanes - 1) / most_lanes;
+  const int lanes = static_cast<int>((lane_columns + strips - 1) / strips);
   const int threads = vectors * lanes;
   const size_t shared_bytes = walk_shared_bytes<acc_t>(threads);
-  const int64_t resident = resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(kWalkMinBlocks)) *
-                           std::max<int64_t>(gpu.sm_count, 1);
+  const int64_t resident =
+      resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(walk_min_blocks<scalar_t>(stride))) *
+      std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, strips, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
-  const int in_w = (lanes - 1) * stride + kernel;
+  const int tile_w = lanes * columns;
+  const int in_w = (tile_w - 1) * stride + kernel;
   return RingGradWeightLaunch{
       dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(cut->slices)),
       dim3(static_cast<unsigned>(vectors), static_cast<unsigned>(lanes)),
-      RingGradWeightWork{lanes, lanes, in_w, static_cast<int>(strips), static_cast<int>(cut->band_rows),
+      RingGradWeightWork{tile_w, tile_w, in_w, static_cast<int>(strips), static_cast<int>(cut->band_rows),
                          static_cast<int>(cut->bands), cut->items, cut->items_per_slice},
       shared_bytes};
 }
