@@ -91,11 +91,12 @@ def test_the_routing_tests_biased_layers_take_the_weight_gradient_kernels_they_e
 def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choice):
     """A row of 32 x lanes threads more (blockDim.y one past the kernel rows), the same grid; at 7x7
     still three blocks an SM at the ring's 80 registers, as without. (The ring kernel with the window
-    kernel switched off: it takes these filters before the ring.)"""
+    and walk kernels switched off: they take these filters before the ring.)"""
     for kernel, lanes in ((3, 2), (5, 1), (7, 1)):
         call = kernel_cases.Call("ring", 16, 96, 56, kernel, padding=kernel // 2, layout="cl")
         without, with_bias = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
-            kernel_choice, [query_line("bfloat16", pass_, call, H100, ["channels_last_window_grad_weight"])
+            kernel_choice, [query_line("bfloat16", pass_, call, H100,
+                                       ["channels_last_walk_grad_weight", "channels_last_window_grad_weight"])
                             for pass_ in ("grad-weight", "grad-weight+bias")],
             "--plans"))
         assert without.kernel == with_bias.kernel == kernel_cases.RING_GRAD_WEIGHT
@@ -132,7 +133,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 22 and names <= defined, names - defined
+    assert len(names) == 23 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -175,7 +176,7 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     assert choose(kernel_choice, lines) == [
         kernel_cases.PIXEL, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_REGISTER_TILED,
         kernel_cases.CHANNELS_LAST_TILED, kernel_cases.PIXEL, kernel_cases.REGISTER_TILED,
-        kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+        kernel_cases.WALK_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
 def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
@@ -251,8 +252,8 @@ def tensor_core_layer(problem) -> bool:
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     """The kernels written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
-    tiles (the stride-2 kernels for backward-input at stride 2, the window kernel for the
-    channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
+    tiles (the stride-2 kernels for backward-input at stride 2, the walk kernel (3x3) or the window
+    kernel for the channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
     passes, and the tensor-core one for those of bf16 and fp16) for the rest, or at
     batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
@@ -262,7 +263,9 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if layer.kernel > 7:
         return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
     if pass_ == "grad-weight":
-        return (k.WINDOW_GRAD_WEIGHT if cl else k.REGISTER_TILED_GRAD_WEIGHT,)
+        if not cl:
+            return (k.REGISTER_TILED_GRAD_WEIGHT,)
+        return (k.WALK_GRAD_WEIGHT if layer.kernel == 3 else k.WINDOW_GRAD_WEIGHT,)
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)

@@ -23,6 +23,7 @@ REGISTER_TILED_GRAD_WEIGHT = "grad_weight_register_tiled_kernel"
 CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 RING_GRAD_WEIGHT = "grad_weight_ring_kernel"
 WINDOW_GRAD_WEIGHT = "grad_weight_window_kernel"
+WALK_GRAD_WEIGHT = "grad_weight_walk_kernel"
 LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
@@ -177,8 +178,8 @@ def channels_last_tiled_cases(element_size):
 def channels_last_grad_weight_cases(element_size):
     """The channels_last weight gradients of square 3, 5 and 7 filters at stride 1 or 2, dilation 1,
     multiplier 1, in float and the half types where the channels are whole 16-byte vectors and the
-    data 16-byte aligned: the window kernel, and the ring kernel for 7x7 at stride 2, which the
-    window kernel is not compiled for. Elsewhere the register-blocked kernel, which for the half
+    data 16-byte aligned: the walk kernel at 3x3, the window kernel at 5x5 and 7x7, and the ring
+    kernel for 7x7 at stride 2, which the window kernel is not compiled for. Elsewhere the register-blocked kernel, which for the half
     types needs an even channel count and data aligned to a channel pair."""
     pairs = element_size == 2
     vector = _vector(element_size)
@@ -188,9 +189,10 @@ def channels_last_grad_weight_cases(element_size):
 
     register = None if pairs else CHANNELS_LAST_GRAD_WEIGHT
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, the kernel or None)
-        ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, specialised(64, WINDOW_GRAD_WEIGHT)),
+        ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, specialised(64, WALK_GRAD_WEIGHT)),
         ("144 channels at stride 2: a part-filled channel block", 144, (15, 15), 3, 2, 1, 1, 1, True,
-         specialised(144, WINDOW_GRAD_WEIGHT)),
+         specialised(144, WALK_GRAD_WEIGHT)),
+        ("5x5, 20 x 33", 32, (20, 33), 5, 1, 2, 1, 1, True, specialised(32, WINDOW_GRAD_WEIGHT)),
         ("5x5 at stride 2: a row in items, odd rows", 32, (11, 150), 5, 2, 2, 1, 1, True,
          specialised(32, WINDOW_GRAD_WEIGHT)),
         ("7x7 at stride 2: the ring", 40, (17, 30), 7, 2, 3, 1, 1, True, specialised(40, RING_GRAD_WEIGHT)),
@@ -203,7 +205,7 @@ def channels_last_grad_weight_cases(element_size):
         ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, None),
         ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, None),
     ]
-    kernels = (WINDOW_GRAD_WEIGHT, RING_GRAD_WEIGHT, CHANNELS_LAST_GRAD_WEIGHT)
+    kernels = (WALK_GRAD_WEIGHT, WINDOW_GRAD_WEIGHT, RING_GRAD_WEIGHT, CHANNELS_LAST_GRAD_WEIGHT)
     return [
         Expectation(Call(label, 3, c, size, kernel, stride, padding, dilation, m, "cl", 1 - aligned, 1 - aligned),
                     {"grad-weight": {name: name == takes for name in kernels}})
@@ -401,7 +403,8 @@ KERNEL_PATH_ROWS = [
     ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
      {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
     ("channels_last_ring_grad_weight", "cl", 3, 8, (20, 33), (7, 7), 2, (3, 3), {"grad-weight": RING_GRAD_WEIGHT}),
-    ("channels_last_window_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": WINDOW_GRAD_WEIGHT}),
+    ("channels_last_window_grad_weight", "cl", 3, 8, (20, 33), (5, 5), 1, (2, 2), {"grad-weight": WINDOW_GRAD_WEIGHT}),
+    ("channels_last_walk_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": WALK_GRAD_WEIGHT}),
     ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
      {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
     ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
@@ -419,7 +422,8 @@ KERNEL_PATH_ROWS = [
 
 
 # Paths compiled for float and the half types only, and for the half types only.
-PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight"}
+PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight",
+                        "channels_last_walk_grad_weight"}
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}

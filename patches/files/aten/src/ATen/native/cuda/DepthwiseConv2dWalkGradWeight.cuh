@@ -38,13 +38,9 @@ constexpr int kWalkTaps = kWalkKernel * kWalkKernel;
 constexpr int kWalkValues = (kWalkTaps + 1) * kWalkChannels;  // a thread's sums: the taps, then the bias
 constexpr int kWalkMaxVectors = 64;  // a block's channel pairs at most, so that it has 4 lanes or more
 
-// Blocks an SM the __launch_bounds__ ask for, and the planner counts on: 3 (80 registers) for
-// bfloat16 at stride 2, which takes 80 with no spill (sm_90); else 2 (128), where ptxas takes more
-// (stride 1's two columns: 96-122) or spills at 80 (half at stride 2: 16 bytes; float: 188).
-template <typename scalar_t>
-constexpr int walk_min_blocks(int stride) {
-  return stride == 2 && std::is_same_v<scalar_t, c10::BFloat16> ? 3 : 2;
-}
+// Blocks an SM the __launch_bounds__ ask for (128 registers), and the planner counts on: ptxas
+// takes 93-114 (sm_90), and at 80 it spills (bfloat16 at stride 2, the least: 32 bytes).
+constexpr int kWalkMinBlocks = 2;
 
 constexpr bool is_walk_grad_weight_filter(int kernel, int stride) {
   return kernel == kWalkKernel && (stride == 1 || stride == 2);
@@ -84,7 +80,7 @@ size_t walk_shared_bytes(int threads) {
 // Blocks of (vectors, lanes) threads: threadIdx.x a pair of channels, threadIdx.y walk_columns(S)
 // output columns of the item's strip (w.tile_w columns). grid: (channel blocks, slices).
 template <typename scalar_t, int kStride>
-__global__ void __launch_bounds__(kThreads, walk_min_blocks<scalar_t>(kStride)) grad_weight_walk_kernel(
+__global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -327,7 +323,7 @@ std::optional<RingGradWeightLaunch> plan_walk_grad_weight(const PassGeometry& g,
   const int threads = vectors * lanes;
   const size_t shared_bytes = walk_shared_bytes<acc_t>(threads);
   const int64_t resident =
-      resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(walk_min_blocks<scalar_t>(stride))) *
+      resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(kWalkMinBlocks)) *
       std::max<int64_t>(gpu.sm_count, 1);
   const auto cut = cut_ring_items(g, strips, channel_blocks, resident, (kernel - 1) / stride);
   if (!cut) return std::nullopt;
