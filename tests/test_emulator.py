@@ -230,6 +230,8 @@ def test_the_race_check_reports_what_a_gpu_leaves_unordered(race_selftest, scena
 MUTATIONS = [
     # The weight gradients meet the input with real outputs only (case 7 holds inf in its input):
     (("if (kPartial && j >= chunk_cols) break;", "if (kPartial && j >= kWindowChunk) break;"), "7:8"),  # window
+    (("if (!go_inside[j]) continue;", ""), "7:8"),  # walk: a column past the plane
+    (("window[(u * kStride + kh) % K][j * kStride + kw][c]", "window[kh][j * kStride + kw][c]"), "12:13"),  # walk's slots
     (("if (kPartial && x + j >= cols) break;", "if (kPartial && j >= kRingChunk) break;"), "7:8"),  # ring
     (("if (kPartial && x0 + j >= dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NHWC register
     (("if (kPartial && x + j >= g.dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NCHW columns
@@ -690,6 +692,7 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # them: a warp meeting holds the writer back until the readers have read), each with a case that
 # reaches it: the race check must report each.
 RACE_MUTATIONS = [
+    (("__syncthreads();  // the run is in scratch, whoever put it", "// barrier removed"), "12"),  # v41's walk
     (("__syncthreads();  // no thread still reads warp_sums", "// barrier removed"), "1"),  # the next taps' sums
     (("__syncthreads();  // lane_totals is written again next round", "// barrier removed"), "21"),  # v39's finish
 ]

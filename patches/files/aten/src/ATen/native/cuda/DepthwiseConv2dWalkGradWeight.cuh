@@ -256,10 +256,10 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
         for (int other = 1; other < lanes; ++other) values[i] += scratch[(other * kWalkValues + i) * vectors + vector];
       }
     }
-    __syncthreads();  // every lane's sums read
   }
   // The block's run of `partial` ([channel][tap] from channel c0 on), put in shared memory in the
-  // run's order by lane 0, then stored by the whole block in order.
+  // run's order by lane 0, then stored by the whole block in order. The run takes the first
+  // vectors x 18 values, inside lane 0's own vectors x 20, which no thread reads: no barrier first.
   if (lane == 0) {
 #pragma unroll
     for (int c = 0; c < C; ++c) {
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
       for (int tap = 0; tap < kWalkTaps; ++tap) scratch[(vector * C + c) * kWalkTaps + tap] = values[tap * C + c];
     }
   }
-  __syncthreads();
+  __syncthreads();  // the run is in scratch, whoever put it
   const int threads = vectors * lanes;
   const int tid = lane * vectors + vector;
   const int run_values = smaller(vectors * C, channels - c0) * kWalkTaps;
