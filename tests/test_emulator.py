@@ -75,7 +75,7 @@ KERNELS_CHECKED = [
                    "register-tiled NCHW staged grad_output", "register-tiled NCHW stride 2",
                    "register-tiled NCHW stride 2 row loads", "register-tiled NCHW stride 2 staged grad_output",
                    "register NHWC",
-                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC")] + [
+                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC", "walk NHWC")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 
@@ -232,6 +232,7 @@ MUTATIONS = [
     (("if (kPartial && j >= chunk_cols) break;", "if (kPartial && j >= kWindowChunk) break;"), "7:8"),  # window
     (("if (!go_inside[j]) continue;", ""), "7:8"),  # walk: a column past the plane
     (("window[(u * kStride + kh) % K][j * kStride + kw][c]", "window[kh][j * kStride + kw][c]"), "12:13"),  # walk's slots
+    (("__syncthreads();  // the run is in scratch, whoever put it", "// barrier removed"), "12:13"),  # walk's run
     (("if (kPartial && x + j >= cols) break;", "if (kPartial && j >= kRingChunk) break;"), "7:8"),  # ring
     (("if (kPartial && x0 + j >= dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NHWC register
     (("if (kPartial && x + j >= g.dst_w) break;", "if (kPartial && j >= kBlockCols) break;"), "7:8"),  # NCHW columns
@@ -692,7 +693,6 @@ def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # them: a warp meeting holds the writer back until the readers have read), each with a case that
 # reaches it: the race check must report each.
 RACE_MUTATIONS = [
-    (("__syncthreads();  // the run is in scratch, whoever put it", "// barrier removed"), "12"),  # v41's walk
     (("__syncthreads();  // no thread still reads warp_sums", "// barrier removed"), "1"),  # the next taps' sums
     (("__syncthreads();  // lane_totals is written again next round", "// barrier removed"), "21"),  # v39's finish
 ]
