@@ -57,19 +57,20 @@ constexpr bool is_ring_grad_weight_filter(int kernel, int stride) {
   return (kernel == 3 || kernel == 5 || kernel == 7) && (stride == 1 || stride == 2);
 }
 
-// The lanes' sums of a block's channels meet in shared memory and are added in lane order, so
-// that the result is bitwise reproducible. A thread's first `count` values are its lane's sums of
-// slots first .. first + count - 1 of the `slots` each lane has; on return, lane 0's hold the
-// block's totals. Every thread of the block calls it, after a barrier past the last read of
-// `scratch` ([lane][slot][kRingChannels]).
+// The lanes' sums of a block's channels (threadIdx.x, blockDim.x of them) meet in shared memory
+// and are added in lane order, so that the result is bitwise reproducible. A thread's first `count`
+// values are its lane's sums of slots first .. first + count - 1 of the `slots` each lane has; on
+// return, lane 0's hold the block's totals. Every thread of the block calls it, after a barrier past
+// the last read of `scratch` ([lane][slot][blockDim.x]).
 template <typename acc_t, int kValues>
 __device__ __forceinline__ void add_lanes_in_order(acc_t (&values)[kValues], int count, acc_t* scratch, int first,
                                                    int slots, int lane, int lanes) {
   const int channel = threadIdx.x;
+  const int channels = blockDim.x;
   if (lanes > 1) {
 #pragma unroll
     for (int i = 0; i < kValues; ++i) {
-      if (i < count) scratch[(lane * slots + first + i) * kRingChannels + channel] = values[i];
+      if (i < count) scratch[(lane * slots + first + i) * channels + channel] = values[i];
     }
     __syncthreads();
   }
@@ -78,7 +79,7 @@ __device__ __forceinline__ void add_lanes_in_order(acc_t (&values)[kValues], int
   for (int i = 0; i < kValues; ++i) {
     if (i >= count) break;
     for (int other = 1; other < lanes; ++other) {
-      values[i] += scratch[(other * slots + first + i) * kRingChannels + channel];
+      values[i] += scratch[(other * slots + first + i) * channels + channel];
     }
   }
 }

@@ -246,17 +246,7 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
     for (int tap = 0; tap < kWalkTaps; ++tap) values[tap * C + c] = sums[tap / K][tap % K][c];
     values[kWalkTaps * C + c] = bias[c];
   }
-  if (lanes > 1) {
-#pragma unroll
-    for (int i = 0; i < kWalkValues; ++i) scratch[(lane * kWalkValues + i) * vectors + vector] = values[i];
-    __syncthreads();
-    if (lane == 0) {
-#pragma unroll
-      for (int i = 0; i < kWalkValues; ++i) {
-        for (int other = 1; other < lanes; ++other) values[i] += scratch[(other * kWalkValues + i) * vectors + vector];
-      }
-    }
-  }
+  add_lanes_in_order(values, kWalkValues, scratch, 0, kWalkValues, lane, lanes);
   // The block's run of `partial` ([channel][tap] from channel c0 on), put in shared memory in the
   // run's order by lane 0, then stored by the whole block in order. The run takes the first
   // vectors x 18 values, inside lane 0's own vectors x 20, which no thread reads: no barrier first.
