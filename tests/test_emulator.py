@@ -6,6 +6,7 @@ proof that the emulator fails when the kernels are wrong, a missing __syncthread
 import math
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
@@ -33,26 +34,60 @@ RACE_CHECKED = ("-fsanitize=thread", "-g")
 RACE_CHECK_ENV = {**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"}
 
 
+PRELUDE = EMULATOR / "emulate_depthwise2d_prelude.h"
+PLANTED_BUG_OPTIMIZATION = "-O0"  # the build is most of a planted bug's time, and its runs are short
+
+
+def compile_flags(optimization: str, include_roots: list[Path]) -> list[str]:
+    """The emulator's compiler flags but the build's own choices: its headers looked up in
+    include_roots in order, then the emulator's and torch's."""
+    torch = ensure_pinned_torch(load_pin(), cache_dir())
+    return ["-std=c++20", optimization, "-pthread", *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
+            *[f"-I{d}" for d in torch.include_dirs]]
+
+
+def precompiled_prelude(folder: Path) -> Path:
+    """PRELUDE compiled once, as the planted-bug builds compile, into folder: the path to give them
+    (`-include`; GCC reads the .gch beside it), whose include guard then skips the emulator's own
+    #include of it. A second of each build's five."""
+    folder.mkdir(parents=True, exist_ok=True)
+    header = folder / PRELUDE.name
+    header.write_text(PRELUDE.read_text())
+    subprocess.run(["g++", *compile_flags(PLANTED_BUG_OPTIMIZATION, [OURS]), "-x", "c++-header", str(header), "-o",
+                    f"{header}.gch"], check=True, capture_output=True, text=True)
+    return header
+
+
 def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False,
-          race_checked: bool = False) -> Path:
+          race_checked: bool = False, only_header: str | None = None, prelude: Path | None = None) -> Path:
     """The emulator, its headers looked up in include_roots in order; float32_only: the kernels
     checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY); race_checked: built
-    with ThreadSanitizer."""
+    with ThreadSanitizer; only_header: only the kernels that header defines, called directly
+    (DWCONV_EMULATE_ONLY, HEADER_BUILDS); prelude: precompiled_prelude's, for an -O0 build."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
-    binary = tmp_path / ("emulate_depthwise2d" + ("_float32" if float32_only else "") + ("_tsan" if race_checked else ""))
+    binary = tmp_path / ("emulate_depthwise2d" + ("_float32" if float32_only else "") + ("_tsan" if race_checked else "")
+                         + (f"_{HEADER_BUILDS[only_header]}" if only_header else ""))
     subprocess.run(
-        ["g++", "-std=c++20", optimization, "-pthread", *(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []),
-         *(RACE_CHECKED if race_checked else ()),
-         *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
-         *[f"-I{d}" for d in torch.include_dirs], str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
+        ["g++", *compile_flags(optimization, include_roots), *(["-include", str(prelude)] if prelude else ()),
+         *(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []), *(RACE_CHECKED if race_checked else ()),
+         *([f"-DDWCONV_EMULATE_ONLY={HEADER_BUILDS[only_header]}"] if only_header else ()),
+         str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
          f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
         check=True, capture_output=True, text=True,
     )
     return binary
 
 
+# A run's bound on the CPU time it takes (a kernel looping for ever), not on the wall clock: the
+# runs started early go at nice 19 beside the other tests, and the time they are given varies.
+RUN_CPU_SECONDS = 1200
+
+
 def run(binary: Path, *args: str):
-    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=900, env=RACE_CHECK_ENV)
+    proc = subprocess.run(["prlimit", f"--cpu={RUN_CPU_SECONDS}:{RUN_CPU_SECONDS + 10}", str(binary), *args],
+                          capture_output=True, text=True, env=RACE_CHECK_ENV)
+    assert proc.returncode not in (-signal.SIGXCPU, -signal.SIGKILL), \
+        f"{binary.name} {' '.join(args)}: stopped past {RUN_CPU_SECONDS} s of CPU"
     match = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
     assert match, proc.stdout + proc.stderr
     return proc, int(match.group(1)), int(match.group(2))
@@ -654,6 +689,32 @@ MUTATIONS = [
 # Headers whose kernels the float-only build compiles none of: their mutations go to the whole build.
 HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh"}
 
+# The kernel headers whose kernels the emulator checks alone when built with DWCONV_EMULATE_ONLY (its
+# KernelHeader names): a planted bug in one goes first to a build of that header's kernels, which
+# takes half the time of the whole; the shared headers (Common, KernelChoice, Launch) reach every kernel.
+HEADER_BUILDS = {f"ATen/native/cuda/DepthwiseConv2d{name}.cuh": name for name in (
+    "General", "Conv1d", "RegisterTiled", "LargeFilter", "ChannelsLastStream", "ChannelsLastMma", "Pixel", "Stride2",
+    "RingGradWeight", "WindowGradWeight", "WalkGradWeight")}
+
+
+def builds_for(header: str) -> list[tuple[bool, str | None]]:
+    """The builds, (float32_only, only_header), that a planted bug in `header` goes through in turn until
+    one catches it: its header's own (float, then every type), then the whole emulator (the same), so
+    that only a bug every build misses goes uncaught. Half-types-only kernels skip the float builds."""
+    types = (False,) if header in HALF_TYPES_ONLY else (True, False)
+    own = [(float32_only, header) for float32_only in types] if header in HEADER_BUILDS else []
+    return own + [(float32_only, None) for float32_only in types]
+
+
+def own_builds_with_cases() -> list[tuple[str, bool, str]]:
+    """(header, float32_only, the cases of its planted bugs) of each header's own build."""
+    cases = {}
+    for (old, _), spec in MUTATIONS:
+        cases.setdefault(header_holding(old), []).append(spec)
+    return [(header, float32_only, ",".join(sorted(set(cases[header]))))
+            for header in HEADER_BUILDS if header in cases
+            for float32_only, only in builds_for(header) if only]
+
 
 def header_holding(text: str) -> str:
     """The one kernel header that holds `text`, once."""
@@ -674,19 +735,23 @@ def mutated_header(tmp_path: Path, mutation: tuple[str, str]) -> tuple[Path, str
     return mutated, header
 
 
-def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
-    """The emulator built from the kernels with `mutation` made, run over `cases`. Built without
-    optimisation: the build is most of the time, and these runs are short. The float-only build
-    first, which takes half as long and catches most bugs; where it passes, the whole one (double,
-    half and 64-bit indices too), so that only a bug every build misses goes uncaught. A header of
-    the half types' kernels alone (HALF_TYPES_ONLY) goes straight to the whole build."""
+def run_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str, prelude: Path | None = None):
+    """The emulator built from the kernels with `mutation` made, run over `cases`, through
+    builds_for(its header) until one fails."""
     mutated, header = mutated_header(tmp_path, mutation)
-    builds = (False,) if header in HALF_TYPES_ONLY else (True, False)
-    for float32_only in builds:
-        proc, _, failed = run(build(tmp_path, [mutated, OURS], "-O0", float32_only), cases)  # mutated header first
+    for float32_only, only_header in builds_for(header):
+        binary = build(tmp_path, [mutated, OURS], PLANTED_BUG_OPTIMIZATION, float32_only,  # the mutated header first
+                       only_header=only_header, prelude=prelude)
+        proc, _, failed = run(binary, cases)
         if failed > 0:
             break
     return proc, failed
+
+
+def run_unmutated(tmp_path: Path, header: str, float32_only: bool, cases: str, prelude: Path | None = None):
+    """A header's own build from the kernels as they are, run over the cases of its planted bugs."""
+    return run(build(tmp_path, [OURS], PLANTED_BUG_OPTIMIZATION, float32_only, only_header=header, prelude=prelude),
+               cases)
 
 
 # Barriers whose removal no order of the emulator's shows (every case of the sweep passes without
@@ -739,27 +804,33 @@ def start_early(session: pytest.Session, items: list[pytest.Item]) -> None:
     most of them done."""
     planted = {"test_emulator_catches_broken_kernels": (run_mutated, False),
                "test_race_check_catches_what_no_order_shows": (run_race_mutated, True)}
-    jobs = {}  # key: (function, its arguments after the work folder), the longest first
+    jobs = {}  # key: (function, its arguments after the work folder, whether it builds at -O0 on the prelude)
     if any(item.originalname == "test_kernels_leave_no_race_on_the_emulated_gpu" for item in items):
-        jobs[RACE_SWEEP] = (run_race_checked, (RACE_CASES,))
+        jobs[RACE_SWEEP] = (run_race_checked, (RACE_CASES,), False)
     for item in items:
         if item.originalname in planted:
             function, race_checked = planted[item.originalname]
             mutation, cases = item.callspec.params["mutation"], item.callspec.params["cases"]
-            jobs[early_key(mutation, cases, race_checked)] = (function, (mutation, cases))
+            jobs[early_key(mutation, cases, race_checked)] = (function, (mutation, cases), not race_checked)
+        elif item.originalname == "test_a_header_s_own_build_passes_its_planted_bugs_cases_as_the_kernels_are":
+            header, float32_only, cases = (item.callspec.params[name] for name in ("header", "float32_only", "cases"))
+            jobs[unmutated_key(header, float32_only)] = (run_unmutated, (header, float32_only, cases), True)
     keys = list(jobs)
     work = tempfile.TemporaryDirectory(prefix="dwconv-mutations-")
     pool = None
     try:
         ensure_pinned_torch(load_pin(), cache_dir())  # unpacked here, once, before any build reads it
+        on_prelude = any(with_prelude for _, _, with_prelude in jobs.values())
+        prelude = precompiled_prelude(Path(work.name) / "prelude") if on_prelude else None
     except Exception as err:  # noqa: BLE001 - each mutation test reports it
         runs = {key: Future() for key in keys}
         for future in runs.values():
             future.set_exception(err)
     else:
         pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, initializer=_lowest_priority)
-        runs = {key: pool.submit(function, Path(tempfile.mkdtemp(dir=work.name)), *args)
-                for key, (function, args) in jobs.items()}
+        runs = {key: pool.submit(function, Path(tempfile.mkdtemp(dir=work.name)), *args,
+                                 **({"prelude": prelude} if with_prelude else {}))
+                for key, (function, args, with_prelude) in jobs.items()}
     session.stash[EARLY_RUNS] = {"pool": pool, "work": work, "runs": runs}
 
 
@@ -769,6 +840,11 @@ def stop_early(session: pytest.Session) -> None:
         if started["pool"] is not None:
             started["pool"].shutdown(cancel_futures=True)  # after a failure under -x, the rest are not wanted
         started["work"].cleanup()
+
+
+def unmutated_key(header: str, float32_only: bool) -> tuple:
+    """A header's own build, unmutated, among the runs started early."""
+    return ("unmutated", header, float32_only)
 
 
 @pytest.fixture
@@ -817,3 +893,39 @@ def test_race_check_catches_what_no_order_shows(early_runs, mutation, cases):
 def test_emulator_catches_broken_kernels(early_runs, mutation, cases):
     proc, failed = early_runs[early_key(mutation, cases, False)].result()
     assert failed > 0 and proc.returncode == 1, proc.stdout
+
+
+def test_the_header_builds_are_the_emulators():
+    """HEADER_BUILDS names the emulator's KernelHeader values, and every kernel header that defines a
+    kernel has its own build, or is one every kernel includes."""
+    source = (EMULATOR / "emulate_depthwise2d.cpp").read_text()
+    values = re.search(r"enum class KernelHeader \{(.*?)\};", source, re.S).group(1)
+    assert [value.strip()[1:] for value in values.split(",")] == ["All", *HEADER_BUILDS.values()]
+    with_kernels = {header for header in KERNEL_HEADERS if "__global__ void" in (OURS / header).read_text()}
+    assert with_kernels - set(HEADER_BUILDS) == {"ATen/native/cuda/DepthwiseConv2dCommon.cuh"}
+
+
+@pytest.mark.started_early
+@pytest.mark.parametrize("header, float32_only, cases", own_builds_with_cases())
+def test_a_header_s_own_build_passes_its_planted_bugs_cases_as_the_kernels_are(early_runs, header, float32_only,
+                                                                              cases):
+    """What makes a planted bug's failures in its header's own build the bug's: the same build of the
+    kernels as they are passes the same cases, having checked that header's kernels and dispatched none."""
+    proc, passed, failed = early_runs[unmutated_key(header, float32_only)].result()
+    assert failed == 0 and passed > 0 and proc.returncode == 0, proc.stdout
+    assert re.search(r"^checked .+: \d+$", proc.stdout, re.M), proc.stdout
+    assert "dispatched to" not in proc.stdout, proc.stdout
+
+
+def test_the_planted_bug_builds_read_the_precompiled_prelude(tmp_path):
+    """GCC falls back to the header's text, silently, where a precompiled header does not fit the
+    build's flags: then every planted-bug build parses torch's headers again."""
+    prelude = precompiled_prelude(tmp_path / "prelude")
+    proc = subprocess.run(["g++", *compile_flags(PLANTED_BUG_OPTIMIZATION, [tmp_path / "mutated", OURS]), "-include",
+                           str(prelude), "-DDWCONV_EMULATE_FLOAT32_ONLY", "-DDWCONV_EMULATE_ONLY=WalkGradWeight",
+                           "-fsyntax-only", "-H", str(EMULATOR / "emulate_depthwise2d.cpp")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    included = proc.stderr.splitlines()
+    assert included[0] == f"! {prelude}.gch", included[:3]
+    assert not any(line.endswith(("c10/util/Half.h", "cuda_emulation.h")) for line in included), included

@@ -5,26 +5,7 @@
 // (DepthwiseConv2dKernelChoice.cuh) and launched (DepthwiseConv2dLaunch.cuh) for an H100. Outputs are poisoned with NaN first, so a value the kernels
 // do not write fails. Prints each failure and ends with "N passed, M failed".
 
-#include <ATen/AccumulateType.h>
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <limits>
-#include <map>
-#include <new>
-#include <optional>
-#include <random>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
-#include "cuda_emulation.h"
-#include "dense_layout.h"
+#include "emulate_depthwise2d_prelude.h"
 
 #define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   dwconv_emu::launch(grid, block, shared_bytes, kernel, __VA_ARGS__)
@@ -34,6 +15,26 @@
 using namespace at::native::dwconv;
 
 namespace {
+
+// The kernel headers whose kernels the sweep checks directly. Built with DWCONV_EMULATE_ONLY=<name>
+// (a header's name after DepthwiseConv2d: RegisterTiled), the sweep checks that header's kernels
+// alone and nothing is dispatched: the rest is never instantiated, and a planted bug in that header
+// is caught by a build of a third of the time (tests/test_emulator.py's first build of one).
+enum class KernelHeader {
+  kAll, kGeneral, kConv1d, kRegisterTiled, kLargeFilter, kChannelsLastStream, kChannelsLastMma, kPixel, kStride2,
+  kRingGradWeight, kWindowGradWeight, kWalkGradWeight
+};
+#ifdef DWCONV_EMULATE_ONLY
+#define DWCONV_HEADER_OF(name) DWCONV_HEADER_OF_NAME(name)
+#define DWCONV_HEADER_OF_NAME(name) KernelHeader::k##name
+constexpr KernelHeader kEmulatedHeader = DWCONV_HEADER_OF(DWCONV_EMULATE_ONLY);
+#else
+constexpr KernelHeader kEmulatedHeader = KernelHeader::kAll;
+#endif
+
+constexpr bool emulates(KernelHeader header) {
+  return kEmulatedHeader == KernelHeader::kAll || kEmulatedHeader == header;
+}
 
 constexpr int kEmulatedSMs = 3;  // small grids: the grid-stride loops and slices get exercised
 // The tiled plans for a small GPU (largest tiles) and for a very large one (tiles shrunk
@@ -496,41 +497,55 @@ void check_forward(const Problem& p, const char* dtype) {
   const T* bias_ptr = p.k.bias ? bias.data() : nullptr;
   const double terms = p.k.kh * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
-  if (const auto plan = plan_tiled<acc_t>(g)) {
-    const auto in = p.input.store<T>(false);
-    auto out = poisoned<T>(p.output.v.size());
-    dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, false>,
-                       in.data(), weight.data(), bias_ptr, out.data(), g, plan->cols_per_thread, plan->tile_in_h,
-                       plan->tile_in_w);
-    expect_close("forward tiled NCHW", tag, p.k, out, p.output, false, terms);
-  }
-  check_register_tiled<T, index_t, false>("forward register-tiled NCHW", tag, p, g, p.input.store<T>(false), bias_ptr,
-                                          p.output, terms);
-  check_row<T, index_t, false>("forward row NCHW", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_column<T, index_t, false>("forward column NHWC", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_channels_last_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_channels_last_mma<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
-  check_pixel<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
-  for (const int64_t min_blocks : kMinBlocks) {
-    if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
-      const auto in = p.input.store<T>(true);
+  if constexpr (emulates(KernelHeader::kGeneral)) {
+    if (const auto plan = plan_tiled<acc_t>(g)) {
+      const auto in = p.input.store<T>(false);
       auto out = poisoned<T>(p.output.v.size());
-      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, false>,
-                         in.data(), weight.data(), bias_ptr, out.data(), g, plan->tile);
-      expect_close("forward tiled NHWC", tag + vectors_tag(*plan), p.k, out, p.output, true, terms);
+      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, false>,
+                         in.data(), weight.data(), bias_ptr, out.data(), g, plan->cols_per_thread, plan->tile_in_h,
+                         plan->tile_in_w);
+      expect_close("forward tiled NCHW", tag, p.k, out, p.output, false, terms);
+    }
+    for (const int64_t min_blocks : kMinBlocks) {
+      if (const auto plan = plan_tiled_channels_last<T>(g, min_blocks)) {
+        const auto in = p.input.store<T>(true);
+        auto out = poisoned<T>(p.output.v.size());
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, false>,
+                           in.data(), weight.data(), bias_ptr, out.data(), g, plan->tile);
+        expect_close("forward tiled NHWC", tag + vectors_tag(*plan), p.k, out, p.output, true, terms);
+      }
+    }
+    for (bool channels_last : {false, true}) {
+      const auto in = p.input.store<T>(channels_last);
+      auto out = poisoned<T>(p.output.v.size());
+      const int64_t total = out.size();
+      dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, false>, in.data(),
+                         weight.data(), bias_ptr, out.data(), g, p.input.strides(channels_last),
+                         p.output.strides(channels_last), channels_last && p.output.c > 1, index_t(total));
+      expect_close(std::string("forward direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, out, p.output,
+                   channels_last, terms);
     }
   }
-  for (bool channels_last : {false, true}) {
-    const auto in = p.input.store<T>(channels_last);
-    auto out = poisoned<T>(p.output.v.size());
-    const int64_t total = out.size();
-    dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, false>, in.data(),
-                       weight.data(), bias_ptr, out.data(), g, p.input.strides(channels_last),
-                       p.output.strides(channels_last), channels_last && p.output.c > 1, index_t(total));
-    expect_close(std::string("forward direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, out, p.output,
-                 channels_last, terms);
+  if constexpr (emulates(KernelHeader::kRegisterTiled)) {
+    check_register_tiled<T, index_t, false>("forward register-tiled NCHW", tag, p, g, p.input.store<T>(false),
+                                            bias_ptr, p.output, terms);
+    check_channels_last_register_tiled<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
+  if constexpr (emulates(KernelHeader::kConv1d)) {
+    check_row<T, index_t, false>("forward row NCHW", tag, p, g, p.input, bias_ptr, p.output, terms);
+    check_column<T, index_t, false>("forward column NHWC", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
+  if constexpr (emulates(KernelHeader::kLargeFilter)) {
+    check_large_filter<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
+  if constexpr (emulates(KernelHeader::kChannelsLastStream)) {
+    check_channels_last_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
+  if constexpr (emulates(KernelHeader::kChannelsLastMma)) {
+    check_channels_last_mma<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
+  if constexpr (emulates(KernelHeader::kPixel)) {
+    check_pixel<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   }
 }
 
@@ -542,53 +557,71 @@ void check_backward_input(const Problem& p, const char* dtype) {
   const double terms = p.k.kh * p.k.kw * p.k.m;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
   if (const auto correlation = backward_input_as_correlation(fwd)) {
-    if (const auto plan = plan_tiled<acc_t>(*correlation)) {
-      const auto go = p.grad_output.store<T>(false);
-      auto gi = poisoned<T>(p.grad_input.v.size());
-      dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, true>,
-                         go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
-                         plan->cols_per_thread, plan->tile_in_h, plan->tile_in_w);
-      expect_close("backward-input tiled NCHW", tag, p.k, gi, p.grad_input, false, terms);
-    }
-    check_register_tiled<T, index_t, true>("backward-input register-tiled NCHW", tag, p, *correlation,
-                                           p.grad_output.store<T>(false), nullptr, p.grad_input, terms);
-    check_row<T, index_t, true>("backward-input row NCHW", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
-                                terms);
-    check_column<T, index_t, true>("backward-input column NHWC", tag, p, *correlation, p.grad_output, nullptr,
-                                   p.grad_input, terms);
-    check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
-                                         p.grad_input, terms);
-    check_channels_last_register_tiled<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output,
-                                                         nullptr, p.grad_input, terms);
-    check_channels_last_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
-                                                 p.grad_input, terms);
-    check_channels_last_mma<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
-                                              p.grad_input, terms);
-    check_pixel<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
-                                  terms);
-    for (const int64_t min_blocks : kMinBlocks) {
-      if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
-        const auto go = p.grad_output.store<T>(true);
+    if constexpr (emulates(KernelHeader::kGeneral)) {
+      if (const auto plan = plan_tiled<acc_t>(*correlation)) {
+        const auto go = p.grad_output.store<T>(false);
         auto gi = poisoned<T>(p.grad_input.v.size());
-        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_channels_last_kernel<T, index_t, true>,
+        dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes, tiled_nchw_kernel<T, index_t, true>,
                            go.data(), weight.data(), static_cast<const T*>(nullptr), gi.data(), *correlation,
-                           plan->tile);
-        expect_close("backward-input tiled NHWC", tag + vectors_tag(*plan), p.k, gi, p.grad_input, true, terms);
+                           plan->cols_per_thread, plan->tile_in_h, plan->tile_in_w);
+        expect_close("backward-input tiled NCHW", tag, p.k, gi, p.grad_input, false, terms);
       }
+      for (const int64_t min_blocks : kMinBlocks) {
+        if (const auto plan = plan_tiled_channels_last<T>(*correlation, min_blocks)) {
+          const auto go = p.grad_output.store<T>(true);
+          auto gi = poisoned<T>(p.grad_input.v.size());
+          dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
+                             tiled_channels_last_kernel<T, index_t, true>, go.data(), weight.data(),
+                             static_cast<const T*>(nullptr), gi.data(), *correlation, plan->tile);
+          expect_close("backward-input tiled NHWC", tag + vectors_tag(*plan), p.k, gi, p.grad_input, true, terms);
+        }
+      }
+    }
+    if constexpr (emulates(KernelHeader::kRegisterTiled)) {
+      check_register_tiled<T, index_t, true>("backward-input register-tiled NCHW", tag, p, *correlation,
+                                             p.grad_output.store<T>(false), nullptr, p.grad_input, terms);
+      check_channels_last_register_tiled<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output,
+                                                           nullptr, p.grad_input, terms);
+    }
+    if constexpr (emulates(KernelHeader::kConv1d)) {
+      check_row<T, index_t, true>("backward-input row NCHW", tag, p, *correlation, p.grad_output, nullptr,
+                                  p.grad_input, terms);
+      check_column<T, index_t, true>("backward-input column NHWC", tag, p, *correlation, p.grad_output, nullptr,
+                                     p.grad_input, terms);
+    }
+    if constexpr (emulates(KernelHeader::kLargeFilter)) {
+      check_large_filter<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                           p.grad_input, terms);
+    }
+    if constexpr (emulates(KernelHeader::kChannelsLastStream)) {
+      check_channels_last_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                                   p.grad_input, terms);
+    }
+    if constexpr (emulates(KernelHeader::kChannelsLastMma)) {
+      check_channels_last_mma<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                                p.grad_input, terms);
+    }
+    if constexpr (emulates(KernelHeader::kPixel)) {
+      check_pixel<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
+                                    terms);
     }
   }
   const auto direct = backward_input_direct(fwd);
-  check_stride2_grad_input<T, index_t>(tag, p, direct, terms);
-  for (bool channels_last : {false, true}) {
-    const auto go = p.grad_output.store<T>(channels_last);
-    auto gi = poisoned<T>(p.grad_input.v.size());
-    const int64_t total = gi.size();
-    dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, true>, go.data(),
-                       weight.data(), static_cast<const T*>(nullptr), gi.data(), direct,
-                       p.grad_output.strides(channels_last), p.grad_input.strides(channels_last),
-                       channels_last && p.grad_input.c > 1, index_t(total));
-    expect_close(std::string("backward-input direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, gi,
-                 p.grad_input, channels_last, terms);
+  if constexpr (emulates(KernelHeader::kStride2)) {
+    check_stride2_grad_input<T, index_t>(tag, p, direct, terms);
+  }
+  if constexpr (emulates(KernelHeader::kGeneral)) {
+    for (bool channels_last : {false, true}) {
+      const auto go = p.grad_output.store<T>(channels_last);
+      auto gi = poisoned<T>(p.grad_input.v.size());
+      const int64_t total = gi.size();
+      dwconv_emu::launch(grid_for(total), dim3(kThreads), 0, direct_kernel<T, index_t, true>, go.data(),
+                         weight.data(), static_cast<const T*>(nullptr), gi.data(), direct,
+                         p.grad_output.strides(channels_last), p.grad_input.strides(channels_last),
+                         channels_last && p.grad_input.c > 1, index_t(total));
+      expect_close(std::string("backward-input direct ") + (channels_last ? "NHWC" : "NCHW"), tag, p.k, gi,
+                   p.grad_input, channels_last, terms);
+    }
   }
 }
 
@@ -884,31 +917,37 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   const auto g = p.geometry();
   const int64_t taps = int64_t(p.k.kh) * p.k.kw;
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
-  check_row_grad_weight<T, index_t>(p, tag);
-  check_column_grad_weight<T, index_t>(p, tag);
-  check_register_grad_weight<T, index_t>(p, tag);
-  check_channels_last_register_grad_weight<T, index_t>(p, tag);
-  check_ring_grad_weight<T, index_t>(p, tag);
-  check_window_grad_weight<T, index_t>(p, tag);
-  check_walk_grad_weight<T, index_t>(p, tag);
-  check_large_filter_grad_weight<T, index_t>(p, tag);
-  for (bool channels_last : {false, true}) {
-    const auto plan = plan_grad_weight(g, !channels_last, sm90_gpu(kEmulatedSMs));
-    const auto go = p.grad_output.store<T>(channels_last);
-    const auto in = p.input.store<T>(channels_last);
-    GradWeightSums<T> sums(p, plan.slices);
-    const dim3 grid(unsigned(plan.channel_blocks), unsigned(plan.slices));
-    if (plan.channels_last) {
-      dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0,
-                         grad_weight_channels_last_kernel_for<T, index_t>(int(taps)),
-                         go.data(), in.data(), sums.partial.data(), sums.partial_bias.data(), g,
-                         p.grad_output.strides(channels_last), p.input.strides(channels_last), plan.rows_per_slice);
-    } else {
-      dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel_for<T, index_t>(int(taps)), go.data(), in.data(),
-                         sums.partial.data(), sums.partial_bias.data(), g, plan.rows_per_slice);
+  if constexpr (emulates(KernelHeader::kConv1d)) {
+    check_row_grad_weight<T, index_t>(p, tag);
+    check_column_grad_weight<T, index_t>(p, tag);
+  }
+  if constexpr (emulates(KernelHeader::kRegisterTiled)) {
+    check_register_grad_weight<T, index_t>(p, tag);
+    check_channels_last_register_grad_weight<T, index_t>(p, tag);
+  }
+  if constexpr (emulates(KernelHeader::kRingGradWeight)) check_ring_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kWindowGradWeight)) check_window_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kWalkGradWeight)) check_walk_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kLargeFilter)) check_large_filter_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kGeneral)) {
+    for (bool channels_last : {false, true}) {
+      const auto plan = plan_grad_weight(g, !channels_last, sm90_gpu(kEmulatedSMs));
+      const auto go = p.grad_output.store<T>(channels_last);
+      const auto in = p.input.store<T>(channels_last);
+      GradWeightSums<T> sums(p, plan.slices);
+      const dim3 grid(unsigned(plan.channel_blocks), unsigned(plan.slices));
+      if (plan.channels_last) {
+        dwconv_emu::launch(grid, dim3(kChannelLanes, kPositionLanes), 0,
+                           grad_weight_channels_last_kernel_for<T, index_t>(int(taps)),
+                           go.data(), in.data(), sums.partial.data(), sums.partial_bias.data(), g,
+                           p.grad_output.strides(channels_last), p.input.strides(channels_last), plan.rows_per_slice);
+      } else {
+        dwconv_emu::launch(grid, dim3(kThreads), 0, grad_weight_nchw_kernel_for<T, index_t>(int(taps)), go.data(), in.data(),
+                           sums.partial.data(), sums.partial_bias.data(), g, plan.rows_per_slice);
+      }
+      check_finished_grad_weight<T>(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag, p,
+                                    sums, plan.slices);
     }
-    check_finished_grad_weight<T>(std::string("grad-weight ") + (channels_last ? "strided NHWC" : "NCHW"), tag, p,
-                                  sums, plan.slices);
   }
 }
 
@@ -1024,7 +1063,7 @@ void check_all(const Problem& p, const char* dtype) {
   check_forward<T, index_t>(p, dtype);
   check_backward_input<T, index_t>(p, dtype);
   check_grad_weight<T, index_t>(p, dtype);
-  check_dispatched<T, index_t>(p, dtype);
+  if constexpr (kEmulatedHeader == KernelHeader::kAll) check_dispatched<T, index_t>(p, dtype);
 }
 
 // One pass of one layer, chosen and launched as DepthwiseConv2d.cu does on an sm_90 GPU of `sms` SMs,
@@ -1367,7 +1406,12 @@ int run_layer(int argc, char** argv) {
   const bool cl = std::string(argv[4]) == "nhwc";
   const std::string dtype = argv[3], pass = argv[5];
   if (dtype == "float") {
+#ifdef DWCONV_EMULATE_ONLY  // a pass chosen and launched as DepthwiseConv2d.cu does may take any kernel
+    std::fprintf(stderr, "--layer: this build checks only the kernels of one header\n");
+    return 2;
+#else
     run_layer_pass<float>(k, cl, pass, sms, planned_batch);
+#endif
 #ifndef DWCONV_EMULATE_FLOAT32_ONLY  // the other types' kernels are most of the build
   } else if (dtype == "double") {
     run_layer_pass<double>(k, cl, pass, sms, planned_batch);
@@ -1388,7 +1432,8 @@ int run_layer(int argc, char** argv) {
 // items each a case (7) or a range (3:9, :9 or 3:, 9 not included); emulate_depthwise2d --list, the
 // sweep's cases with their indices.
 // Built with DWCONV_EMULATE_FLOAT32_ONLY, it checks the kernels in float with 32-bit indices only:
-// half the build time, for the planted-bug runs that a float run catches.
+// half the build time, for the planted-bug runs that a float run catches. Built with
+// DWCONV_EMULATE_ONLY too (KernelHeader), it checks one header's kernels, called directly.
 int main(int argc, char** argv) {
   dwconv_emu::launch_bound_threads = at::native::dwconv::kThreads;  // every kernel's __launch_bounds__ maximum
   if (argc > 1 && std::string(argv[1]) == "--layer") return run_layer(argc, argv);
@@ -1398,11 +1443,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::vector<size_t> chosen = chosen_cases(argc > 1 ? argv[1] : ":", cases.size());
+#ifndef DWCONV_EMULATE_ONLY  // the choice's checks, no kernel run
   check_bench_layers_planned<c10::Half>("half");  // bf16's sizes are half's
   check_bench_layers_planned<float>("float");
   check_bench_layers_planned<double>("double");
   check_grid_stride_bound();
   check_tensor_core_filters_aligned();
+#endif
   for (const size_t i : chosen) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run
     const Problem p(cases[i], rng);
