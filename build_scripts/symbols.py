@@ -9,6 +9,8 @@ signature (an overload, as far as C++ is concerned) is thereby caught.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -112,26 +114,39 @@ def _base_name(demangled: str) -> str:
 
 
 def probe_symbols(header: str, names: list[str], includes: list[str], toolchain: Toolchain,
-                  work: Path) -> dict[str, str]:
-    """qualified name -> the mangled symbol that `header` declares for it."""
+                  work: Path, inputs_digest: str | None = None) -> dict[str, str]:
+    """qualified name -> the mangled symbol that `header` declares for it. With inputs_digest (what
+    the include roots hold beside their paths, and the compilers), an answer is kept in `work` and
+    reused while the probe's source, command and that digest are unchanged."""
     work.mkdir(parents=True, exist_ok=True)
     stem = header.replace("/", "_").replace(".", "_")
     source, obj = work / f"probe_{stem}.cpp", work / f"probe_{stem}.o"
     body = [f"#include <{header}>"]
     body += [f'extern "C" const void* dwconv_probe_{i} = reinterpret_cast<const void*>(&{name});'
              for i, name in enumerate(names)]
-    source.write_text("\n".join(body) + "\n")
-    run_compiler(
-        [toolchain.cxx, "-c", "-O0", str(source), "-o", str(obj), *CXX_FLAGS, *COMMON_DEFINES, *includes],
-        f"{header} does not declare {', '.join(names)} as one unambiguous function or object each",
-    )
+    text = "\n".join(body) + "\n"
+    command = [toolchain.cxx, "-c", "-O0", str(source), "-o", str(obj), *CXX_FLAGS, *COMMON_DEFINES, *includes]
+    kept = None
+    if inputs_digest is not None:  # one answer kept per header and names (a header may be probed for several)
+        which = hashlib.sha256(text.encode()).hexdigest()[:12]
+        key = hashlib.sha256("\0".join([inputs_digest, text, *command]).encode()).hexdigest()[:32]
+        kept = work / f"probe_{stem}.{which}.{key}.json"
+        if kept.is_file():
+            return json.loads(kept.read_text())
+    source.write_text(text)
+    run_compiler(command, f"{header} does not declare {', '.join(names)} as one unambiguous function or object each")
     by_base = {}
     for mangled, plain in demangle(undefined_symbols(obj)).items():
         by_base.setdefault(_base_name(plain), mangled)
     missing = [n for n in names if n not in by_base]
     if missing:
         raise HarnessError(f"probing {header}: no symbol found for {', '.join(missing)}")
-    return {name: by_base[name] for name in names}
+    found = {name: by_base[name] for name in names}
+    if kept is not None:
+        for stale in work.glob(f"probe_{stem}.{which}.*.json"):
+            stale.unlink()
+        kept.write_text(json.dumps(found))
+    return found
 
 
 def signature_problems(name: str, expected: str, defined: set[str], subject: str, header: str) -> list[str]:
