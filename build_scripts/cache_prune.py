@@ -1,4 +1,4 @@
-"""Keeps L0's caches (build/l0/objcache, build/l0/codegen) from growing without bound.
+"""Keeps L0's caches ($DWCONV_CACHE/l0-objects and codegen) from growing without bound.
 
 Every edit of a project file makes new compiled objects and every yaml edit a new codegen run,
 and the old ones are never looked up again. An entry is a group of paths (an object and its
@@ -23,9 +23,12 @@ def touch(path: Path) -> None:
 
 
 def _bytes(path: Path) -> int:
-    if path.is_dir() and not path.is_symlink():
-        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
-    return path.stat().st_size if path.exists() else 0
+    try:
+        if path.is_dir() and not path.is_symlink():
+            return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+        return path.stat().st_size
+    except FileNotFoundError:  # pruned meanwhile
+        return 0
 
 
 def prune(entries: list[list[Path]], max_bytes: int | None = None, max_entries: int | None = None,
@@ -34,8 +37,13 @@ def prune(entries: list[list[Path]], max_bytes: int | None = None, max_entries: 
     most max_entries, sparing those used in the last RECENT_SECONDS. Returns the removed entries'
     first paths."""
     now = time.time() if now is None else now
-    existing = [group for group in entries if group and group[0].exists()]
-    by_use = sorted(existing, key=lambda group: group[0].stat().st_mtime)  # oldest first
+    used = {}  # another process or thread may prune the same cache: an entry may go at any time
+    for group in entries:
+        try:
+            used[id(group)] = group[0].stat().st_mtime
+        except (FileNotFoundError, IndexError):
+            continue
+    by_use = sorted((group for group in entries if id(group) in used), key=lambda group: used[id(group)])  # oldest first
     sizes = {group[0]: sum(_bytes(p) for p in group) for group in by_use}
     total, count = sum(sizes.values()), len(by_use)
     removed = []
@@ -43,13 +51,13 @@ def prune(entries: list[list[Path]], max_bytes: int | None = None, max_entries: 
         over = (max_bytes is not None and total > max_bytes) or (max_entries is not None and count > max_entries)
         if not over:
             break
-        if now - group[0].stat().st_mtime < RECENT_SECONDS:
+        if now - used[id(group)] < RECENT_SECONDS:
             continue
         for path in group:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
+            else:
+                path.unlink(missing_ok=True)
         total -= sizes[group[0]]
         count -= 1
         removed.append(group[0])

@@ -78,8 +78,11 @@ class L0Report:
         return "\n".join([f"L0 passed in {wall:.1f}s (autograd and compile overlap: {steps})", *self.notes])
 
 
-# Compiled objects L0 keeps for reuse (build/l0/objcache), least recently used dropped first.
+# Compiled objects L0 keeps for reuse ($DWCONV_CACHE/l0-objects, shared by every checkout), least
+# recently used dropped first.
 OBJECT_CACHE_BYTES = 1 << 30
+OBJECT_CACHE = "l0-objects"
+CODEGEN_CACHE = "codegen"  # $DWCONV_CACHE/codegen: codegen runs by merged-yaml hash
 
 
 @dataclass
@@ -257,6 +260,7 @@ class L0Check:
 
         sources_digest = self._project_files_digest(toolchain)
         self.sources_digest = sources_digest
+        objcache = self.cache / OBJECT_CACHE
 
         def compile_one(key: str, source: Path, label: str, extra_flags: list[str]) -> None:
             obj = objects[key]
@@ -265,10 +269,13 @@ class L0Check:
             report = report_dir(obj)  # CUDA: the compiler's resource report (build_scripts/resource_report.py)
             if is_cuda:
                 cmd += ["-Xptxas=-v", "--keep", f"--keep-dir={report}"]
-            # Reuse an object compiled by the same command from the same project files.
+            # Reuse an object compiled by the same command from the same project files, in this
+            # checkout or another: the checkout's own path stands in the key as <repo>, as ccache's
+            # base_dir does (an object then names the first checkout's path in __FILE__, no more).
             # (A generated source lives outside the patch set: its bytes join the key.)
-            cached = self.work / "objcache" / (hashlib.sha256(
-                (sources_digest + "\0".join(cmd)).encode() + source.read_bytes()).hexdigest()[:32] + ".o")
+            key_command = [arg.replace(str(REPO_ROOT), "<repo>") for arg in cmd]
+            cached = objcache / (hashlib.sha256(
+                (sources_digest + "\0".join(key_command)).encode() + source.read_bytes()).hexdigest()[:32] + ".o")
             if is_cuda:
                 shutil.rmtree(report, ignore_errors=True)
             if cached.exists() and (not is_cuda or report_dir(cached).is_dir()):
@@ -283,10 +290,7 @@ class L0Check:
                 ptxas_output = run_compiler(cmd, f"{label} does not compile{target}")
                 if is_cuda:
                     keep_compiler_report(report, ptxas_output)
-                    shutil.rmtree(report_dir(cached), ignore_errors=True)
-                    shutil.copytree(report, report_dir(cached))
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(obj, cached)
+                keep_object(obj, report if is_cuda else None, cached)
             if is_cuda:
                 self._check_gpu_code(label, obj)
                 self.report.compiler_reports[label] = report
@@ -294,7 +298,6 @@ class L0Check:
         with self.report.step("compile"):
             for future in [pool.submit(compile_one, *unit) for unit in units]:
                 future.result()
-        objcache = self.work / "objcache"
         prune([[o, report_dir(o)] for o in objcache.glob("*.o")], max_bytes=OBJECT_CACHE_BYTES)
         return objects
 
@@ -366,6 +369,21 @@ class L0Check:
         return kernels
 
 
+def keep_object(obj: Path, report: Path | None, cached: Path) -> None:
+    """Put a compiled object (and a CUDA object's compiler report) into the object cache so that
+    another L0 run, here or in another checkout, reads it whole or not at all: the report first,
+    then the object, each renamed into place."""
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
+    if report is not None:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(report, partial)
+        shutil.rmtree(report_dir(cached), ignore_errors=True)
+        partial.rename(report_dir(cached))
+    shutil.copyfile(obj, partial)
+    os.replace(partial, cached)
+
+
 def run_l0(pin: Pin, patch_set: PatchSet | None = None, archs: tuple[CudaArch, ...] | None = None,
            cache: Path | None = None, work: Path | None = None, codegen_cache: Path | None = None) -> L0Report:
     work = (work or DEFAULT_WORK_DIR).resolve()  # codegen runs in other working directories
@@ -375,7 +393,7 @@ def run_l0(pin: Pin, patch_set: PatchSet | None = None, archs: tuple[CudaArch, .
         archs=archs or pin.archs(),
         cache=cache or cache_dir(),
         work=work,
-        codegen_cache=(codegen_cache or work / "codegen").resolve(),
+        codegen_cache=(codegen_cache or (cache or cache_dir()) / CODEGEN_CACHE).resolve(),
     )
     check.work.mkdir(parents=True, exist_ok=True)
     return check.run()

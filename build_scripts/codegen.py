@@ -6,8 +6,8 @@ that goes ahead of the wheel's headers, so project sources and the generated
 autograd code see operators as the merged yaml defines them.
 
 Codegen is a pure function of the merged yaml and the pinned torchgen, so its
-output is kept under the hash of those inputs (in build/l0/codegen: `make clean`
-removes it) and reused while they stay the same; the CODEGEN_RUNS_KEPT most
+output is kept under the hash of those inputs (in $DWCONV_CACHE/codegen, for
+every checkout) and reused while they stay the same; the CODEGEN_RUNS_KEPT most
 recently used runs are kept.
 """
 

@@ -33,6 +33,7 @@ from .plan_report import DRIVER_DTYPES
 
 EMULATOR = REPO_ROOT / "tests" / "emulator"
 KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
+KERNEL_SOURCES_IN_BINARY = f"{KERNEL_SOURCES.relative_to(REPO_ROOT)}/"  # build(): paths relative to the repository
 H100_SMS = 132
 PASSES = ("forward", "backward-input", "backward-weight")
 DEFAULT_BATCH = 2
@@ -52,8 +53,12 @@ DRAM_BYTES_PER_CLOCK = 3.0e12 / (H100_SMS * 1.98e9)
 
 
 def build(directory: Path) -> Path:
-    """The profiled emulator, compiled into `directory` (g++ and the pinned torch's c10)."""
+    """The profiled emulator, compiled into `directory` (g++ and the pinned torch's c10), or copied
+    from $DWCONV_CACHE/emulator-builds where one was built from the same files (output_cache.py)."""
+    from .output_cache import cached_output
+    from .patchset import digest_tree
     from .pin import load_pin
+    from .toolchain import compiler_version
     from .wheel_cache import cache_dir, ensure_pinned_torch
 
     for tool in ("g++", "addr2line"):
@@ -62,21 +67,31 @@ def build(directory: Path) -> Path:
     torch = ensure_pinned_torch(load_pin(), cache_dir())
     directory.mkdir(parents=True, exist_ok=True)
     driver, runtime = directory / "emulate_depthwise2d.o", directory / "memory_profile_runtime.o"
-    binary = directory / "emulate_depthwise2d_profiled"
-    steps = [
-        ["g++", "-std=c++20", "-O1", "-g", "-pthread", *PROFILED,
-         f"-I{KERNEL_SOURCES}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs], "-c",
-         str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(driver)],
-        ["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o", str(runtime)],
-        # Linked without -fsanitize=thread: the runtime above answers the instrumentation's calls.
-        ["g++", str(driver), str(runtime), "-o", str(binary), "-pthread", f"-L{torch.lib_dir}", "-lc10",
-         f"-Wl,-rpath,{torch.lib_dir}"],
-    ]
-    for command in steps:
-        proc = subprocess.run(command, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise HarnessError(f"the profiled emulator does not build:\n{' '.join(command)}\n{proc.stderr[-3000:]}")
-    return binary
+    # Source paths relative to the repository in the binary (its debug lines, which name the places),
+    # so that one build serves every checkout.
+    relative_paths = f"-ffile-prefix-map={REPO_ROOT}/="
+
+    def steps(binary: Path) -> list[list[str]]:
+        return [
+            ["g++", "-std=c++20", "-O1", "-g", "-pthread", *PROFILED, relative_paths,
+             f"-I{KERNEL_SOURCES}", f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs], "-c",
+             str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(driver)],
+            ["g++", "-std=c++20", "-O2", "-c", str(EMULATOR / "memory_profile_runtime.cpp"), "-o", str(runtime)],
+            # Linked without -fsanitize=thread: the runtime above answers the instrumentation's calls.
+            ["g++", str(driver), str(runtime), "-o", str(binary), "-pthread", f"-L{torch.lib_dir}", "-lc10",
+             f"-Wl,-rpath,{torch.lib_dir}"],
+        ]
+
+    def compile_to(binary: Path) -> None:
+        for command in steps(binary):
+            proc = subprocess.run(command, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise HarnessError(f"the profiled emulator does not build:\n{' '.join(command)}\n{proc.stderr[-3000:]}")
+
+    commands = (" ".join(step).replace(str(directory), "<build>").replace(str(REPO_ROOT), "<repo>")
+                for step in steps(directory / "binary"))
+    key = "\0".join([compiler_version("g++"), *commands, digest_tree(KERNEL_SOURCES), digest_tree(EMULATOR)])
+    return cached_output(cache_dir() / "emulator-builds", key, directory / "emulate_depthwise2d_profiled", compile_to)
 
 
 @dataclass(frozen=True)
@@ -203,7 +218,7 @@ def place_of(frames: list[tuple[str, str]]) -> str:
     """A place from an access's inlined frames, innermost first ((function, file:line) pairs): the
     innermost in the kernel sources, and where it is a helper of DepthwiseConv2dCommon.cuh, the
     kernel's line that called it."""
-    ours = [_short(location.split(" (")[0]) for _, location in frames if str(KERNEL_SOURCES) in location]
+    ours = [_short(location.split(" (")[0]) for _, location in frames if KERNEL_SOURCES_IN_BINARY in location]
     if not ours:
         return "(outside the kernels)"
     caller = next((p for p in ours if not p.startswith("DepthwiseConv2dCommon.cuh")), None)

@@ -3,6 +3,7 @@ both layouts, 32/64-bit indexing, float/double/half, against float64 loops; and,
 ThreadSanitizer, every kernel checked for accesses of a block's threads that no barrier orders. Then
 proof that the emulator fails when the kernels are wrong, a missing __syncthreads() included."""
 
+import functools
 import math
 import os
 import re
@@ -16,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT
+from build_scripts.output_cache import cached_output
+from build_scripts.patchset import digest_tree
 from build_scripts.pin import load_pin
+from build_scripts.toolchain import compiler_version
 from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
 
 pytestmark = pytest.mark.l0
@@ -31,7 +35,8 @@ KERNEL_HEADERS = tuple(sorted(str(path.relative_to(OURS))
 # ThreadSanitizer's build: the race check of cuda_emulation.h, its reports with source lines; and
 # its runs' settings (every report made, a race's exit status 66).
 RACE_CHECKED = ("-fsanitize=thread", "-g")
-RACE_CHECK_ENV = {**os.environ, "TSAN_OPTIONS": "halt_on_error=0 exitcode=66"}
+RACE_REPORTED = 66  # the exit status of a race-checked run that found a race
+RACE_CHECK_ENV = {**os.environ, "TSAN_OPTIONS": f"halt_on_error=0 exitcode={RACE_REPORTED}"}
 
 
 PRELUDE = EMULATOR / "emulate_depthwise2d_prelude.h"
@@ -42,8 +47,13 @@ def compile_flags(optimization: str, include_roots: list[Path]) -> list[str]:
     """The emulator's compiler flags but the build's own choices: its headers looked up in
     include_roots in order, then the emulator's and torch's."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
-    return ["-std=c++20", optimization, "-pthread", *[f"-I{root}" for root in include_roots], f"-I{EMULATOR}",
-            *[f"-I{d}" for d in torch.include_dirs]]
+    # Paths as the binary names them (__FILE__, debug lines): the repository's relative to it, any
+    # other root (a planted bug's) by its place, so that a build kept by build() serves any checkout.
+    path_maps = [f"-ffile-prefix-map={REPO_ROOT}/="] + [f"-ffile-prefix-map={root}=include-root-{i}"
+                                                       for i, root in enumerate(include_roots)
+                                                       if not root.is_relative_to(REPO_ROOT)]
+    return ["-std=c++20", optimization, "-pthread", *path_maps, *[f"-I{root}" for root in include_roots],
+            f"-I{EMULATOR}", *[f"-I{d}" for d in torch.include_dirs]]
 
 
 def precompiled_prelude(folder: Path) -> Path:
@@ -58,24 +68,36 @@ def precompiled_prelude(folder: Path) -> Path:
     return header
 
 
+@functools.cache
+def gxx_version() -> str:
+    return compiler_version("g++")
+
+
 def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", float32_only: bool = False,
           race_checked: bool = False, only_header: str | None = None, prelude: Path | None = None) -> Path:
     """The emulator, its headers looked up in include_roots in order; float32_only: the kernels
     checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY); race_checked: built
     with ThreadSanitizer; only_header: only the kernels that header defines, called directly
-    (DWCONV_EMULATE_ONLY, HEADER_BUILDS); prelude: precompiled_prelude's, for an -O0 build."""
+    (DWCONV_EMULATE_ONLY, HEADER_BUILDS); prelude: precompiled_prelude's, for an -O0 build.
+    Kept in $DWCONV_CACHE/emulator-builds by what it is built from (build_scripts/output_cache.py):
+    a root's path is not in the key, as it is not in the binary (compile_flags)."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
     binary = tmp_path / ("emulate_depthwise2d" + ("_float32" if float32_only else "") + ("_tsan" if race_checked else "")
                          + (f"_{HEADER_BUILDS[only_header]}" if only_header else ""))
-    subprocess.run(
-        ["g++", *compile_flags(optimization, include_roots), *(["-include", str(prelude)] if prelude else ()),
-         *(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []), *(RACE_CHECKED if race_checked else ()),
-         *([f"-DDWCONV_EMULATE_ONLY={HEADER_BUILDS[only_header]}"] if only_header else ()),
-         str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(binary),
-         f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
-        check=True, capture_output=True, text=True,
-    )
-    return binary
+    options = [*(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []), *(RACE_CHECKED if race_checked else ()),
+               *([f"-DDWCONV_EMULATE_ONLY={HEADER_BUILDS[only_header]}"] if only_header else ())]
+    key = "\0".join([gxx_version(), optimization, *options, f"prelude: {prelude is not None}",
+                      *(digest_tree(root) for root in include_roots), digest_tree(EMULATOR),
+                      *map(str, torch.include_dirs), str(torch.lib_dir)])
+
+    def compile_to(output: Path) -> None:
+        subprocess.run(
+            ["g++", *compile_flags(optimization, include_roots), *(["-include", str(prelude)] if prelude else ()),
+             *options, str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(output),
+             f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
+            check=True, capture_output=True, text=True,
+        )
+    return cached_output(cache_dir() / "emulator-builds", key, binary, compile_to)
 
 
 # A run's bound on the CPU time it takes (a kernel looping for ever), not on the wall clock: the
@@ -253,7 +275,7 @@ def test_the_race_check_reports_what_a_gpu_leaves_unordered(race_selftest, scena
                           env=RACE_CHECK_ENV)
     assert proc.stdout == f"ran {scenario}\n", proc.stdout + proc.stderr
     if races:
-        assert proc.returncode == 66 and "WARNING: ThreadSanitizer: data race" in proc.stderr, proc.stderr
+        assert proc.returncode == RACE_REPORTED and "WARNING: ThreadSanitizer: data race" in proc.stderr, proc.stderr
         # Both accesses of every report are the kernel's: each stack passes through its line.
         accesses = re.findall(r"^ *(?:Previous )?(?:[Ww]rite|[Rr]ead) of size.*?\n\n", proc.stderr, re.M | re.S)
         assert len(accesses) >= 2 and all("race_selftest.cpp" in stack for stack in accesses), proc.stderr
@@ -764,9 +786,16 @@ RACE_MUTATIONS = [
 
 
 def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
-    """The emulator built with ThreadSanitizer from the kernels with `mutation` made, run over `cases`."""
-    mutated, _ = mutated_header(tmp_path, mutation)
-    return run_race_checked(tmp_path, cases, (mutated, OURS))
+    """The emulator built with ThreadSanitizer from the kernels with `mutation` made, run over `cases`,
+    through builds_for(its header) until one reports a race (a whole build takes 90 s, a header's
+    float build a fraction of it)."""
+    mutated, header = mutated_header(tmp_path, mutation)
+    for float32_only, only_header in builds_for(header):
+        binary = build(tmp_path, [mutated, OURS], float32_only=float32_only, race_checked=True, only_header=only_header)
+        proc, _, failed = run(binary, cases)
+        if proc.returncode == RACE_REPORTED:
+            break
+    return proc, failed
 
 
 # The sweep's cases that `make test` runs under the race check: every kernel checked and dispatched,
@@ -884,7 +913,7 @@ def test_race_check_catches_what_no_order_shows(early_runs, mutation, cases):
     # Every report is of the kernel the barrier was taken from (its stacks pass through that header).
     header = header_holding(mutation[0])
     reports = [text for text in proc.stderr.split("==================") if "WARNING: ThreadSanitizer" in text]
-    assert proc.returncode == 66 and reports and all(Path(header).name in report for report in reports), \
+    assert proc.returncode == RACE_REPORTED and reports and all(Path(header).name in report for report in reports), \
         proc.stdout + proc.stderr
 
 

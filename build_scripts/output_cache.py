@@ -1,0 +1,37 @@
+"""Build outputs kept in $DWCONV_CACHE by a digest of everything that made them, for every checkout
+on the machine: the emulator's builds in `make test` (hundreds of them, each the same from one run
+to the next while the kernels, the emulator and the compiler are).
+
+A key is the caller's digest: the compiler's version, its flags but the paths that differ from one
+run to another, and the bytes of every file the build may read that is not pinned (the pinned
+torch's headers are fixed by the path of their version). An entry is put in place whole (copied
+beside, then renamed), so that a run stopped half-way leaves nothing a later one would take.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from .cache_prune import prune, touch
+
+CACHE_BYTES = 2 << 30  # per kind; least recently used dropped first
+
+
+def cached_output(folder: Path, key: str, output: Path, make: Callable[[Path], None]) -> Path:
+    """`output`, copied from the entry kept under `key` in folder, or made by make(output) and kept."""
+    entry = folder / hashlib.sha256(key.encode()).hexdigest()[:32]
+    if entry.is_file():
+        touch(entry)
+        shutil.copy2(entry, output)
+        return output
+    make(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = entry.with_name(f"{entry.name}.{os.getpid()}.{id(output)}.partial")
+    shutil.copy2(output, partial)
+    os.replace(partial, entry)
+    prune([[path] for path in folder.iterdir() if not path.name.endswith(".partial")], max_bytes=CACHE_BYTES)
+    return output
