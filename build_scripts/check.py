@@ -83,6 +83,7 @@ class L0Report:
 OBJECT_CACHE_BYTES = 1 << 30
 OBJECT_CACHE = "l0-objects"
 CODEGEN_CACHE = "codegen"  # $DWCONV_CACHE/codegen: codegen runs by merged-yaml hash
+PROBE_CACHE = "l0-probes"  # $DWCONV_CACHE/l0-probes: the symbol probes' answers (a few hundred bytes each)
 
 
 @dataclass
@@ -327,7 +328,8 @@ class L0Check:
                 raise HarnessError(f"{interfaces_path}: {interface.source} is not a compiled source of the series")
             where = labels[interface.source]
             names = list(interface.defines) + list(interface.registers)
-            expected = probe_symbols(interface.header, names, includes, toolchain, probe_dir, self.sources_digest)
+            expected = probe_symbols(interface.header, names, includes, toolchain, probe_dir, self.sources_digest,
+                                     self.cache / PROBE_CACHE)
             obj = objects[interface.source]
             defined = defined_symbols(obj)
             for name in interface.defines:
@@ -343,7 +345,8 @@ class L0Check:
             exported = set().union(*(defined_symbols(torch.lib_dir / lib, dynamic=True)
                                      for lib in ("libtorch_cpu.so", "libtorch_cuda.so")))
             for header, (names, origin) in kernels.items():
-                expected = probe_symbols(header, sorted(names), includes, toolchain, probe_dir, self.sources_digest)
+                expected = probe_symbols(header, sorted(names), includes, toolchain, probe_dir, self.sources_digest,
+                                         self.cache / PROBE_CACHE)
                 subject = f"{origin} (dispatch kernel; looked in the patch set's sources and the pinned libraries)"
                 for name in sorted(names):
                     if expected[name] not in exported:

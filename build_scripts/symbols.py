@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import REPO_ROOT
+from .cache_prune import prune, touch
 from .errors import HarnessError
 from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, run_compiler
 
 INTERFACES_FILE = "interfaces.toml"
+PROBES_KEPT = 1000  # answers kept (a few hundred bytes each), least recently used dropped first
 
 
 @dataclass(frozen=True)
@@ -114,10 +118,11 @@ def _base_name(demangled: str) -> str:
 
 
 def probe_symbols(header: str, names: list[str], includes: list[str], toolchain: Toolchain,
-                  work: Path, inputs_digest: str | None = None) -> dict[str, str]:
+                  work: Path, inputs_digest: str | None = None, kept_dir: Path | None = None) -> dict[str, str]:
     """qualified name -> the mangled symbol that `header` declares for it. With inputs_digest (what
-    the include roots hold beside their paths, and the compilers), an answer is kept in `work` and
-    reused while the probe's source, command and that digest are unchanged."""
+    the include roots hold beside their paths, and the compilers), an answer is kept in kept_dir
+    (else `work`) and reused while the probe's source, command (the checkout's path aside) and that
+    digest are unchanged."""
     work.mkdir(parents=True, exist_ok=True)
     stem = header.replace("/", "_").replace(".", "_")
     source, obj = work / f"probe_{stem}.cpp", work / f"probe_{stem}.o"
@@ -129,9 +134,13 @@ def probe_symbols(header: str, names: list[str], includes: list[str], toolchain:
     kept = None
     if inputs_digest is not None:  # one answer kept per header and names (a header may be probed for several)
         which = hashlib.sha256(text.encode()).hexdigest()[:12]
-        key = hashlib.sha256("\0".join([inputs_digest, text, *command]).encode()).hexdigest()[:32]
-        kept = work / f"probe_{stem}.{which}.{key}.json"
+        key_command = [arg.replace(str(REPO_ROOT), "<repo>").replace(str(work), "<work>") for arg in command]
+        key = hashlib.sha256("\0".join([inputs_digest, text, *key_command]).encode()).hexdigest()[:32]
+        kept_dir = kept_dir or work
+        kept_dir.mkdir(parents=True, exist_ok=True)
+        kept = kept_dir / f"probe_{stem}.{which}.{key}.json"
         if kept.is_file():
+            touch(kept)
             return json.loads(kept.read_text())
     source.write_text(text)
     run_compiler(command, f"{header} does not declare {', '.join(names)} as one unambiguous function or object each")
@@ -143,9 +152,10 @@ def probe_symbols(header: str, names: list[str], includes: list[str], toolchain:
         raise HarnessError(f"probing {header}: no symbol found for {', '.join(missing)}")
     found = {name: by_base[name] for name in names}
     if kept is not None:
-        for stale in work.glob(f"probe_{stem}.{which}.*.json"):
-            stale.unlink()
-        kept.write_text(json.dumps(found))
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
+        partial.write_text(json.dumps(found))
+        os.replace(partial, kept)
+        prune([[path] for path in kept_dir.glob("probe_*.json")], max_entries=PROBES_KEPT)
     return found
 
 

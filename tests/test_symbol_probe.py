@@ -1,6 +1,6 @@
 """The symbol probe (build_scripts/symbols.py) on a header of its own: the mangled name comes from
 the compiler, and an answer kept for a digest of the inputs is reused only while that digest, the
-probe's names and its command are unchanged."""
+probe's names and its command are unchanged, in any checkout."""
 
 from pathlib import Path
 
@@ -37,11 +37,23 @@ def test_a_kept_answer_is_reused_only_for_the_same_digest_and_names(tmp_path):
     assert not (work / "probe_dw_api_h.o").exists()
 
     assert probe(includes, work, "second") == {"at::native::scale": "_ZN2at6native5scaleEdi"}
-    assert len(list(work.glob("probe_dw_api_h.*.json"))) == 1  # the first digest's answer is gone
+    assert len(list(work.glob("probe_dw_api_h.*.json"))) == 2  # the first digest's answer is kept too
 
     # Other names of the same header are another probe, kept beside it.
     (tmp_path / "src" / "dw" / "api.h").write_text(
         "namespace at::native { float scale(double, int); int shift(int); }\n")
     assert probe(includes, work, "second", names=("at::native::shift",)) == {"at::native::shift": "_ZN2at6native5shiftEi"}
-    assert len(list(work.glob("probe_dw_api_h.*.json"))) == 2
+    assert len(list(work.glob("probe_dw_api_h.*.json"))) == 3
     assert probe(includes, work, "second") == {"at::native::scale": "_ZN2at6native5scaleEdi"}
+
+
+def test_a_kept_answer_serves_another_checkout(tmp_path):
+    """The key leaves out the probe's own folder: the same header and digest probed from another
+    work folder (another checkout's build/l0/probes) reads the answer kept in the shared folder."""
+    kept = tmp_path / "shared"
+    includes = declare(tmp_path / "src", "float scale(float, int)")
+    first = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "one", "d", kept)
+    declare(tmp_path / "src", "float scale(double, int)")  # unchanged digest: the kept answer stands
+    second = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "two", "d", kept)
+    assert first == second == {"at::native::scale": "_ZN2at6native5scaleEfi"}
+    assert not (tmp_path / "two" / "probe_dw_api_h.o").exists()
