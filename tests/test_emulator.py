@@ -79,24 +79,32 @@ def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", 
     checked in float with 32-bit indices only (DWCONV_EMULATE_FLOAT32_ONLY); race_checked: built
     with ThreadSanitizer; only_header: only the kernels that header defines, called directly
     (DWCONV_EMULATE_ONLY, HEADER_BUILDS); prelude: precompiled_prelude's, for an -O0 build.
-    Kept in $DWCONV_CACHE/emulator-builds by what it is built from (build_scripts/output_cache.py):
-    a root's path is not in the key, as it is not in the binary (compile_flags)."""
+    Kept in $DWCONV_CACHE/emulator-builds by its command and what it reads (output_cache.py), for
+    any checkout: the paths of a run's own are not in the key, as they are not in the binary
+    (compile_flags)."""
     torch = ensure_pinned_torch(load_pin(), cache_dir())
     binary = tmp_path / ("emulate_depthwise2d" + ("_float32" if float32_only else "") + ("_tsan" if race_checked else "")
                          + (f"_{HEADER_BUILDS[only_header]}" if only_header else ""))
     options = [*(["-DDWCONV_EMULATE_FLOAT32_ONLY"] if float32_only else []), *(RACE_CHECKED if race_checked else ()),
                *([f"-DDWCONV_EMULATE_ONLY={HEADER_BUILDS[only_header]}"] if only_header else ())]
-    key = "\0".join([gxx_version(), optimization, *options, f"prelude: {prelude is not None}",
-                      *(digest_tree(root) for root in include_roots), digest_tree(EMULATOR),
-                      *map(str, torch.include_dirs), str(torch.lib_dir)])
+
+    def command(output: Path) -> list[str]:
+        return ["g++", *compile_flags(optimization, include_roots), *(["-include", str(prelude)] if prelude else ()),
+                *options, str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(output),
+                f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"]
 
     def compile_to(output: Path) -> None:
-        subprocess.run(
-            ["g++", *compile_flags(optimization, include_roots), *(["-include", str(prelude)] if prelude else ()),
-             *options, str(EMULATOR / "emulate_depthwise2d.cpp"), "-o", str(output),
-             f"-L{torch.lib_dir}", "-lc10", f"-Wl,-rpath,{torch.lib_dir}"],
-            check=True, capture_output=True, text=True,
-        )
+        subprocess.run(command(output), check=True, capture_output=True, text=True)
+
+    # The key: the command with this run's own paths named by what they are, and what the roots hold.
+    places = {str(binary): "<binary>", **({str(prelude): "<prelude>"} if prelude else {}), str(REPO_ROOT): "<repo>",
+              **{str(root): f"<include root {i}>" for i, root in enumerate(include_roots)}}
+    named = []
+    for arg in command(binary):
+        for path in sorted(places, key=len, reverse=True):  # a path before any folder holding it
+            arg = arg.replace(path, places[path])
+        named.append(arg)
+    key = "\0".join([gxx_version(), *named, *(digest_tree(root) for root in include_roots), digest_tree(EMULATOR)])
     return cached_output(cache_dir() / "emulator-builds", key, binary, compile_to)
 
 
