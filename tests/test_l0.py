@@ -6,6 +6,7 @@ wheel and CUDA headers (~1.3 GB) into $DWCONV_CACHE; later runs reuse them.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -260,3 +261,19 @@ def test_overlay_built_for_another_commit_refuses_to_patch(tmp_path):
     message = f"the dwconv overlay is built for torch commit {other}, but this libtorch is {pin.commit}"
     assert f"{message}; not patching it" in out.stderr
     assert out.stdout.splitlines() == ["untouched False", f"refused: {message}"]
+
+
+def test_another_checkout_reuses_the_compiled_objects(tmp_path):
+    """L0's objects, codegen runs and symbol probes are kept in $DWCONV_CACHE by what made them, a
+    checkout's own path aside: the same patch set in another checkout (as CI's fresh clone is)
+    checks without compiling, where a cold compile of the kernels takes minutes."""
+    run_l0(load_pin(), PatchSet.load())  # this checkout's, compiled or reused
+    other = tmp_path / "checkout"
+    for part in ("build_scripts", "patches", "native_functions_overrides"):
+        shutil.copytree(REPO_ROOT / part, other / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO_ROOT / "pin.toml", other / "pin.toml")
+    proc = subprocess.run([sys.executable, "-m", "build_scripts", "check"], cwd=other, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    steps = dict(re.findall(r"(\w[\w-]*) (\d+\.\d)s", proc.stdout.split("overlap: ", 1)[1].splitlines()[0]))
+    assert float(steps["compile"]) < 10 and float(steps["codegen"]) < 10, proc.stdout
+    assert (other / "build" / "l0" / LIBRARY_NAME).is_file()
