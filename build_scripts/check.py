@@ -271,12 +271,11 @@ class L0Check:
             if is_cuda:
                 cmd += ["-Xptxas=-v", "--keep", f"--keep-dir={report}"]
             # Reuse an object compiled by the same command from the same project files, in this
-            # checkout or another: the checkout's own path stands in the key as <repo>, as ccache's
-            # base_dir does (an object then names the first checkout's path in __FILE__, no more).
-            # (A generated source lives outside the patch set: its bytes join the key.)
-            key_command = [arg.replace(str(REPO_ROOT), "<repo>") for arg in cmd]
+            # checkout or another (placeless_command; an object then names the first one's paths in
+            # __FILE__, no more). A generated source lives outside the patch set: its bytes join the key.
             cached = objcache / (hashlib.sha256(
-                (sources_digest + "\0".join(key_command)).encode() + source.read_bytes()).hexdigest()[:32] + ".o")
+                (sources_digest + "\0".join(self.placeless_command(cmd))).encode() + source.read_bytes()
+            ).hexdigest()[:32] + ".o")
             if is_cuda:
                 shutil.rmtree(report, ignore_errors=True)
             if cached.exists() and (not is_cuda or report_dir(cached).is_dir()):
@@ -302,9 +301,24 @@ class L0Check:
         prune([[o, report_dir(o)] for o in objcache.glob("*.o")], max_bytes=OBJECT_CACHE_BYTES)
         return objects
 
+    def placeless_command(self, command: list[str]) -> list[str]:
+        """The command as a cache key: the checkout's, the patch set's and the work folder's paths
+        named by what they are, as ccache's base_dir does, so that a fresh clone's L0 (or a copy of
+        the patch set elsewhere) finds what another made from the same files."""
+        places = {str(REPO_ROOT): "<repo>", str(self.patch_set.patches_dir.parent): "<patch set>",
+                  str(self.work): "<work>"}
+        named = []
+        for arg in command:
+            for path in sorted(places, key=len, reverse=True):  # a path before any folder holding it
+                arg = arg.replace(path, places[path])
+            named.append(arg)
+        return named
+
     def _project_files_digest(self, toolchain: Toolchain) -> str:
-        """Everything a project source may include from the patch set, and the compilers."""
+        """Everything a project source may include from the patch set (its files and the overlay's
+        own headers), and the compilers."""
         digest = hashlib.sha256(digest_tree(self.patch_set.files_root).encode())
+        digest.update(digest_tree(self.patch_set.overlay_root).encode())
         for compiler in (str(toolchain.nvcc), toolchain.cxx):
             digest.update(compiler_version(compiler).encode())
         return digest.hexdigest()
@@ -329,7 +343,7 @@ class L0Check:
             where = labels[interface.source]
             names = list(interface.defines) + list(interface.registers)
             expected = probe_symbols(interface.header, names, includes, toolchain, probe_dir, self.sources_digest,
-                                     self.cache / PROBE_CACHE)
+                                     self.cache / PROBE_CACHE, self.placeless_command)
             obj = objects[interface.source]
             defined = defined_symbols(obj)
             for name in interface.defines:
@@ -346,7 +360,7 @@ class L0Check:
                                      for lib in ("libtorch_cpu.so", "libtorch_cuda.so")))
             for header, (names, origin) in kernels.items():
                 expected = probe_symbols(header, sorted(names), includes, toolchain, probe_dir, self.sources_digest,
-                                         self.cache / PROBE_CACHE)
+                                         self.cache / PROBE_CACHE, self.placeless_command)
                 subject = f"{origin} (dispatch kernel; looked in the patch set's sources and the pinned libraries)"
                 for name in sorted(names):
                     if expected[name] not in exported:

@@ -29,7 +29,7 @@ from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, compiler_version, i
 from .wheel_cache import PinnedTorch
 
 
-CODEGEN_RUNS_KEPT = 4  # about 100 MB each
+CODEGEN_RUNS_KEPT = 8  # about 100 MB each: the repository's and the L0 tests' fixture patch sets
 
 
 @dataclass(frozen=True)

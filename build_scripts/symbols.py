@@ -14,10 +14,10 @@ import json
 import os
 import subprocess
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import REPO_ROOT
 from .cache_prune import prune, touch
 from .errors import HarnessError
 from .toolchain import COMMON_DEFINES, CXX_FLAGS, Toolchain, run_compiler
@@ -118,11 +118,12 @@ def _base_name(demangled: str) -> str:
 
 
 def probe_symbols(header: str, names: list[str], includes: list[str], toolchain: Toolchain,
-                  work: Path, inputs_digest: str | None = None, kept_dir: Path | None = None) -> dict[str, str]:
+                  work: Path, inputs_digest: str | None = None, kept_dir: Path | None = None,
+                  placeless: Callable[[list[str]], list[str]] = list) -> dict[str, str]:
     """qualified name -> the mangled symbol that `header` declares for it. With inputs_digest (what
     the include roots hold beside their paths, and the compilers), an answer is kept in kept_dir
-    (else `work`) and reused while the probe's source, command (the checkout's path aside) and that
-    digest are unchanged."""
+    (else `work`) and reused while the probe's source, its command as placeless() names it (without
+    the paths one checkout's differs in) and that digest are unchanged."""
     work.mkdir(parents=True, exist_ok=True)
     stem = header.replace("/", "_").replace(".", "_")
     source, obj = work / f"probe_{stem}.cpp", work / f"probe_{stem}.o"
@@ -134,8 +135,7 @@ def probe_symbols(header: str, names: list[str], includes: list[str], toolchain:
     kept = None
     if inputs_digest is not None:  # one answer kept per header and names (a header may be probed for several)
         which = hashlib.sha256(text.encode()).hexdigest()[:12]
-        key_command = [arg.replace(str(REPO_ROOT), "<repo>").replace(str(work), "<work>") for arg in command]
-        key = hashlib.sha256("\0".join([inputs_digest, text, *key_command]).encode()).hexdigest()[:32]
+        key = hashlib.sha256("\0".join([inputs_digest, text, *placeless(command)]).encode()).hexdigest()[:32]
         kept_dir = kept_dir or work
         kept_dir.mkdir(parents=True, exist_ok=True)
         kept = kept_dir / f"probe_{stem}.{which}.{key}.json"

@@ -52,19 +52,15 @@ def add_override(root: Path, flavour: str, name: str, text: str) -> None:
         series.write(f"override {flavour}/{name} | test case | upstream: no\n")
 
 
-@pytest.fixture(scope="module")
-def codegen_cache(tmp_path_factory):
-    """Shared by the tests, as build/l0/codegen is by successive `make check` runs."""
-    return tmp_path_factory.mktemp("codegen")
-
-
 @pytest.fixture
-def l0(codegen_cache, tmp_path):
+def l0(tmp_path):
+    """L0 on a patch set, in a work folder of the test's own; the codegen runs and compiled objects
+    come from $DWCONV_CACHE's shared caches where they were made before, from the same files."""
     def run(root: Path, archs=None):
         patch_set = PatchSet.load(root / "patches", root / "native_functions_overrides")
         before = patch_set.hash
         try:
-            return run_l0(load_pin(), patch_set, archs=archs, work=tmp_path / "work", codegen_cache=codegen_cache)
+            return run_l0(load_pin(), patch_set, archs=archs, work=tmp_path / "work")
         finally:
             assert PatchSet.load(root / "patches", root / "native_functions_overrides").hash == before
     return run

@@ -48,12 +48,16 @@ def test_a_kept_answer_is_reused_only_for_the_same_digest_and_names(tmp_path):
 
 
 def test_a_kept_answer_serves_another_checkout(tmp_path):
-    """The key leaves out the probe's own folder: the same header and digest probed from another
-    work folder (another checkout's build/l0/probes) reads the answer kept in the shared folder."""
+    """Without the paths placeless() names, the same header and digest probed from another work
+    folder (another checkout's build/l0/probes) reads the answer kept in the shared folder."""
     kept = tmp_path / "shared"
     includes = declare(tmp_path / "src", "float scale(float, int)")
-    first = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "one", "d", kept)
+
+    def placeless(command):
+        return [arg.replace(str(tmp_path / "one"), "<work>").replace(str(tmp_path / "two"), "<work>") for arg in command]
+
+    first = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "one", "d", kept, placeless)
     declare(tmp_path / "src", "float scale(double, int)")  # unchanged digest: the kept answer stands
-    second = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "two", "d", kept)
+    second = probe_symbols("dw/api.h", ["at::native::scale"], includes, TOOLCHAIN, tmp_path / "two", "d", kept, placeless)
     assert first == second == {"at::native::scale": "_ZN2at6native5scaleEfi"}
     assert not (tmp_path / "two" / "probe_dw_api_h.o").exists()
