@@ -22,6 +22,7 @@ from pathlib import Path
 from .errors import HarnessError
 from .sass_chain import GLOBAL_LOAD_CYCLES
 from .sass_mix import SassMix, object_sass_mix
+from .wheel_cache import cache_dir
 
 PTXAS_LOG = "ptxas.txt"
 KERNEL_NAMESPACE = "at::native::dwconv::"
@@ -153,7 +154,8 @@ def kernel_resources(directory: Path, cuobjdump: Path | None = None) -> list[Ker
     sass: dict[str, dict[str, SassMix]] = {}
     if cuobjdump:
         obj = directory.with_name(directory.name.removesuffix(".report"))
-        sass = {arch: object_sass_mix(cuobjdump, obj, arch) for arch in sorted({k.arch for k in kernels})}
+        kept = cache_dir() / "sass-mix"
+        sass = {arch: object_sass_mix(cuobjdump, obj, arch, kept) for arch in sorted({k.arch for k in kernels})}
     rows = []
     for kernel, full_name in zip(kernels, demangled):
         if KERNEL_NAMESPACE not in full_name:

@@ -125,3 +125,10 @@ def test_the_machine_code_of_a_compiled_kernel_is_read(tmp_path):
     # nvcc unrolls the loop: its FMAs are most of it, and the code around it holds the remainder's.
     assert 4 <= mix.hot_fma < mix.fma and mix.hot_instructions < mix.instructions
     assert 0.25 < mix.hot_fma_share < 1
+    # Kept by the object's bytes: asked again, the answer comes from the folder, not from cuobjdump.
+    kept = tmp_path / "kept"
+    read = object_sass_mix(cuobjdump, tmp_path / "tiny.o", "sm_90")
+    assert object_sass_mix(cuobjdump, tmp_path / "tiny.o", "sm_90", kept) == read
+    (entry,) = kept.iterdir()
+    entry.write_text(entry.read_text().replace(f'"fma": {mix.fma},', '"fma": 12345,'))
+    assert next(iter(object_sass_mix(cuobjdump, tmp_path / "tiny.o", "sm_90", kept).values())).fma == 12345
