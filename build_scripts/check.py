@@ -396,7 +396,10 @@ def keep_object(obj: Path, report: Path | None, cached: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(report, partial)
         shutil.rmtree(report_dir(cached), ignore_errors=True)
-        partial.rename(report_dir(cached))
+        try:
+            partial.rename(report_dir(cached))
+        except OSError:  # another run put the same report there meanwhile
+            shutil.rmtree(partial, ignore_errors=True)
     shutil.copyfile(obj, partial)
     os.replace(partial, cached)
 

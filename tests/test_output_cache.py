@@ -41,3 +41,20 @@ def test_a_failed_build_keeps_nothing(tmp_path):
     calls = []
     assert cached_output(folder, "key", tmp_path / "out", maker(calls, "whole")).read_text() == "whole"
     assert len(calls) == 1
+
+
+def test_l0_keeps_an_object_with_its_report_and_another_run_may_keep_the_same(tmp_path):
+    """check.keep_object: the compiler's report in place before the object that says the entry is
+    whole; a second run keeping the same entry (another checkout's L0 at the same time) is no error."""
+    from build_scripts.check import keep_object
+    from build_scripts.resource_report import report_dir
+
+    obj, report = tmp_path / "kernel.cu.o", tmp_path / "kernel.cu.o.report"
+    obj.write_bytes(b"object")
+    report.mkdir()
+    (report / "ptxas.log").write_text("registers")
+    cached = tmp_path / "cache" / "0123.o"
+    keep_object(obj, report, cached)
+    keep_object(obj, report, cached)
+    assert cached.read_bytes() == b"object" and (report_dir(cached) / "ptxas.log").read_text() == "registers"
+    assert sorted(p.name for p in cached.parent.iterdir()) == ["0123.o", report_dir(cached).name]
