@@ -5,7 +5,9 @@ to the next while the kernels, the emulator and the compiler are).
 A key is the caller's digest: the compiler's version, its flags but the paths that differ from one
 run to another, and the bytes of every file the build may read that is not pinned (the pinned
 torch's headers are fixed by the path of their version). An entry is put in place whole (copied
-beside, then renamed), so that a run stopped half-way leaves nothing a later one would take.
+beside, then renamed), so that a run stopped half-way leaves nothing a later one would take. An
+output is copied out by `cp`, not by this process, so that it may be run at once beside threads
+that start processes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,7 +29,9 @@ def cached_output(folder: Path, key: str, output: Path, make: Callable[[Path], N
     entry = folder / hashlib.sha256(key.encode()).hexdigest()[:32]
     if entry.is_file():
         touch(entry)
-        shutil.copy2(entry, output)
+        # Copied by another process: a file this one writes may be held open for writing by the child
+        # another of its threads forks meanwhile, and running it then fails (ETXTBSY, "Text file busy").
+        subprocess.run(["cp", "-p", str(entry), str(output)], check=True, capture_output=True, text=True)
         return output
     make(output)
     folder.mkdir(parents=True, exist_ok=True)
