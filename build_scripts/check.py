@@ -37,6 +37,7 @@ from .codegen import GeneratedCode, OverlayOps, generate_overlay_code, run_codeg
 from . import overlay
 from .errors import HarnessError
 from .fatbin import fatbin_entries
+from .output_cache import placeless
 from .patchset import PatchSet, digest_tree
 from .resource_report import keep_compiler_report, report_dir
 from .pin import CudaArch, Pin
@@ -305,14 +306,8 @@ class L0Check:
         """The command as a cache key: the checkout's, the patch set's and the work folder's paths
         named by what they are, as ccache's base_dir does, so that a fresh clone's L0 (or a copy of
         the patch set elsewhere) finds what another made from the same files."""
-        places = {str(REPO_ROOT): "<repo>", str(self.patch_set.patches_dir.parent): "<patch set>",
-                  str(self.work): "<work>"}
-        named = []
-        for arg in command:
-            for path in sorted(places, key=len, reverse=True):  # a path before any folder holding it
-                arg = arg.replace(path, places[path])
-            named.append(arg)
-        return named
+        return placeless(command, {str(REPO_ROOT): "<repo>", str(self.patch_set.patches_dir.parent): "<patch set>",
+                                   str(self.work): "<work>"})
 
     def _project_files_digest(self, toolchain: Toolchain) -> str:
         """Everything a project source may include from the patch set (its files and the overlay's

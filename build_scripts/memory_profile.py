@@ -55,7 +55,7 @@ DRAM_BYTES_PER_CLOCK = 3.0e12 / (H100_SMS * 1.98e9)
 def build(directory: Path) -> Path:
     """The profiled emulator, compiled into `directory` (g++ and the pinned torch's c10), or copied
     from $DWCONV_CACHE/emulator-builds where one was built from the same files (output_cache.py)."""
-    from .output_cache import cached_output
+    from .output_cache import cached_output, placeless
     from .patchset import digest_tree
     from .pin import load_pin
     from .toolchain import compiler_version
@@ -88,7 +88,7 @@ def build(directory: Path) -> Path:
             if proc.returncode != 0:
                 raise HarnessError(f"the profiled emulator does not build:\n{' '.join(command)}\n{proc.stderr[-3000:]}")
 
-    commands = (" ".join(step).replace(str(directory), "<build>").replace(str(REPO_ROOT), "<repo>")
+    commands = (" ".join(placeless(step, {str(directory): "<build>", str(REPO_ROOT): "<repo>"}))
                 for step in steps(directory / "binary"))
     key = "\0".join([compiler_version("g++"), *commands, digest_tree(KERNEL_SOURCES), digest_tree(EMULATOR)])
     return cached_output(cache_dir() / "emulator-builds", key, directory / "emulate_depthwise2d_profiled", compile_to)

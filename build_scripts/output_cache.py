@@ -24,6 +24,17 @@ from .cache_prune import prune, touch
 CACHE_BYTES = 2 << 30  # per kind; least recently used dropped first
 
 
+def placeless(args: list[str], places: dict[str, str]) -> list[str]:
+    """`args` with each path of `places` replaced by its name ("<repo>"), a path before any folder
+    holding it, as ccache's base_dir does: a key that one checkout's or run's own paths leave alone."""
+    named = []
+    for arg in args:
+        for path in sorted(places, key=len, reverse=True):
+            arg = arg.replace(path, places[path])
+        named.append(arg)
+    return named
+
+
 def cached_output(folder: Path, key: str, output: Path, make: Callable[[Path], None]) -> Path:
     """`output`, copied from the entry kept under `key` in folder, or made by make(output) and kept."""
     entry = folder / hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT
-from build_scripts.output_cache import cached_output
+from build_scripts.output_cache import cached_output, placeless
 from build_scripts.patchset import digest_tree
 from build_scripts.pin import load_pin
 from build_scripts.toolchain import compiler_version
@@ -97,13 +97,9 @@ def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", 
         subprocess.run(command(output), check=True, capture_output=True, text=True)
 
     # The key: the command with this run's own paths named by what they are, and what the roots hold.
-    places = {str(binary): "<binary>", **({str(prelude): "<prelude>"} if prelude else {}), str(REPO_ROOT): "<repo>",
-              **{str(root): f"<include root {i}>" for i, root in enumerate(include_roots)}}
-    named = []
-    for arg in command(binary):
-        for path in sorted(places, key=len, reverse=True):  # a path before any folder holding it
-            arg = arg.replace(path, places[path])
-        named.append(arg)
+    named = placeless(command(binary), {
+        str(binary): "<binary>", **({str(prelude): "<prelude>"} if prelude else {}), str(REPO_ROOT): "<repo>",
+        **{str(root): f"<include root {i}>" for i, root in enumerate(include_roots)}})
     key = "\0".join([gxx_version(), *named, *(digest_tree(root) for root in include_roots), digest_tree(EMULATOR)])
     return cached_output(cache_dir() / "emulator-builds", key, binary, compile_to)
 
