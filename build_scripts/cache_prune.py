@@ -37,21 +37,21 @@ def prune(entries: list[list[Path]], max_bytes: int | None = None, max_entries: 
     most max_entries, sparing those used in the last RECENT_SECONDS. Returns the removed entries'
     first paths."""
     now = time.time() if now is None else now
-    used = {}  # another process or thread may prune the same cache: an entry may go at any time
+    by_use = []  # (last use, group); another process or thread may prune the same cache meanwhile
     for group in entries:
         try:
-            used[id(group)] = group[0].stat().st_mtime
+            by_use.append((group[0].stat().st_mtime, group))
         except (FileNotFoundError, IndexError):
             continue
-    by_use = sorted((group for group in entries if id(group) in used), key=lambda group: used[id(group)])  # oldest first
-    sizes = {group[0]: sum(_bytes(p) for p in group) for group in by_use}
+    by_use.sort(key=lambda item: item[0])  # oldest first
+    sizes = {group[0]: sum(_bytes(p) for p in group) for _, group in by_use}
     total, count = sum(sizes.values()), len(by_use)
     removed = []
-    for group in by_use:
+    for used, group in by_use:
         over = (max_bytes is not None and total > max_bytes) or (max_entries is not None and count > max_entries)
         if not over:
             break
-        if now - used[id(group)] < RECENT_SECONDS:
+        if now - used < RECENT_SECONDS:
             continue
         for path in group:
             if path.is_dir() and not path.is_symlink():
