@@ -146,7 +146,7 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 47 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 52 and proc.returncode == 0, proc.stdout
 
 
 def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():
@@ -495,6 +495,8 @@ MUTATIONS = [
      "62:63"),  # ... in the window
     (("if (i < count) scratch[(lane * slots + first + i)", "if (i + 1 < count) scratch[(lane * slots + first + i)"),
      "62:63"),  # a lane's last value (the window's bias) not handed on
+    (("if (shape.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));", ""),
+     "54:55"),  # the window's 7x7 rows of 5 lanes (52 KB in float) launched without opting in past 48 KB
     (("if (i < count) scratch[(lane * slots + first + i)", "if (i < count) scratch[(lane * slots + i)"),
      "59:60"),  # the ring's kernel rows over one another's slots
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),

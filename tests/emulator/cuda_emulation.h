@@ -56,7 +56,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -193,6 +195,42 @@ struct PendingCopy {
 // The threads a block may have: the kernels' __launch_bounds__ (which the emulation cannot read
 // off each kernel, so a program sets the bound its kernels share). A GPU refuses a launch of more.
 inline unsigned launch_bound_threads = 1024;
+
+// The dynamic shared memory each kernel has been allowed past 48 KB (DWCONV_OPT_IN_SHARED_BYTES, as
+// cudaFuncSetAttribute's cudaFuncAttributeMaxDynamicSharedMemorySize), by the kernel's address.
+constexpr std::size_t kDefaultSharedBytes = 48 * 1024;
+constexpr std::size_t kMostOptInSharedBytes = 227 * 1024;  // an sm_90 block's: its SM's 228 KB less 1 KB reserved
+inline std::mutex shared_bytes_allowed_mutex;
+inline std::map<const void*, std::size_t> shared_bytes_allowed;
+
+template <typename Kernel>
+void opt_in_shared_bytes(Kernel kernel, std::size_t shared_bytes) {
+  static_assert(std::is_pointer_v<Kernel>, "a kernel opts in by its address, as cudaFuncSetAttribute takes it");
+  if (shared_bytes > kMostOptInSharedBytes) {
+    throw std::runtime_error("emulated kernel opts in to " + std::to_string(shared_bytes) +
+                             " bytes of dynamic shared memory, more than any GPU's block may take (227 KB)");
+  }
+  std::lock_guard<std::mutex> lock(shared_bytes_allowed_mutex);
+  shared_bytes_allowed[reinterpret_cast<const void*>(kernel)] = shared_bytes;
+}
+
+// Every kernel back to 48 KB, as in a process that has opted in to nothing: before the launch code
+// runs, so that a launch past 48 KB it does not opt in to itself is refused.
+inline void forget_opt_ins() {
+  std::lock_guard<std::mutex> lock(shared_bytes_allowed_mutex);
+  shared_bytes_allowed.clear();
+}
+
+// What a launch of `kernel` may ask for: 48 KB, or what it opted in to.
+template <typename Kernel>
+std::size_t allowed_shared_bytes(Kernel kernel) {
+  if constexpr (std::is_pointer_v<Kernel>) {
+    std::lock_guard<std::mutex> lock(shared_bytes_allowed_mutex);
+    const auto found = shared_bytes_allowed.find(reinterpret_cast<const void*>(kernel));
+    if (found != shared_bytes_allowed.end()) return std::max(found->second, kDefaultSharedBytes);
+  }
+  return kDefaultSharedBytes;
+}
 
 // One emulated GPU thread: a stack (below it a page that faults, so an overflow crashes
 // instead of writing over its neighbour) and where it stopped.
@@ -636,10 +674,12 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   if (shared_bytes > kSharedBytes) {
     throw std::runtime_error("emulated launch asks for more shared memory than the emulator has");
   }
-  // The limits of a real launch (compute capability 7.0 and later; the kernels do not opt in
-  // to more than 48 KB of dynamic shared memory).
-  if (shared_bytes > 48 * 1024) {
-    throw std::runtime_error("emulated launch asks for more than 48 KB of dynamic shared memory");
+  // The limits of a real launch (compute capability 7.0 and later): past 48 KB of dynamic shared
+  // memory only as much as the kernel opted in to.
+  if (shared_bytes > allowed_shared_bytes(kernel)) {
+    throw std::runtime_error("emulated launch asks for " + std::to_string(shared_bytes) +
+                             " bytes of dynamic shared memory, more than 48 KB and more than its kernel opted in to (" +
+                             std::to_string(allowed_shared_bytes(kernel)) + ")");
   }
   if (block.x > 1024 || block.y > 1024 || block.z > 64 || block.x * block.y * block.z > 1024 ||
       grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
@@ -718,5 +758,6 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define DWCONV_EXPECT_ALIGNED(address) \
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
+#define DWCONV_OPT_IN_SHARED_BYTES(kernel, shared_bytes) dwconv_emu::opt_in_shared_bytes(kernel, shared_bytes)
 #define DWCONV_EMULATED_ASYNC_COPIES
 #define DWCONV_EMULATED_WARP_MATRICES

@@ -758,11 +758,13 @@ void check_window_grad_weight(const Problem& p, const std::string& tag) {
     if (!has_window_grad_weight(g, sizeof(T))) return;
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
+    const auto kernel = grad_weight_window_kernel_for<T>(g.kernel_h, g.stride_h);
+    // The planners' GPUs are all sm_90 SMs, whose blocks may take opt_in_shared_bytes.
+    DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(sm90_gpu(1)));
     const auto run = [&](const RingGradWeightLaunch& plan, bool with_bias, const std::string& what) {
       GradWeightSums<T> sums(p, plan.grid.y);
-      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
-                         grad_weight_window_kernel_for<T>(g.kernel_h, g.stride_h), go.data(), in.data(),
-                         sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g, plan.work);
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes, kernel, go.data(), in.data(), sums.partial.data(),
+                         with_bias ? sums.partial_bias.data() : nullptr, g, plan.work);
       check_finished_grad_weight<T>("grad-weight window NHWC",
                                     tag + " lanes=" + std::to_string(plan.block.y) +
                                         " chunks=" + std::to_string(plan.work.chunks_w) +
@@ -985,6 +987,7 @@ GradWeightResult<T> run_grad_weight(const Problem& p, const GradWeightChoice& ch
   auto partial = poisoned<acc_t>(size_t(slices) * g.dst_channels * p.k.kh * p.k.kw);
   auto partial_bias = poisoned<acc_t>(with_bias ? size_t(slices) * g.dst_channels : 0);
   GradWeightResult<T> out{poisoned<T>(p.grad_weight.v.size()), poisoned<T>(p.grad_bias.v.size())};
+  dwconv_emu::forget_opt_ins();
   launch_grad_weight<T>(choice, index64, g,
                         GradWeightPointers<T>{go.data(), in.data(), partial.data(), out.grad_weight.data(),
                                               p.grad_output.strides(cl), p.input.strides(cl),

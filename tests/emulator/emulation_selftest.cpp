@@ -122,6 +122,13 @@ __global__ void shuffle_in_whole_warps(int* out, unsigned whole_threads) {
 
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
 
+// A kernel of its own for the checks of the opt-in past 48 KB, so that its allowance reaches no
+// other check's launch.
+__global__ void opted_in_write(std::size_t at) {
+  DWCONV_SHARED_BYTES(raw);
+  raw[at] = 1;
+}
+
 // 16-bit values as bfloat16's top half of a float: small integers, exact.
 float widen_bf16(std::uint16_t bits) {
   const std::uint32_t word = std::uint32_t(bits) << 16;
@@ -429,6 +436,28 @@ int main() {
          "a grid 70000 blocks high is refused");
   expect(launch_error(dim3(1), dim3(32), 48 * 1024 + 16, vector_access, nullptr).find("48 KB") != std::string::npos,
          "more than 48 KB of dynamic shared memory is refused");
+  {
+    constexpr std::size_t kOptedIn = 56 * 1024;
+    expect(launch_error(dim3(1), dim3(32), kOptedIn, opted_in_write, std::size_t{0}).find("opted in to (49152)") !=
+               std::string::npos,
+           "56 KB before the kernel opts in is refused");
+    DWCONV_OPT_IN_SHARED_BYTES(opted_in_write, kOptedIn);
+    expect(launch_error(dim3(2), dim3(32), kOptedIn, opted_in_write, kOptedIn - 1).empty(),
+           "56 KB after it opts in to 56 KB runs, and its last byte is written");
+    expect(launch_error(dim3(1), dim3(32), kOptedIn + 16, opted_in_write, std::size_t{0}).find("opted in to (57344)") !=
+               std::string::npos,
+           "16 bytes more than it opted in to are refused");
+    expect(launch_error(dim3(1), dim3(32), kOptedIn, vector_access, nullptr).find("opted in to (49152)") !=
+               std::string::npos,
+           "another kernel is not allowed what one opted in to");
+    bool refused = false;
+    try {
+      DWCONV_OPT_IN_SHARED_BYTES(opted_in_write, std::size_t{228} * 1024);
+    } catch (const std::runtime_error& error) {
+      refused = std::string(error.what()).find("227 KB") != std::string::npos;
+    }
+    expect(refused, "an opt-in past what any GPU's block may take (227 KB) is refused");
+  }
   expect(launch_error(dim3(2), dim3(64), 0, barriers_apart, true).empty(), "threads at one barrier call run on");
   expect(launch_error(dim3(2), dim3(64), 0, barriers_apart, false).find("different __syncthreads() calls") !=
              std::string::npos,

@@ -141,6 +141,19 @@ inline int64_t resident_blocks_per_sm(const GpuLimits& gpu, int threads, size_t 
                    gpu.shared_bytes_per_sm / (int64_t(shared_bytes) + gpu.reserved_shared_bytes)}));
 }
 
+// The dynamic shared memory a block may take, opting in past kMaxSharedBytes, while an SM still
+// holds as many such blocks as it holds blocks of kMaxSharedBytes: the share of the SM that 48 KB
+// blocks leave unused. 56 KB on an sm_90 SM (4 blocks of 228 KB), 53.7 KB on an A100's (3 of 164
+// KB), 49 KB on an sm_86 or sm_89 one (2 of 100 KB); never more than the SM less a block's reserve,
+// the most a block may opt in to. A kernel launched with more than kMaxSharedBytes must be allowed
+// it first (DWCONV_OPT_IN_SHARED_BYTES, DepthwiseConv2dLaunch.cuh).
+inline size_t opt_in_shared_bytes(const GpuLimits& gpu) {
+  const int64_t per_block = int64_t(kMaxSharedBytes) + gpu.reserved_shared_bytes;
+  const int64_t blocks = gpu.shared_bytes_per_sm / per_block;
+  if (blocks < 1) return kMaxSharedBytes;
+  return static_cast<size_t>(gpu.shared_bytes_per_sm / blocks - gpu.reserved_shared_bytes) / 16 * 16;
+}
+
 // The registers a thread may take in a kernel of kThreads-thread blocks bounded to `min_blocks`
 // blocks an SM (what ptxas allows under __launch_bounds__(kThreads, min_blocks)).
 constexpr int registers_within_bounds(int min_blocks) {

@@ -2,7 +2,8 @@
 // Launches the kernel a choice of DepthwiseConv2dKernelChoice.cuh names, on raw pointers: the
 // launch code of DepthwiseConv2d.cu, which tests/emulator also runs on a CPU (through its own
 // DWCONV_LAUNCH), so that the path from a call's choice to its kernel's arguments is checked
-// there too. No ATen tensors and no CUDA runtime calls; the caller checks the launches.
+// there too. No ATen tensors, and no CUDA runtime calls but the opt-in past 48 KB of shared memory;
+// the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
@@ -29,6 +30,16 @@
 #ifndef DWCONV_LAUNCH
 #define DWCONV_LAUNCH(kernel, grid, block, shared_bytes, stream, ...) \
   kernel<<<grid, block, shared_bytes, stream>>>(__VA_ARGS__)
+#endif
+
+// Allows `kernel` up to `shared_bytes` of dynamic shared memory, past the 48 KB every kernel may
+// take. Its callers pass opt_in_shared_bytes(gpu), the same for every launch on a device, so that
+// host threads launching at once never lower each other's allowance. A macro, so that the CPU
+// emulator checks that every launch past 48 KB was allowed what it takes.
+#ifndef DWCONV_OPT_IN_SHARED_BYTES
+#include <c10/cuda/CUDAException.h>
+#define DWCONV_OPT_IN_SHARED_BYTES(kernel, shared_bytes) \
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)))
 #endif
 
 namespace at::native::dwconv {
@@ -289,6 +300,7 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
                           : choice.kernel == GradWeightKernel::kChannelsLastWindow
                               ? grad_weight_window_kernel_for<scalar_t>(g.kernel_h, g.stride_h)
                               : grad_weight_walk_kernel_for<scalar_t>(g.stride_h);  // never null
+      if (shape.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
                     p.partial_bias, g, plan.work);
       break;
