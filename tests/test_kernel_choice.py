@@ -229,6 +229,29 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
         assert not missed, f"{gpu}: the sanitizer subset never runs {sorted(missed)}"
 
 
+def test_the_sanitizer_subset_launches_past_48_kb_of_shared_memory(kernel_choice):
+    """One of its calls runs a kernel that opts in past 48 KB of dynamic shared memory (the window
+    weight gradient's 7x7 blocks in bfloat16, v42), so that compute-sanitizer checks such a launch."""
+    lines = [query_line("bfloat16", "grad-weight", kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding,
+                                                                      dilation, m, "cl"), H100, kernel_cases.PIXEL_OFF)
+             for n, c, m, h, w, kernel, stride, padding, dilation in kernel_cases.SANITIZER_CASES]
+    launches = [plan_report.Launch.parse(answer) for answer in plan_report.run_driver(kernel_choice, lines, "--plans")]
+    assert any(launch.shared_bytes > 48 * 1024 and launch.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
+               for launch in launches)
+
+
+def test_the_window_weight_gradient_keeps_within_48_kb_with_its_opt_in_off(kernel_choice):
+    """window_shared_opt_in off: ConvNeXt-T 96@56's bf16 blocks of 3 lanes (39 KB) as before v42, for
+    the bench's look-back (`VARIANTS=ours,ours-without-window_shared_opt_in`)."""
+    call = kernel_cases.Call("convnext", 64, 96, 56, 7, padding=3, layout="cl")
+    opted_in, within = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
+        kernel_choice, [query_line("bfloat16", "grad-weight", call, H100, disabled)
+                        for disabled in ((), ("window_shared_opt_in",))], "--plans"))
+    assert opted_in.kernel == within.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
+    assert (opted_in.block, within.block) == ((32, 4, 1), (32, 3, 1))
+    assert within.shared_bytes <= 48 * 1024 < opted_in.shared_bytes
+
+
 @pytest.mark.parametrize("line, message", [
     ("float forward cl 2 64 20 33", "malformed call line"),
     (f"float sideways cl 2 64 20 33 1 3 3 1 1 1 1 1 1 0 0 {H100.driver_field()} -", "pass must be forward, backward-input, grad-weight or grad-weight+bias"),

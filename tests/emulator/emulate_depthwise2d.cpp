@@ -775,13 +775,18 @@ void check_window_grad_weight(const Problem& p, const std::string& tag) {
     };
     for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
       for (const bool with_bias : {false, true}) {
-        const auto plan = plan_window_grad_weight<T>(g, gpu);
+        const auto plan = plan_window_grad_weight<T>(g, gpu, true);
         if (plan) run(*plan, with_bias, "");
       }
     }
+    // Within 48 KB (window_shared_opt_in off), where the plan opts in past it.
+    if (auto plan = plan_window_grad_weight<T>(g, sm90_gpu(512), false);
+        plan && plan_window_grad_weight<T>(g, sm90_gpu(512), true)->shared_bytes > kMaxSharedBytes) {
+      run(*plan, true, " (within 48 KB)");
+    }
     // One lane over items two chunks wide: a lane takes a second chunk, and the last item may
     // hold fewer columns than its chunks.
-    if (auto plan = plan_window_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_w > kWindowChunk) {
+    if (auto plan = plan_window_grad_weight<T>(g, sm90_gpu(512), true); plan && g.dst_w > kWindowChunk) {
       RingGradWeightWork& w = plan->work;
       w.tile_w = w.staged_w = 2 * kWindowChunk;
       w.in_w = (w.staged_w - 1) * g.stride_h + g.kernel_h;
@@ -1318,7 +1323,7 @@ void check_bench_layers_planned(const char* dtype) {
           expect_planned(plan_ring_grad_weight<scalar_t>(g, gpu, false).has_value() &&
                              plan_ring_grad_weight<scalar_t>(g, gpu, true).has_value(),
                          dtype, l, batch, gpu, "ring weight-gradient");
-          expect_planned(plan_window_grad_weight<scalar_t>(g, gpu).has_value(), dtype, l, batch, gpu,
+          expect_planned(plan_window_grad_weight<scalar_t>(g, gpu, true).has_value(), dtype, l, batch, gpu,
                          "window weight-gradient");
           if (is_walk_grad_weight_filter(l.kernel, l.stride)) {
             expect_planned(plan_walk_grad_weight<scalar_t>(g, gpu).has_value(), dtype, l, batch, gpu,

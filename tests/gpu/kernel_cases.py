@@ -387,7 +387,8 @@ KERNEL_CHOICE_TABLES = {
 # One call each specialised path takes (dwconv_overlay.kernel_paths()): (path, layout, batch,
 # channels (16-byte vectors of them for channels_last), size, kernel, stride, padding, {pass: the
 # kernel it runs with every path on}). tile_vector_loads and staged_grad_output change how the
-# register tiles and the weight gradient's grad_output are staged, not which kernel runs.
+# register tiles and the weight gradient's grad_output are staged, and window_shared_opt_in how wide
+# the window weight gradient's blocks are, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -417,6 +418,7 @@ KERNEL_PATH_ROWS = [
      {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
     ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
     ("staged_grad_output", "nchw", 4, 3, (14, 14), (3, 3), 1, (1, 1), {}),
+    ("window_shared_opt_in", "cl", 2, 12, (56, 56), (7, 7), 1, (3, 3), {}),  # 4 lanes (bf16, 51 KB) or 3
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
 ]
 
@@ -484,6 +486,8 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 40, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last register tiles, 7x7 (bf16: 5 vectors, a
                                                            # part-filled group), blocks under 256 threads
     (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # channels_last register tiles at stride 2, no padding
+    (2, 32, 1, 20, 56, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last window weight gradient, 7x7: bf16's
+                                                           # blocks of 4 lanes opt in past 48 KB (51 KB)
     (24, 64, 1, 56, 56, (3, 3), (1, 1), (1, 1), (1, 1)),   # channels_last streamed: bands of rows with copies in
                                                            # flight (enough blocks to fill the GPU)
     (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,

@@ -300,7 +300,9 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastWindowGradWeight) &&
       has_window_grad_weight(g, t.element_size)) {
-    if (auto plan = plan_window_grad_weight<scalar_t>(g, gpu)) return {GradWeightKernel::kChannelsLastWindow, *plan};
+    if (auto plan = plan_window_grad_weight<scalar_t>(g, gpu, paths.on(KernelPath::WindowSharedOptIn))) {
+      return {GradWeightKernel::kChannelsLastWindow, *plan};
+    }
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastRingGradWeight) &&
       has_ring_grad_weight(g, t.element_size)) {

@@ -305,8 +305,9 @@ inline bool has_window_grad_weight(const PassGeometry& g, size_t element_size) {
 // 48 KB gives the half types' 7x7 rows their 4 lanes back: at the 144-byte pitch a block of 32
 // columns takes 51 KB, and under 48 KB ConvNeXt-T's 96@56 and 192@28 were cut into items of 3 and 2
 // lanes (of 24 and 16 columns, the halo read again for each), 9 % and 5 % slower (H200, v35).
+// Without `opt_in` (the path window_shared_opt_in off), blocks keep within 48 KB.
 template <typename scalar_t>
-std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
+std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& g, const GpuLimits& gpu, bool opt_in) {
   const int kernel = g.kernel_h, stride = g.stride_h;
   const auto in_width = [&](int staged_w) { return (staged_w - 1) * stride + kernel; };
   const auto bytes = [&](int staged_w) {
@@ -314,7 +315,7 @@ std::optional<RingGradWeightLaunch> plan_window_grad_weight(const PassGeometry& 
   };
   const int64_t chunks = (g.dst_w + kWindowChunk - 1) / kWindowChunk;  // of the whole row
   int lanes = static_cast<int>(std::min<int64_t>(chunks, kWindowMaxLanes));
-  const size_t most_bytes = opt_in_shared_bytes(gpu);
+  const size_t most_bytes = opt_in ? opt_in_shared_bytes(gpu) : kMaxSharedBytes;
   while (lanes >= 1 && bytes(lanes * kWindowChunk) > most_bytes) --lanes;
   if (lanes < 1) return std::nullopt;
   const int64_t fewest_items = (chunks + lanes - 1) / lanes;
