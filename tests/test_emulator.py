@@ -136,7 +136,8 @@ KERNELS_CHECKED = [
                    "register-tiled NCHW staged grad_output", "register-tiled NCHW stride 2",
                    "register-tiled NCHW stride 2 row loads", "register-tiled NCHW stride 2 staged grad_output",
                    "register NHWC",
-                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC", "walk NHWC")] + [
+                   "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC", "walk NHWC",
+                   "tensor-core NHWC")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 
@@ -497,6 +498,15 @@ MUTATIONS = [
      "62:63"),  # a lane's last value (the window's bias) not handed on
     (("if (shape.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));", ""),
      "54:55"),  # the window's 7x7 rows of 5 lanes (52 KB in float) launched without opting in past 48 KB
+    # The tensor-core weight gradient (v43):
+    (("if (nan_flags[warp] > 0.f && live) {", "if (false && live) {"), "25:26"),  # a product's 0 x inf kept
+    (("const std::uint32_t bias_row = group == 7 ? kPackedOnes<scalar_t> : 0u;", "const std::uint32_t bias_row = 0u;"),
+     "15:16"),  # A's row of ones left out: no bias sums
+    (("const int steps = (rows + K - 1 + 1) / 2;", "const int steps = (rows + K - 1) / 2;"),
+     "76:77"),  # a band's last input row left out where its rows + K - 1 is odd
+    (("region[c * kValues + (2 * pair - 1) * K + group] += d[c][0];",
+      "region[c * kValues + (2 * pair - 1) * K + group] += 0.f;"), "15:16"),  # odd rows' upper halves left out
+    (("  __syncthreads();  // the first halves of the odd rows are in\n", ""), "15:16"),
     (("if (i < count) scratch[(lane * slots + first + i)", "if (i < count) scratch[(lane * slots + i)"),
      "59:60"),  # the ring's kernel rows over one another's slots
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),
@@ -715,14 +725,14 @@ MUTATIONS = [
 
 
 # Headers whose kernels the float-only build compiles none of: their mutations go to the whole build.
-HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh"}
+HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh", "ATen/native/cuda/DepthwiseConv2dMmaGradWeight.cuh"}
 
 # The kernel headers whose kernels the emulator checks alone when built with DWCONV_EMULATE_ONLY (its
 # KernelHeader names): a planted bug in one goes first to a build of that header's kernels, which
 # takes half the time of the whole; the shared headers (Common, KernelChoice, Launch) reach every kernel.
 HEADER_BUILDS = {f"ATen/native/cuda/DepthwiseConv2d{name}.cuh": name for name in (
     "General", "Conv1d", "RegisterTiled", "LargeFilter", "ChannelsLastStream", "ChannelsLastMma", "Pixel", "Stride2",
-    "RingGradWeight", "WindowGradWeight", "WalkGradWeight")}
+    "RingGradWeight", "WindowGradWeight", "WalkGradWeight", "MmaGradWeight")}
 
 
 def builds_for(header: str) -> list[tuple[bool, str | None]]:

@@ -90,13 +90,14 @@ def test_the_routing_tests_biased_layers_take_the_weight_gradient_kernels_they_e
 
 def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choice):
     """A row of 32 x lanes threads more (blockDim.y one past the kernel rows), the same grid; at 7x7
-    still three blocks an SM at the ring's 80 registers, as without. (The ring kernel with the window
-    and walk kernels switched off: they take these filters before the ring.)"""
+    still three blocks an SM at the ring's 80 registers, as without. (The ring kernel with the tensor-core,
+    window and walk kernels switched off: they take these filters before the ring.)"""
     for kernel, lanes in ((3, 2), (5, 1), (7, 1)):
         call = kernel_cases.Call("ring", 16, 96, 56, kernel, padding=kernel // 2, layout="cl")
         without, with_bias = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
             kernel_choice, [query_line("bfloat16", pass_, call, H100,
-                                       ["channels_last_walk_grad_weight", "channels_last_window_grad_weight"])
+                                       ["channels_last_walk_grad_weight", "channels_last_window_grad_weight",
+                                        "channels_last_mma_grad_weight"])
                             for pass_ in ("grad-weight", "grad-weight+bias")],
             "--plans"))
         assert without.kernel == with_bias.kernel == kernel_cases.RING_GRAD_WEIGHT
@@ -133,7 +134,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 23 and names <= defined, names - defined
+    assert len(names) == 24 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -182,9 +183,9 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
 def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
     """DepthwiseConv2d.cu plans for the device's own SM (GpuLimits from cudaDeviceProp), not an
     H100's: on GPUs of as many SMs of another kind the same call gets the plan that kind holds."""
-    def plan(call, pass_, gpu, dtype="float"):
-        return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [query_line(dtype, pass_, call, gpu)],
-                                                               "--plans")[0])
+    def plan(call, pass_, gpu, dtype="float", disabled=()):
+        return plan_report.Launch.parse(plan_report.run_driver(
+            kernel_choice, [query_line(dtype, pass_, call, gpu, disabled)], "--plans")[0])
 
     # 200,704 threads of the pixel kernel (NCHW 3x3, 8 blocks of 256 an SM by its register bound):
     # 128 SMs of sm_90 hold 262,144 at once, 128 of sm_89 (1536 threads an SM) 196,608.
@@ -194,9 +195,10 @@ def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
     # The window weight gradient's 7x7 blocks of 51 KB (bf16, 4 lanes, opted in past 48 KB): four an
     # sm_90 SM holds (228 KB), three an sm_80 one (164 KB), so that on an A100 fewer slices fill the
     # SMs; an sm_86 SM (100 KB) would hold one, where it holds two of 48 KB: there the blocks keep to
-    # 3 lanes (39 KB).
+    # 3 lanes (39 KB). (With the tensor-core weight gradient off, which takes these passes before it.)
     window = kernel_cases.Call("probe", 64, 96, 56, 7, padding=3, layout="cl")
-    h100, a100, ampere = (plan(window, "grad-weight", Gpu(108, arch), "bfloat16") for arch in ("sm_90", "sm_80", "sm_86"))
+    h100, a100, ampere = (plan(window, "grad-weight", Gpu(108, arch), "bfloat16", ["channels_last_mma_grad_weight"])
+                          for arch in ("sm_90", "sm_80", "sm_86"))
     assert h100.kernel == a100.kernel == ampere.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
     assert h100.block == a100.block == (32, 4, 1) and h100.shared_bytes == a100.shared_bytes > 48 * 1024
     assert ampere.block == (32, 3, 1) and ampere.shared_bytes <= 48 * 1024
@@ -231,8 +233,8 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
 
 def test_the_sanitizer_subset_launches_past_48_kb_of_shared_memory(kernel_choice):
     """One of its calls runs a kernel that opts in past 48 KB of dynamic shared memory (the window
-    weight gradient's 7x7 blocks in bfloat16, v42), so that compute-sanitizer checks such a launch."""
-    lines = [query_line("bfloat16", "grad-weight", kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding,
+    weight gradient's 7x7 blocks of 5 lanes in float, v42), so that compute-sanitizer checks such a launch."""
+    lines = [query_line("float", "grad-weight", kernel_cases.Call("sanitizer", n, c, (h, w), kernel, stride, padding,
                                                                       dilation, m, "cl"), H100, kernel_cases.PIXEL_OFF)
              for n, c, m, h, w, kernel, stride, padding, dilation in kernel_cases.SANITIZER_CASES]
     launches = [plan_report.Launch.parse(answer) for answer in plan_report.run_driver(kernel_choice, lines, "--plans")]
@@ -242,11 +244,13 @@ def test_the_sanitizer_subset_launches_past_48_kb_of_shared_memory(kernel_choice
 
 def test_the_window_weight_gradient_keeps_within_48_kb_with_its_opt_in_off(kernel_choice):
     """window_shared_opt_in off: ConvNeXt-T 96@56's bf16 blocks of 3 lanes (39 KB) as before v42, for
-    the bench's look-back (`VARIANTS=ours,ours-without-window_shared_opt_in`)."""
+    the bench's look-back (`VARIANTS=ours-without-channels_last_mma_grad_weight,ours-without-channels_last_mma_grad_weight+window_shared_opt_in`:
+    the tensor-core weight gradient takes these passes before the window kernel)."""
     call = kernel_cases.Call("convnext", 64, 96, 56, 7, padding=3, layout="cl")
     opted_in, within = (plan_report.Launch.parse(answer) for answer in plan_report.run_driver(
         kernel_choice, [query_line("bfloat16", "grad-weight", call, H100, disabled)
-                        for disabled in ((), ("window_shared_opt_in",))], "--plans"))
+                        for disabled in (("channels_last_mma_grad_weight",),
+                                         ("channels_last_mma_grad_weight", "window_shared_opt_in"))], "--plans"))
     assert opted_in.kernel == within.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
     assert (opted_in.block, within.block) == ((32, 4, 1), (32, 3, 1))
     assert within.shared_bytes <= 48 * 1024 < opted_in.shared_bytes
@@ -279,8 +283,9 @@ def tensor_core_layer(problem) -> bool:
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     """The kernels written for each bench layer's pass: the conv1d row (NCHW) and column
     (channels_last) kernels for Mamba, the large-filter kernels for RepLKNet, and the register
-    tiles (the stride-2 kernels for backward-input at stride 2, the walk kernel (3x3) or the window
-    kernel for the channels_last weight gradient, the streamed kernel or the register-tiled one for the other channels_last
+    tiles (the stride-2 kernels for backward-input at stride 2, the walk kernel (3x3), the tensor-core
+    one (bf16 and fp16 5x5 and 7x7 at stride 1) or the window kernel for the channels_last weight
+    gradient, the streamed kernel or the register-tiled one for the other channels_last
     passes, and the tensor-core one for those of bf16 and fp16) for the rest, or at
     batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
@@ -292,7 +297,10 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if pass_ == "grad-weight":
         if not cl:
             return (k.REGISTER_TILED_GRAD_WEIGHT,)
-        return (k.WALK_GRAD_WEIGHT if layer.kernel == 3 else k.WINDOW_GRAD_WEIGHT,)
+        if layer.kernel == 3:
+            return (k.WALK_GRAD_WEIGHT,)
+        tensor_cores = ELEMENT_BYTES[problem.dtype] == 2 and layer.stride == 1
+        return (k.MMA_GRAD_WEIGHT if tensor_cores else k.WINDOW_GRAD_WEIGHT,)
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
@@ -358,7 +366,6 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
         return (launch.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
                 and blocks_of(launch.shared_bytes) >= blocks_of(48 * 1024) >= 1)
 
-    opted_in = 0
     for gpu, launches in bench_launches.items():
         assert len(launches) == 372
         refused = [(p.layer.name, p.batch, p.dtype, pass_, launch) for p, pass_, launch in launches
@@ -366,10 +373,8 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
                            and 1 <= launch.grid[0] < 2**31 and 1 <= launch.grid[1] <= 65535
                            and 1 <= launch.grid[2] <= 65535)]
         assert not refused, refused
-        opted_in += sum(launch.shared_bytes > 48 * 1024 for _, _, launch in launches)
         report = plan_report.markdown(launches, gpu)
         assert report.count("\n| ") == 372 + 2  # a row a pass, after the header and its rule
-    assert opted_in > 0  # the window kernel's 7x7 rows in the half types (ConvNeXt-T 96@56 and 192@28)
 
 
 def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):

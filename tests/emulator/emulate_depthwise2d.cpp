@@ -22,7 +22,7 @@ namespace {
 // is caught by a build of a third of the time (tests/test_emulator.py's first build of one).
 enum class KernelHeader {
   kAll, kGeneral, kConv1d, kRegisterTiled, kLargeFilter, kChannelsLastStream, kChannelsLastMma, kPixel, kStride2,
-  kRingGradWeight, kWindowGradWeight, kWalkGradWeight
+  kRingGradWeight, kWindowGradWeight, kWalkGradWeight, kMmaGradWeight
 };
 #ifdef DWCONV_EMULATE_ONLY
 #define DWCONV_HEADER_OF(name) DWCONV_HEADER_OF_NAME(name)
@@ -850,6 +850,48 @@ void check_walk_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The tensor-core weight gradient (bfloat16 and half, 5x5 and 7x7), where it takes the pass (as the
+// ring kernel), planned for a one-SM GPU (several items a slice) and a large one (bands down the
+// planes), with and without the bias sums; and in blocks of fewer warps than the planner's, the
+// last part-filled (warps past the last channel), two items a slice.
+template <typename T, typename index_t>
+void check_mma_grad_weight(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t> && kWarpMatrixType<T>) {
+    const auto g = p.geometry();
+    if (!has_mma_grad_weight(g, sizeof(T), kWarpMatrixCapability)) return;
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    const auto run = [&](const RingGradWeightLaunch& plan, bool with_bias, const std::string& what) {
+      GradWeightSums<T> sums(p, plan.grid.y);
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes, grad_weight_mma_kernel_for<T>(g.kernel_h),
+                         go.data(), in.data(), sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g,
+                         plan.work);
+      check_finished_grad_weight<T>("grad-weight tensor-core NHWC",
+                                    tag + " warps=" + std::to_string(plan.block.y) +
+                                        " chunks=" + std::to_string(plan.work.chunks_w) +
+                                        " bands=" + std::to_string(plan.work.bands) +
+                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        (with_bias ? " bias" : "") + what,
+                                    p, sums, plan.grid.y, with_bias);
+    };
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      for (const bool with_bias : {false, true}) {
+        if (const auto plan = plan_mma_grad_weight<T>(g, gpu)) run(*plan, with_bias, "");
+      }
+    }
+    if (auto plan = plan_mma_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_channels > kMmaChannels) {
+      const int vectors = static_cast<int>(g.dst_channels / kMmaChannels);
+      const int warps = vectors / 2 + 1;  // two blocks, the second part-filled
+      RingGradWeightWork& w = plan->work;
+      w.items_per_slice = 2;
+      plan->grid = dim3(static_cast<unsigned>((vectors + warps - 1) / warps), static_cast<unsigned>((w.items + 1) / 2));
+      plan->block = dim3(32, static_cast<unsigned>(warps));
+      plan->shared_bytes = mma_grad_weight_shared_bytes(g.kernel_h, warps);
+      run(*plan, true, " (channels in two blocks, two items a slice)");
+    }
+  }
+}
+
 // The large-filter weight gradient, where it takes the pass (32-bit indexing only, as on the
 // GPU), in both layouts, planned for a one-SM GPU (several items a slice) and a large one.
 template <typename T, typename index_t>
@@ -935,6 +977,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   if constexpr (emulates(KernelHeader::kRingGradWeight)) check_ring_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kWindowGradWeight)) check_window_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kWalkGradWeight)) check_walk_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kMmaGradWeight)) check_mma_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kLargeFilter)) check_large_filter_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kGeneral)) {
     for (bool channels_last : {false, true}) {

@@ -24,6 +24,7 @@ CHANNELS_LAST_GRAD_WEIGHT = "grad_weight_register_channels_last_kernel"
 RING_GRAD_WEIGHT = "grad_weight_ring_kernel"
 WINDOW_GRAD_WEIGHT = "grad_weight_window_kernel"
 WALK_GRAD_WEIGHT = "grad_weight_walk_kernel"
+MMA_GRAD_WEIGHT = "grad_weight_mma_kernel"
 LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
@@ -178,8 +179,9 @@ def channels_last_tiled_cases(element_size):
 def channels_last_grad_weight_cases(element_size):
     """The channels_last weight gradients of square 3, 5 and 7 filters at stride 1 or 2, dilation 1,
     multiplier 1, in float and the half types where the channels are whole 16-byte vectors and the
-    data 16-byte aligned: the walk kernel at 3x3, the window kernel at 5x5 and 7x7, and the ring
-    kernel for 7x7 at stride 2, which the window kernel is not compiled for. Elsewhere the register-blocked kernel, which for the half
+    data 16-byte aligned: the walk kernel at 3x3, at 5x5 and 7x7 the tensor-core kernel in the half
+    types at stride 1 and the window kernel otherwise, and the ring kernel for 7x7 at stride 2, which
+    the window kernel is not compiled for. Elsewhere the register-blocked kernel, which for the half
     types needs an even channel count and data aligned to a channel pair."""
     pairs = element_size == 2
     vector = _vector(element_size)
@@ -188,11 +190,13 @@ def channels_last_grad_weight_cases(element_size):
         return kernel if element_size <= 4 and channels % vector == 0 else CHANNELS_LAST_GRAD_WEIGHT
 
     register = None if pairs else CHANNELS_LAST_GRAD_WEIGHT
+    stride_1 = MMA_GRAD_WEIGHT if pairs else WINDOW_GRAD_WEIGHT  # 5x5 and 7x7 at stride 1
     rows = [  # (label, channels, size, kernel, stride, padding, dilation, multiplier, aligned, the kernel or None)
         ("3x3, two channel blocks", 64, (20, 33), 3, 1, 1, 1, 1, True, specialised(64, WALK_GRAD_WEIGHT)),
         ("144 channels at stride 2: a part-filled channel block", 144, (15, 15), 3, 2, 1, 1, 1, True,
          specialised(144, WALK_GRAD_WEIGHT)),
-        ("5x5, 20 x 33", 32, (20, 33), 5, 1, 2, 1, 1, True, specialised(32, WINDOW_GRAD_WEIGHT)),
+        ("5x5, 20 x 33", 32, (20, 33), 5, 1, 2, 1, 1, True, specialised(32, stride_1)),
+        ("7x7, 20 x 33, a part-filled chunk of 8 columns", 40, (20, 33), 7, 1, 3, 1, 1, True, specialised(40, stride_1)),
         ("5x5 at stride 2: a row in items, odd rows", 32, (11, 150), 5, 2, 2, 1, 1, True,
          specialised(32, WINDOW_GRAD_WEIGHT)),
         ("7x7 at stride 2: the ring", 40, (17, 30), 7, 2, 3, 1, 1, True, specialised(40, RING_GRAD_WEIGHT)),
@@ -205,7 +209,7 @@ def channels_last_grad_weight_cases(element_size):
         ("dilation 2", 8, (12, 12), 3, 1, 2, 2, 1, True, None),
         ("no compiled size", 8, (12, 12), 9, 1, 4, 1, 1, True, None),
     ]
-    kernels = (WALK_GRAD_WEIGHT, WINDOW_GRAD_WEIGHT, RING_GRAD_WEIGHT, CHANNELS_LAST_GRAD_WEIGHT)
+    kernels = (WALK_GRAD_WEIGHT, WINDOW_GRAD_WEIGHT, RING_GRAD_WEIGHT, MMA_GRAD_WEIGHT, CHANNELS_LAST_GRAD_WEIGHT)
     return [
         Expectation(Call(label, 3, c, size, kernel, stride, padding, dilation, m, "cl", 1 - aligned, 1 - aligned),
                     {"grad-weight": {name: name == takes for name in kernels}})
@@ -365,8 +369,10 @@ TENSOR_CORE_CALL = Call("tensor cores, inf and NaN among a vector's channels", 3
 # k // 2, conv1d's 3), each with the weight-gradient kernel it takes, which sums the bias on the way:
 # (dtype, conv1d, the 2D call, that kernel).
 BIASED_LAYER_CASES = [
-    ("bfloat16", False, Call("7x7 channels_last: the window kernel", 4, 64, 28, 7, padding=3, layout="cl"),
-     WINDOW_GRAD_WEIGHT),
+    ("bfloat16", False, Call("7x7 channels_last: the tensor-core kernel", 4, 64, 28, 7, padding=3, layout="cl"),
+     MMA_GRAD_WEIGHT),
+    ("bfloat16", False, Call("5x5 channels_last at stride 2: the window kernel", 4, 64, 28, 5, stride=2, padding=2,
+                             layout="cl"), WINDOW_GRAD_WEIGHT),
     ("bfloat16", False, Call("60 channels, not whole vectors", 4, 60, 28, 3, padding=1, layout="cl"),
      CHANNELS_LAST_GRAD_WEIGHT),
     ("bfloat16", True, Call("conv1d, 28 long", 4, 64, (1, 28), (1, 4), padding=(0, 3)), "grad_weight_nchw_kernel"),
@@ -404,7 +410,7 @@ KERNEL_PATH_ROWS = [
     ("channels_last_register_grad_weight", "cl", 3, 8.5, (20, 33), (3, 3), 1, (1, 1),  # half a vector over: no ring
      {"grad-weight": CHANNELS_LAST_GRAD_WEIGHT}),
     ("channels_last_ring_grad_weight", "cl", 3, 8, (20, 33), (7, 7), 2, (3, 3), {"grad-weight": RING_GRAD_WEIGHT}),
-    ("channels_last_window_grad_weight", "cl", 3, 8, (20, 33), (5, 5), 1, (2, 2), {"grad-weight": WINDOW_GRAD_WEIGHT}),
+    ("channels_last_window_grad_weight", "cl", 3, 8, (20, 33), (5, 5), 2, (2, 2), {"grad-weight": WINDOW_GRAD_WEIGHT}),
     ("channels_last_walk_grad_weight", "cl", 3, 8, (20, 33), (3, 3), 1, (1, 1), {"grad-weight": WALK_GRAD_WEIGHT}),
     ("large_filter", "nchw", 2, 4, (30, 30), (13, 13), 1, (6, 6),
      {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
@@ -419,6 +425,7 @@ KERNEL_PATH_ROWS = [
     ("tile_vector_loads", "nchw", 2, 3, (56, 56), (3, 3), 1, (1, 1), {}),
     ("staged_grad_output", "nchw", 4, 3, (14, 14), (3, 3), 1, (1, 1), {}),
     ("window_shared_opt_in", "cl", 2, 12, (56, 56), (7, 7), 1, (3, 3), {}),  # 4 lanes (bf16, 51 KB) or 3
+    ("channels_last_mma_grad_weight", "cl", 3, 8, (20, 33), (7, 7), 1, (3, 3), {"grad-weight": MMA_GRAD_WEIGHT}),
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
 ]
 
@@ -426,7 +433,7 @@ KERNEL_PATH_ROWS = [
 # Paths compiled for float and the half types only, and for the half types only.
 PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight",
                         "channels_last_walk_grad_weight"}
-PATHS_OF_THE_HALF_TYPES = {"channels_last_mma"}
+PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 
@@ -486,8 +493,9 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (2, 40, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last register tiles, 7x7 (bf16: 5 vectors, a
                                                            # part-filled group), blocks under 256 threads
     (1, 16, 1, 23, 30, (5, 5), (2, 2), (0, 0), (1, 1)),    # channels_last register tiles at stride 2, no padding
-    (2, 32, 1, 20, 56, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last window weight gradient, 7x7: bf16's
-                                                           # blocks of 4 lanes opt in past 48 KB (51 KB)
+    (2, 32, 1, 20, 40, (7, 7), (1, 1), (3, 3), (1, 1)),    # channels_last 7x7 weight gradient: float's window
+                                                           # blocks of 5 lanes opt in past 48 KB (52 KB); bf16's
+                                                           # on the tensor cores
     (24, 64, 1, 56, 56, (3, 3), (1, 1), (1, 1), (1, 1)),   # channels_last streamed: bands of rows with copies in
                                                            # flight (enough blocks to fill the GPU)
     (2, 64, 1, 14, 14, (7, 7), (2, 2), (3, 3), (1, 1)),    # channels_last tiled forward, direct backward-input,

@@ -13,6 +13,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dMmaGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
@@ -75,6 +76,7 @@ enum class GradWeightKernel {
   kChannelsLastWalk,
   kColumn,
   kLargeFilter,
+  kChannelsLastMma,
 };
 
 inline const char* kernel_name(PassKernel kernel) {
@@ -108,6 +110,7 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kChannelsLastWalk: return "grad_weight_walk_kernel";
     case GradWeightKernel::kColumn: return "grad_weight_column_kernel";
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
+    case GradWeightKernel::kChannelsLastMma: return "grad_weight_mma_kernel";
   }
   return "?";
 }
@@ -293,6 +296,12 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   if (index32 && t.channels_last && paths.on(KernelPath::Column) && has_column_kernel(g, kVector16<scalar_t>) &&
       aligned) {
     return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, gpu)};
+  }
+  if constexpr (kWarpMatrixType<scalar_t>) {
+    if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastMmaGradWeight) &&
+        has_mma_grad_weight(g, t.element_size, gpu.compute_capability)) {
+      if (auto plan = plan_mma_grad_weight<scalar_t>(g, gpu)) return {GradWeightKernel::kChannelsLastMma, *plan};
+    }
   }
   if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastWalkGradWeight) &&
       has_walk_grad_weight(g, t.element_size)) {

@@ -12,6 +12,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dGeneral.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dKernelChoice.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dMmaGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
@@ -293,13 +294,16 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
     }
     case GradWeightKernel::kChannelsLastRing:
     case GradWeightKernel::kChannelsLastWindow:
-    case GradWeightKernel::kChannelsLastWalk: {
+    case GradWeightKernel::kChannelsLastWalk:
+    case GradWeightKernel::kChannelsLastMma: {
       const auto& plan = std::get<RingGradWeightLaunch>(choice.plan);
       const auto kernel = choice.kernel == GradWeightKernel::kChannelsLastRing
                               ? grad_weight_ring_kernel_for<scalar_t>(g.kernel_h, g.stride_h)
                           : choice.kernel == GradWeightKernel::kChannelsLastWindow
                               ? grad_weight_window_kernel_for<scalar_t>(g.kernel_h, g.stride_h)
-                              : grad_weight_walk_kernel_for<scalar_t>(g.stride_h);  // never null
+                          : choice.kernel == GradWeightKernel::kChannelsLastWalk
+                              ? grad_weight_walk_kernel_for<scalar_t>(g.stride_h)
+                              : grad_weight_mma_kernel_for<scalar_t>(g.kernel_h);  // never null
       if (shape.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
                     p.partial_bias, g, plan.work);
