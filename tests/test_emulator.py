@@ -499,7 +499,7 @@ MUTATIONS = [
     (("if (shape.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));", ""),
      "54:55"),  # the window's 7x7 rows of 5 lanes (52 KB in float) launched without opting in past 48 KB
     # The tensor-core weight gradient (v43):
-    (("if (nan_flags[warp] > 0.f && live) {", "if (false && live) {"), "25:26"),  # a product's 0 x inf kept
+    (("if (chunk == 0 && nan_flags[vector] > 0.f && live) {", "if (false) {"), "25:26"),  # a product's 0 x inf kept
     (("const std::uint32_t bias_row = group == 7 ? kPackedOnes<scalar_t> : 0u;", "const std::uint32_t bias_row = 0u;"),
      "15:16"),  # A's row of ones left out: no bias sums
     (("const int steps = (rows + K - 1 + 1) / 2;", "const int steps = (rows + K - 1) / 2;"),
@@ -507,6 +507,13 @@ MUTATIONS = [
     (("region[c * kValues + (2 * pair - 1) * K + group] += d[c][0];",
       "region[c * kValues + (2 * pair - 1) * K + group] += 0.f;"), "15:16"),  # odd rows' upper halves left out
     (("  __syncthreads();  // the first halves of the odd rows are in\n", ""), "15:16"),
+    (("if (next) wait_async_copies<0>();", ""), "15:16"),  # the next step's rows read before they land
+    (("go_slot(vector, (2 * s + 9 - group) % kGo)", "go_slot(vector, (2 * s + 8 - group) % kGo)"),
+     "15:16"),  # B's grad_output rows one off
+    (("for (int q = 1; q < chunks; ++q) total += sums", "for (int q = 1; q < 1; ++q) total += sums"),
+     "15:16"),  # the second chunk's sums left out (13 columns: two chunks a block)
+    (("for (int y = y0 - 6; y <= y0 + 1; ++y) copy_go_row(y);", "for (int y = y0; y <= y0 + 1; ++y) copy_go_row(y);"),
+     "15:16"),  # the rows above the band not zeroed: the previous item's rows read as them
     (("if (i < count) scratch[(lane * slots + first + i)", "if (i < count) scratch[(lane * slots + i)"),
      "59:60"),  # the ring's kernel rows over one another's slots
     (("kKernel * w.in_w * kVectors, tid, kBlockThreads, at,", "(kKernel - 1) * w.in_w * kVectors, tid, kBlockThreads, at,"),

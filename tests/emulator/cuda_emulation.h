@@ -88,6 +88,7 @@ constexpr std::size_t kSharedBytes = 1 << 20;
 constexpr std::size_t kSharedGuardBytes = 4096;  // past a launch's dynamic shared memory
 alignas(64) inline unsigned char shared_memory[kSharedBytes + kSharedGuardBytes];
 inline long misaligned_vector_accesses = 0;
+inline long nan_fallbacks = 0;  // the tensor-core weight gradient's warps that added their sums again
 inline long stray_async_copies = 0;      // outside the launch's shared memory
 inline long unwaited_async_copies = 0;   // still pending when their thread ended
 inline bool async_copies_land_late = false;  // this block's: at the wait, else at the copy
@@ -759,5 +760,6 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
 #define DWCONV_OPT_IN_SHARED_BYTES(kernel, shared_bytes) dwconv_emu::opt_in_shared_bytes(kernel, shared_bytes)
+#define DWCONV_COUNT_NAN_FALLBACK() (++dwconv_emu::nan_fallbacks)
 #define DWCONV_EMULATED_ASYNC_COPIES
 #define DWCONV_EMULATED_WARP_MATRICES

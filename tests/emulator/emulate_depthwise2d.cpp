@@ -861,13 +861,26 @@ void check_mma_grad_weight(const Problem& p, const std::string& tag) {
     if (!has_mma_grad_weight(g, sizeof(T), kWarpMatrixCapability)) return;
     const auto go = p.grad_output.store<T>(true);
     const auto in = p.input.store<T>(true);
+    // With finite data no warp may fall back to its one-by-one sums: they would hide a bug that
+    // makes a NaN (a slot read before it is written holds the emulator's NaN poison).
+    const auto finite = [](const Tensor4& t) {
+      return std::all_of(t.v.begin(), t.v.end(), [](double x) { return std::isfinite(x); });
+    };
+    const bool finite_data = finite(p.input) && finite(p.grad_output);
     const auto run = [&](const RingGradWeightLaunch& plan, bool with_bias, const std::string& what) {
       GradWeightSums<T> sums(p, plan.grid.y);
+      dwconv_emu::nan_fallbacks = 0;
       dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes, grad_weight_mma_kernel_for<T>(g.kernel_h),
                          go.data(), in.data(), sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g,
                          plan.work);
+      if (finite_data && dwconv_emu::nan_fallbacks != 0) {
+        ++failed;
+        std::printf("FAIL grad-weight tensor-core NHWC %s%s [%s]: %ld warps fell back to one-by-one sums on finite data\n",
+                    tag.c_str(), what.c_str(), p.k.str().c_str(), dwconv_emu::nan_fallbacks);
+      }
       check_finished_grad_weight<T>("grad-weight tensor-core NHWC",
                                     tag + " warps=" + std::to_string(plan.block.y) +
+                                        " columns=" + std::to_string(plan.work.tile_w) +
                                         " chunks=" + std::to_string(plan.work.chunks_w) +
                                         " bands=" + std::to_string(plan.work.bands) +
                                         " items/slice=" + std::to_string(plan.work.items_per_slice) +
@@ -880,14 +893,19 @@ void check_mma_grad_weight(const Problem& p, const std::string& tag) {
       }
     }
     if (auto plan = plan_mma_grad_weight<T>(g, sm90_gpu(512)); plan && g.dst_channels > kMmaChannels) {
-      const int vectors = static_cast<int>(g.dst_channels / kMmaChannels);
-      const int warps = vectors / 2 + 1;  // two blocks, the second part-filled
+      const int all_vectors = static_cast<int>(g.dst_channels / kMmaChannels);
+      const int vectors = all_vectors / 2 + 1;  // two blocks, the second part-filled
       RingGradWeightWork& w = plan->work;
+      w.tile_w = w.staged_w = kMmaGradWeightColumns;  // a chunk an item
+      w.in_w = kMmaGradWeightColumns + g.kernel_h - 1;
+      w.chunks_w = static_cast<int>((g.dst_w + kMmaGradWeightColumns - 1) / kMmaGradWeightColumns);
+      w.items = g.batch * w.bands * w.chunks_w;
       w.items_per_slice = 2;
-      plan->grid = dim3(static_cast<unsigned>((vectors + warps - 1) / warps), static_cast<unsigned>((w.items + 1) / 2));
-      plan->block = dim3(32, static_cast<unsigned>(warps));
-      plan->shared_bytes = mma_grad_weight_shared_bytes(g.kernel_h, warps);
-      run(*plan, true, " (channels in two blocks, two items a slice)");
+      plan->grid = dim3(static_cast<unsigned>((all_vectors + vectors - 1) / vectors),
+                        static_cast<unsigned>((w.items + 1) / 2));
+      plan->block = dim3(32, static_cast<unsigned>(vectors));
+      plan->shared_bytes = mma_grad_weight_shared_bytes(g.kernel_h, vectors, 1);
+      run(*plan, true, " (channels in two blocks, a chunk an item, two items a slice)");
     }
   }
 }

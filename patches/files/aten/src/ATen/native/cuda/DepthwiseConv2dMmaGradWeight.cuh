@@ -15,21 +15,29 @@
 // gives D[kw][n] += sum_j input(r, ...) grad_output(...) for the tap kh = n - 1 (rows 0-7) and
 // D[8 + kw][n] for kh = n (rows 8-15, input row r + 1): each input row of a two-row step meets every
 // grad_output row its taps reach, kw < K and kh < K of the 16 x 8 sums kept; K = 7 keeps 98 of 128.
-// A warp takes one 16-byte channel vector (8 channels: 8 products a step, one a channel) and walks
-// down a band of an item (the ring kernel's items, 8 output columns wide), two input rows a step.
-// A lane's fragments are the 16-bit values of two adjacent pixels' vectors: a step loads 6 vectors a
-// lane (A's two pixels in rows r and r + 1, B's two pixels of one grad_output row) straight from
-// global memory, the next step's in flight while this one multiplies, and packs each channel's pairs
-// into the products' words. A's unused row 7 (of rows 0-7) is all ones, so that D[7][0] + D[7][1],
-// the grad_output rows r + 1 + pad_h and r + pad_h summed, is the bias gradient: every grad_output
-// row of the band once over the walk.
+// A's unused row 7 (of rows 0-7) is all ones, so that D[7][0] + D[7][1], grad_output rows
+// r + 1 + pad_h and r + pad_h summed, is the bias gradient: every grad_output row of the band once
+// over the walk.
+//
+// A block is V channel vectors (8 channels each) by Q chunks of 8 output columns, a warp a vector
+// and a chunk, 8 products a step (one a channel). It walks down a band of an item (the ring
+// kernel's items, 8 Q output columns wide) two input rows a step. Shared memory holds, for each
+// vector, a ring of 4 input rows (the step's two and the next step's) and of 10 grad_output rows
+// (the step's eight and the next step's two), pixels contiguous a vector, so that a warp's fragment
+// loads read consecutive 16-byte vectors (a lane's: two adjacent pixels, whose 16-bit values of one
+// channel are its pair of a product's words): a quarter warp's 8 lanes read 8 pixels of one row
+// (A), or 4 pixels of two rows a pitch of 1 mod 8 pixels apart (B), each a conflict-free
+// wavefront. From global memory the block copies a row's pixels with their V vectors side by
+// side (cp.async, the next step's rows in flight while this one multiplies), so that a warp's
+// copies are whole runs of the tensor; read straight from global memory a warp's one vector of
+// each of 15 pixels hit one L1 line a lane.
 //
 // A product cannot leave out a term: a zero of B (a grad_output row past the band, a column past the
 // plane) times an infinite input makes a NaN that the sum it lands in does not have. Columns past the
-// plane are zeroed in A as well; where a warp's kept sums still hold a NaN, it adds them again one
-// by one, as the other weight-gradient kernels do (a true NaN stays NaN). At the end the lanes' sums
-// meet in shared memory in a fixed order and the block stores its run of `partial`, which
-// grad_weight_finish_kernel adds in a fixed order: bitwise reproducible.
+// plane are zeroed in A as well; where a vector's kept sums still hold a NaN, its warp adds them
+// again one by one, as the other weight-gradient kernels do (a true NaN stays NaN). At the end the
+// lanes' and chunks' sums meet in shared memory in a fixed order and the block stores its run of
+// `partial`, which grad_weight_finish_kernel adds in a fixed order: bitwise reproducible.
 
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
@@ -38,10 +46,19 @@
 #include <cstdint>
 #include <optional>
 
+// Counts the warps that add their sums again one by one: nothing on a GPU; the CPU emulator counts
+// them, so that a fallback on finite data (which hides any bug that makes a NaN, unwritten shared
+// memory's poison included) fails its check.
+#ifndef DWCONV_COUNT_NAN_FALLBACK
+#define DWCONV_COUNT_NAN_FALLBACK()
+#endif
+
 namespace at::native::dwconv {
 
-constexpr int kMmaGradWeightColumns = 8;  // output columns of an item: a product's k
-constexpr int kMmaGradWeightMaxWarps = kThreads / 32;
+constexpr int kMmaGradWeightColumns = 8;   // output columns of a warp's chunk: a product's k
+constexpr int kMmaGradWeightMaxVectors = 4;  // a block's channel vectors at most: 2 chunks or more a block
+constexpr int kMmaGradWeightInRows = 4;    // the input ring: a step's two rows and the next step's
+constexpr int kMmaGradWeightGoRows = 10;   // the grad_output ring: a step's eight rows and the next step's two
 // Blocks an SM its __launch_bounds__ ask for (128 registers a thread).
 constexpr int kMmaGradWeightMinBlocks = 2;
 
@@ -49,9 +66,31 @@ constexpr bool is_mma_grad_weight_filter(int kernel, int stride) {
   return stride == 1 && (kernel == 5 || kernel == 7);
 }
 
-// A block's shared memory: each warp's 8 channels' K^2 tap sums and bias sum, then a NaN flag a warp.
-inline size_t mma_grad_weight_shared_bytes(int kernel, int warps) {
-  return size_t(warps) * (kMmaChannels * (kernel * kernel + 1) + 1) * sizeof(float);
+// A ring row's pixels: `pixels` rounded up to 1 mod 8, so that rows lie 16 bytes mod 128 apart.
+constexpr int mma_grad_weight_pitch(int pixels) {
+  return (pixels + 6) / 8 * 8 + 1;
+}
+
+// Where a block's vectors lie in shared memory: a vector's rings, in 16-byte vectors.
+struct MmaGradWeightLayout {
+  int in_pitch, go_pitch;  // pixels a ring row holds
+  int vector_stride;       // 16-byte vectors from one channel vector's rings to the next's
+};
+
+__host__ __device__ inline MmaGradWeightLayout mma_grad_weight_layout(int kernel, int chunks) {
+  MmaGradWeightLayout l{};
+  l.in_pitch = mma_grad_weight_pitch(chunks * kMmaGradWeightColumns + kernel - 1);
+  l.go_pitch = mma_grad_weight_pitch(chunks * kMmaGradWeightColumns);
+  l.vector_stride = kMmaGradWeightInRows * l.in_pitch + kMmaGradWeightGoRows * l.go_pitch;
+  return l;
+}
+
+// A block's shared memory: its vectors' rings; at the end, each warp's 8 channels' K^2 tap sums
+// and bias sum, then a NaN flag a vector, in the same bytes.
+inline size_t mma_grad_weight_shared_bytes(int kernel, int vectors, int chunks) {
+  const size_t rings = size_t(vectors) * mma_grad_weight_layout(kernel, chunks).vector_stride * 16;
+  const size_t sums = (size_t(vectors) * chunks * kMmaChannels * (kernel * kernel + 1) + vectors) * sizeof(float);
+  return std::max(rings, sums);
 }
 
 // The 16-bit values `channel` of two vectors' words, the first in the low half: a product's pair.
@@ -61,7 +100,8 @@ __device__ __forceinline__ std::uint32_t channel_pair(const Vector16<std::uint32
   return channel % 2 == 0 ? (a & 0xffffu) | (b << 16) : (a >> 16) | (b & 0xffff0000u);
 }
 
-// Blocks of (32, warps) threads: threadIdx.y a channel vector. grid: (channel blocks, slices).
+// Blocks of (32, vectors x chunks) threads: warp w takes vector w % vectors of chunk w / vectors.
+// grid: (channel blocks, slices). w.tile_w: the item's output columns (chunks x 8).
 template <typename scalar_t, int kKernel>
 __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight_mma_kernel(
     const scalar_t* __restrict__ grad_output,
@@ -70,29 +110,45 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     float* __restrict__ partial_bias,
     const PassGeometry g,
     const RingGradWeightWork w) {
+  using Vec = Vector16<scalar_t>;
+  using Words = Vector16<std::uint32_t>;
   constexpr int K = kKernel;
   constexpr int kTaps = K * K;
   constexpr int kValues = kTaps + 1;  // a channel's taps, then its bias
   constexpr int C = kMmaChannels;
+  constexpr int kGo = kMmaGradWeightGoRows;
+  constexpr int kIn = kMmaGradWeightInRows;
   static_assert(K <= 7, "A's rows 0-6 are the taps across, row 7 the bias's ones");
   DWCONV_SHARED_BYTES(shared_bytes);
-  float* const sums = reinterpret_cast<float*>(shared_bytes);  // [warp][channel][value]
-  float* const nan_flags = sums + blockDim.y * C * kValues;    // [warp]
 
   const int lane = threadIdx.x;
   const int warp = threadIdx.y;
   const int warps = blockDim.y;
+  const int tid = warp * 32 + lane;
+  const int threads = warps * 32;
+  const int chunks = w.tile_w / kMmaGradWeightColumns;
+  const int vectors = warps / chunks;
+  const int vector = warp % vectors;   // the warp's channel vector
+  const int chunk = warp / vectors;    // and its chunk of the item's columns
   const int group = lane / 4;  // A's and D's row (kw), B's column (n)
   const int pair = lane % 4;   // A's and B's columns 2 pair and 2 pair + 1 (j); D's columns likewise
   const int channels = static_cast<int>(g.dst_channels);
-  const int c0 = static_cast<int>(blockIdx.x) * warps * C;
-  const int channel = c0 + warp * C;  // the warp's first
+  const int c0 = static_cast<int>(blockIdx.x) * vectors * C;
+  const int channel = c0 + vector * C;  // the warp's first
   const bool live = channel < channels;  // channels are whole vectors
   const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
   const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
   const bool tap_row = group < K;    // A's rows 0-6: kw = group
   const bool go_column = group <= K;  // B's columns n = 0 .. K: kh = n - 1 above, n below
   const std::uint32_t bias_row = group == 7 ? kPackedOnes<scalar_t> : 0u;
+  const MmaGradWeightLayout layout = mma_grad_weight_layout(K, chunks);
+  const int in_w = w.in_w;  // input pixels a ring row holds: w.tile_w + K - 1
+  Vec* const rings = reinterpret_cast<Vec*>(shared_bytes);  // [vector][in ring, then go ring][pixel]
+  const auto in_slot = [&](int v, int slot) { return rings + v * layout.vector_stride + slot * layout.in_pitch; };
+  const auto go_slot = [&](int v, int slot) {
+    return rings + v * layout.vector_stride + kIn * layout.in_pitch + slot * layout.go_pitch;
+  };
+  const int block_vectors = smaller(vectors, (channels - c0) / C);  // the live ones
 
   float d[C][4];
 #pragma unroll
@@ -101,73 +157,97 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     for (int i = 0; i < 4; ++i) d[c][i] = 0.f;
   }
 
-  // A step's loads: A's two pixels in input rows r and r + 1, B's two pixels of one grad_output row.
-  struct StepLoads {
-    Vector16<std::uint32_t> above[2], below[2], go[2];
-  };
-
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int chunk = static_cast<int>(item % w.chunks_w);
+    const int item_chunk = static_cast<int>(item % w.chunks_w);
     const int band = static_cast<int>(item / w.chunks_w % w.bands);
     const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x0 = chunk * kMmaGradWeightColumns;
+    const int x_base = item_chunk * w.tile_w;  // the item's first output column
     const int y0 = band * w.band_rows;
     const int rows = smaller(w.band_rows, dst_h - y0);
-    const scalar_t* const in_image =
-        input + static_cast<int64_t>(n) * src_h * src_w * channels + (live ? channel : 0);
-    const scalar_t* const go_image =
-        grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + (live ? channel : 0);
-    bool go_inside[2], in_inside[2];
-    int go_x[2], in_x[2];
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int x = x0 + 2 * pair + e;
-      const int sx = x + group - g.pad_w;
-      go_inside[e] = live && go_column && x < dst_w;
-      // A column whose grad_output lies past the plane is zero in A too (no 0 x inf there).
-      in_inside[e] = live && tap_row && x < dst_w && within(sx, src_w);
-      go_x[e] = smaller(x, dst_w - 1);
-      in_x[e] = std::clamp(sx, 0, src_w - 1);
-    }
     const int first_row = y0 - g.pad_h;          // step 0's input row r
     const int steps = (rows + K - 1 + 1) / 2;    // input rows first_row .. first_row + rows + K - 2
+    const scalar_t* const in_image = input + static_cast<int64_t>(n) * src_h * src_w * channels + c0;
+    const scalar_t* const go_image = grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + c0;
 
-    const auto load_step = [&](int s, StepLoads& to) {
-      const int r = first_row + 2 * s;
-      const int y = r + 1 - group + g.pad_h;  // B's grad_output row
-      const bool go_row = within(y - y0, rows);
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        to.above[e] = load_words_or_zero(in_inside[e] && within(r, src_h),
-                                         in_image + (static_cast<int64_t>(std::clamp(r, 0, src_h - 1)) * src_w + in_x[e]) * channels);
-        to.below[e] = load_words_or_zero(in_inside[e] && within(r + 1, src_h),
-                                         in_image + (static_cast<int64_t>(std::clamp(r + 1, 0, src_h - 1)) * src_w + in_x[e]) * channels);
-        to.go[e] = load_words_or_zero(go_inside[e] && go_row,
-                                      go_image + (static_cast<int64_t>(std::clamp(y, 0, dst_h - 1)) * dst_w + go_x[e]) * channels);
+    // Input row r into its slot ((r - first_row) % kIn), grad_output row y into its
+    // ((y - y0 + 8) % kGo): zero off the plane, past the band and past the block's channels. A
+    // thread copies every threads-th (pixel, vector), vectors fastest: a warp's copies are runs.
+    const auto copy_input_row = [&](int r) {
+      const int slot = (r - first_row) % kIn;
+      const bool row_inside = within(r, src_h);
+      const int64_t row_offset = static_cast<int64_t>(row_inside ? r : 0) * src_w;
+      for (int i = tid; i < in_w * vectors; i += threads) {
+        const int v = i % vectors, px = i / vectors;
+        const int sx = x_base - g.pad_w + px;
+        const bool inside = row_inside && v < block_vectors && within(sx, src_w);
+        copy_async_or_zero(in_slot(v, slot) + px,
+                           in_image + (row_offset + (inside ? sx : 0)) * channels + (inside ? v * C : 0), inside);
+      }
+    };
+    const auto copy_go_row = [&](int y) {
+      const int slot = (y - y0 + 8) % kGo;
+      const bool row_inside = within(y - y0, rows);
+      const int64_t row_offset = static_cast<int64_t>(row_inside ? y : 0) * dst_w;
+      for (int i = tid; i < w.tile_w * vectors; i += threads) {
+        const int v = i % vectors, px = i / vectors;
+        const int x = x_base + px;
+        const bool inside = row_inside && v < block_vectors && x < dst_w;
+        copy_async_or_zero(go_slot(v, slot) + px,
+                           go_image + (row_offset + (inside ? x : 0)) * channels + (inside ? v * C : 0), inside);
       }
     };
 
-    StepLoads current;
-    load_step(0, current);
+    // No thread still reads the previous item's rings: its last step ended in a barrier. Step 0
+    // reads input rows first_row and first_row + 1 and grad_output rows y0 - 6 .. y0 + 1.
+    copy_input_row(first_row);
+    copy_input_row(first_row + 1);
+    for (int y = y0 - 6; y <= y0 + 1; ++y) copy_go_row(y);
+    commit_async_copies();
+    wait_async_copies<0>();
+    __syncthreads();
+
+    // The lane's fragments: A's pixels (its two columns moved by kw = group) and B's, in the
+    // chunk; a column past the plane is zero in A as it is in B.
+    const int x0 = chunk * kMmaGradWeightColumns + 2 * pair;  // in the item
+    const bool a_inside[2] = {live && tap_row && x_base + x0 < dst_w, live && tap_row && x_base + x0 + 1 < dst_w};
+    const int a_px = x0 + group;
     for (int s = 0; s < steps; ++s) {
-      StepLoads next;
-      if (s + 1 < steps) load_step(s + 1, next);  // in flight while this step multiplies
+      const bool next = s + 1 < steps;
+      if (next) {  // into the slots this step does not read
+        copy_input_row(first_row + 2 * s + 2);
+        copy_input_row(first_row + 2 * s + 3);
+        copy_go_row(y0 + 2 * s + 2);
+        copy_go_row(y0 + 2 * s + 3);
+        commit_async_copies();
+      }
+      const Words* const above = reinterpret_cast<const Words*>(in_slot(vector, (2 * s) % kIn) + a_px);
+      const Words* const below = reinterpret_cast<const Words*>(in_slot(vector, (2 * s + 1) % kIn) + a_px);
+      // B's column n = group: grad_output row first_row + 2 s + 1 - group + pad_h = y0 + 2 s + 1 - group.
+      const Words* const go = reinterpret_cast<const Words*>(go_slot(vector, (2 * s + 9 - group) % kGo) + x0);
+      const Words zero{};
+      const Words above0 = a_inside[0] ? above[0] : zero, above1 = a_inside[1] ? above[1] : zero;
+      const Words below0 = a_inside[0] ? below[0] : zero, below1 = a_inside[1] ? below[1] : zero;
+      const Words go0 = go_column ? go[0] : zero, go1 = go_column ? go[1] : zero;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
-        const std::uint32_t a[2] = {tap_row ? channel_pair(current.above[0], current.above[1], c) : bias_row,
-                                    channel_pair(current.below[0], current.below[1], c)};
-        multiply_add_16x8x8<scalar_t>(d[c], a, channel_pair(current.go[0], current.go[1], c));
+        const std::uint32_t a[2] = {tap_row ? channel_pair(above0, above1, c) : bias_row,
+                                    channel_pair(below0, below1, c)};
+        multiply_add_16x8x8<scalar_t>(d[c], a, channel_pair(go0, go1, c));
       }
-      current = next;
+      if (next) wait_async_copies<0>();
+      __syncthreads();  // the next step's rows are in; this step's are no longer read
     }
   }
 
   // Lane (group, pair) holds D[kw][2 pair], D[kw][2 pair + 1] (rows 0-7: kh = n - 1) and
   // D[8 + kw][2 pair], D[8 + kw][2 pair + 1] (rows 8-15: kh = n), kw = group. Tap (kh, kw)'s sum:
-  // kh = 2 pair, d[1] + d[2]; kh = 2 pair + 1, this lane's d[3] then the next pair's d[0].
-  float* const region = sums + warp * C * kValues;  // [channel][value]
+  // kh = 2 pair, d[1] + d[2]; kh = 2 pair + 1, this lane's d[3] then the next pair's d[0]. The
+  // warps' sums go where the rings were (the last step ended in a barrier).
+  float* const sums = reinterpret_cast<float*>(shared_bytes);  // [warp][channel][value]
+  float* const nan_flags = sums + warps * C * kValues;         // [vector]
+  float* const region = sums + warp * C * kValues;
   if (tap_row) {
 #pragma unroll
     for (int c = 0; c < C; ++c) {
@@ -184,28 +264,38 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
 #pragma unroll
     for (int c = 0; c < C; ++c) region[c * kValues + (2 * pair - 1) * K + group] += d[c][0];
   }
-  __syncthreads();  // the warp's sums are whole
-
-  // A NaN among them may be a product's 0 x inf: the warp adds its sums again one by one.
-  float nans = 0.f;
-  for (int v = lane; v < C * kValues; v += 32) nans += region[v] != region[v] ? 1.f : 0.f;
-  nans = add_down_warp(nans);
-  if (lane == 0) nan_flags[warp] = nans;
+  __syncthreads();  // every warp's sums are whole
+  // A vector's chunks' sums, in chunk order, into its first chunk's warp's (warp = vector).
+  for (int i = tid; i < vectors * C * kValues; i += threads) {
+    float total = sums[i];
+    for (int q = 1; q < chunks; ++q) total += sums[q * vectors * C * kValues + i];
+    sums[i] = total;
+  }
   __syncthreads();
-  if (nan_flags[warp] > 0.f && live) {
+
+  // A NaN among a vector's sums may be a product's 0 x inf: its first warp adds them again one by one.
+  if (chunk == 0) {
+    float nans = 0.f;
+    for (int v = lane; v < C * kValues; v += 32) nans += region[v] != region[v] ? 1.f : 0.f;
+    nans = add_down_warp(nans);
+    if (lane == 0) nan_flags[vector] = nans;
+  }
+  __syncthreads();
+  if (chunk == 0 && nan_flags[vector] > 0.f && live) {
+    if (lane == 0) DWCONV_COUNT_NAN_FALLBACK();
     for (int v = lane; v < C * kValues; v += 32) {
       const int c = v / kValues, tap = v % kValues;
       const int kh = tap / K, kw = tap % K;
       float total = 0.f;
       for (int64_t item = item_begin; item < item_end; ++item) {
-        const int chunk = static_cast<int>(item % w.chunks_w);
+        const int item_chunk = static_cast<int>(item % w.chunks_w);
         const int band = static_cast<int>(item / w.chunks_w % w.bands);
         const int n = static_cast<int>(item / w.chunks_w / w.bands);
         const int y0 = band * w.band_rows;
         const int y_end = smaller(y0 + w.band_rows, dst_h);
-        const int x_end = smaller((chunk + 1) * kMmaGradWeightColumns, dst_w);
+        const int x_end = smaller((item_chunk + 1) * w.tile_w, dst_w);
         for (int y = y0; y < y_end; ++y) {
-          for (int x = chunk * kMmaGradWeightColumns; x < x_end; ++x) {
+          for (int x = item_chunk * w.tile_w; x < x_end; ++x) {
             const float go = static_cast<float>(
                 grad_output[((static_cast<int64_t>(n) * dst_h + y) * dst_w + x) * channels + channel + c]);
             if (tap == kTaps) {
@@ -223,15 +313,14 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
       region[v] = total;
     }
   }
-  __syncthreads();  // every warp's sums are final
+  __syncthreads();  // every vector's sums are final
 
   // The block's run of `partial` ([channel][tap] from channel c0 on), stored by the whole block in order.
-  const int tid = warp * 32 + lane;
-  const int run_channels = smaller(warps * C, channels - c0);
+  const int run_channels = block_vectors * C;
   float* const run = partial + (static_cast<int64_t>(blockIdx.y) * channels + c0) * kTaps;
-  for (int i = tid; i < run_channels * kTaps; i += warps * 32) run[i] = sums[(i / kTaps) * kValues + i % kTaps];
+  for (int i = tid; i < run_channels * kTaps; i += threads) run[i] = sums[(i / kTaps) * kValues + i % kTaps];
   if (partial_bias != nullptr) {
-    for (int i = tid; i < run_channels; i += warps * 32) {
+    for (int i = tid; i < run_channels; i += threads) {
       partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c0 + i] = sums[i * kValues + kTaps];
     }
   }
@@ -260,28 +349,34 @@ inline bool has_mma_grad_weight(const PassGeometry& g, size_t element_size, int 
          is_mma_grad_weight_filter(g.kernel_h, g.stride_h) && compute_capability >= kWarpMatrixCapability;
 }
 
-// A block's warps: the channel vectors of the pass shared evenly by the fewest blocks of at most
-// kMmaGradWeightMaxWarps; items 8 output columns wide; then the bands and slices of cut_ring_items.
+// A block's vectors: the pass's channel vectors shared evenly by the fewest blocks of at most
+// kMmaGradWeightMaxVectors; its chunks: as many as fill kThreads threads, no more than a row has;
+// items as wide as the chunks; then the bands and slices of cut_ring_items.
 template <typename scalar_t>
 std::optional<RingGradWeightLaunch> plan_mma_grad_weight(const PassGeometry& g, const GpuLimits& gpu) {
   const int kernel = g.kernel_h;
-  const int64_t vectors = g.dst_channels / kMmaChannels;
-  const int64_t channel_blocks = (vectors + kMmaGradWeightMaxWarps - 1) / kMmaGradWeightMaxWarps;
+  const int64_t all_vectors = g.dst_channels / kMmaChannels;
+  const int64_t channel_blocks = (all_vectors + kMmaGradWeightMaxVectors - 1) / kMmaGradWeightMaxVectors;
   if (channel_blocks > 65535) return std::nullopt;
-  const int warps = static_cast<int>((vectors + channel_blocks - 1) / channel_blocks);
-  const size_t shared_bytes = mma_grad_weight_shared_bytes(kernel, warps);
+  const int vectors = static_cast<int>((all_vectors + channel_blocks - 1) / channel_blocks);
+  const int64_t row_chunks = (g.dst_w + kMmaGradWeightColumns - 1) / kMmaGradWeightColumns;
+  const int most_chunks = static_cast<int>(std::min<int64_t>(kThreads / 32 / vectors, row_chunks));
+  const int64_t items_w = (row_chunks + most_chunks - 1) / most_chunks;
+  const int chunks = static_cast<int>((row_chunks + items_w - 1) / items_w);  // items no wider than they need
+  const int tile_w = chunks * kMmaGradWeightColumns;
+  const size_t shared_bytes = mma_grad_weight_shared_bytes(kernel, vectors, chunks);
   const int64_t resident =
-      resident_blocks_per_sm(gpu, warps * 32, shared_bytes, registers_within_bounds(kMmaGradWeightMinBlocks)) *
+      resident_blocks_per_sm(gpu, vectors * chunks * 32, shared_bytes,
+                             registers_within_bounds(kMmaGradWeightMinBlocks)) *
       std::max<int64_t>(gpu.sm_count, 1);
-  const int64_t chunks_w = (g.dst_w + kMmaGradWeightColumns - 1) / kMmaGradWeightColumns;
-  const auto cut = cut_ring_items(g, chunks_w, channel_blocks, resident, kernel - 1);
+  const auto cut = cut_ring_items(g, items_w, channel_blocks, resident, kernel - 1);
   if (!cut) return std::nullopt;
   return RingGradWeightLaunch{
       dim3(static_cast<unsigned>(channel_blocks), static_cast<unsigned>(cut->slices)),
-      dim3(32, static_cast<unsigned>(warps)),
-      RingGradWeightWork{kMmaGradWeightColumns, kMmaGradWeightColumns, kMmaGradWeightColumns + kernel - 1,
-                         static_cast<int>(chunks_w), static_cast<int>(cut->band_rows), static_cast<int>(cut->bands),
-                         cut->items, cut->items_per_slice},
+      dim3(32, static_cast<unsigned>(vectors * chunks)),
+      RingGradWeightWork{tile_w, tile_w, tile_w + kernel - 1, static_cast<int>(items_w),
+                         static_cast<int>(cut->band_rows), static_cast<int>(cut->bands), cut->items,
+                         cut->items_per_slice},
       shared_bytes};
 }
 
