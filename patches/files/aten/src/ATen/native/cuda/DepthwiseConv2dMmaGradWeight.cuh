@@ -22,13 +22,14 @@
 // A block is V channel vectors (8 channels each) by Q chunks of 8 output columns, a warp a vector
 // and a chunk, 8 products a step (one a channel). It walks down a band of an item (the ring
 // kernel's items, 8 Q output columns wide) two input rows a step. Shared memory holds, for each
-// vector, a ring of 4 input rows (the step's two and the next step's) and of 10 grad_output rows
-// (the step's eight and the next step's two), pixels contiguous a vector, so that a warp's fragment
+// vector, a ring of 6 input rows (the step's two and the next two steps') and of 12 grad_output
+// rows (the step's eight and the next two steps' four), pixels contiguous a vector, so that a warp's fragment
 // loads read consecutive 16-byte vectors (a lane's: two adjacent pixels, whose 16-bit values of one
 // channel are its pair of a product's words): a quarter warp's 8 lanes read 8 pixels of one row
 // (A), or 4 pixels of two rows a pitch of 1 mod 8 pixels apart (B), each a conflict-free
 // wavefront. From global memory the block copies a row's pixels with their V vectors side by
-// side (cp.async, the next step's rows in flight while this one multiplies), so that a warp's
+// side (cp.async, the next two steps' rows in flight while this one multiplies: a step of a block
+// is a few hundred cycles, a load from DRAM more), so that a warp's
 // copies are whole runs of the tensor; read straight from global memory a warp's one vector of
 // each of 15 pixels hit one L1 line a lane.
 //
@@ -57,8 +58,8 @@ namespace at::native::dwconv {
 
 constexpr int kMmaGradWeightColumns = 8;   // output columns of a warp's chunk: a product's k
 constexpr int kMmaGradWeightMaxVectors = 4;  // a block's channel vectors at most: 2 chunks or more a block
-constexpr int kMmaGradWeightInRows = 4;    // the input ring: a step's two rows and the next step's
-constexpr int kMmaGradWeightGoRows = 10;   // the grad_output ring: a step's eight rows and the next step's two
+constexpr int kMmaGradWeightInRows = 6;    // the input ring: a step's two rows and the next two steps'
+constexpr int kMmaGradWeightGoRows = 12;   // the grad_output ring: a step's eight rows and the next two steps' four
 // Blocks an SM its __launch_bounds__ ask for (128 registers a thread).
 constexpr int kMmaGradWeightMinBlocks = 2;
 
@@ -172,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     const scalar_t* const go_image = grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + c0;
 
     // Input row r into its slot ((r - first_row) % kIn), grad_output row y into its
-    // ((y - y0 + 8) % kGo): zero off the plane, past the band and past the block's channels. A
+    // ((y - y0 + 8) % kGo, y >= y0 - 6): zero off the plane, past the band and past the block's channels. A
     // thread copies every threads-th (pixel, vector), vectors fastest: a warp's copies are runs.
     const auto copy_input_row = [&](int r) {
       const int slot = (r - first_row) % kIn;
@@ -199,13 +200,25 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
       }
     };
 
-    // No thread still reads the previous item's rings: its last step ended in a barrier. Step 0
-    // reads input rows first_row and first_row + 1 and grad_output rows y0 - 6 .. y0 + 1.
-    copy_input_row(first_row);
-    copy_input_row(first_row + 1);
-    for (int y = y0 - 6; y <= y0 + 1; ++y) copy_go_row(y);
-    commit_async_copies();
-    wait_async_copies<0>();
+    // Step s's rows: input rows first_row + 2 s and + 1 and grad_output rows y0 + 2 s - 6 .. + 1, of
+    // which the step before has brought all but input rows first_row + 2 s, + 1 and grad_output
+    // rows y0 + 2 s, + 1. A group of copies a step, committed even where empty (past the band), so
+    // that waiting for all but the newest group always waits for the next step's.
+    const auto copy_step = [&](int s) {
+      if (s < steps) {
+        copy_input_row(first_row + 2 * s);
+        copy_input_row(first_row + 2 * s + 1);
+        copy_go_row(y0 + 2 * s);
+        copy_go_row(y0 + 2 * s + 1);
+      }
+      commit_async_copies();
+    };
+    // No thread still reads the previous item's rings: its last step ended in a barrier. The rows
+    // above the band that step 0 reads (y0 - 6 .. y0 - 1) are zeros.
+    for (int y = y0 - 6; y < y0; ++y) copy_go_row(y);
+    copy_step(0);
+    copy_step(1);
+    wait_async_copies<1>();
     __syncthreads();
 
     // The lane's fragments: A's pixels (its two columns moved by kw = group) and B's, in the
@@ -214,14 +227,7 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     const bool a_inside[2] = {live && tap_row && x_base + x0 < dst_w, live && tap_row && x_base + x0 + 1 < dst_w};
     const int a_px = x0 + group;
     for (int s = 0; s < steps; ++s) {
-      const bool next = s + 1 < steps;
-      if (next) {  // into the slots this step does not read
-        copy_input_row(first_row + 2 * s + 2);
-        copy_input_row(first_row + 2 * s + 3);
-        copy_go_row(y0 + 2 * s + 2);
-        copy_go_row(y0 + 2 * s + 3);
-        commit_async_copies();
-      }
+      copy_step(s + 2);  // into the slots that neither this step nor the next reads
       const Words* const above = reinterpret_cast<const Words*>(in_slot(vector, (2 * s) % kIn) + a_px);
       const Words* const below = reinterpret_cast<const Words*>(in_slot(vector, (2 * s + 1) % kIn) + a_px);
       // B's column n = group: grad_output row first_row + 2 s + 1 - group + pad_h = y0 + 2 s + 1 - group.
@@ -236,10 +242,11 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
                                     channel_pair(below0, below1, c)};
         multiply_add_16x8x8<scalar_t>(d[c], a, channel_pair(go0, go1, c));
       }
-      if (next) wait_async_copies<0>();
+      wait_async_copies<1>();  // all but step s + 2's group
       __syncthreads();  // the next step's rows are in; this step's are no longer read
     }
   }
+  wait_async_copies<0>();  // the last steps' groups, empty
 
   // Lane (group, pair) holds D[kw][2 pair], D[kw][2 pair + 1] (rows 0-7: kh = n - 1) and
   // D[8 + kw][2 pair], D[8 + kw][2 pair + 1] (rows 8-15: kh = n), kw = group. Tap (kh, kw)'s sum:
