@@ -94,11 +94,16 @@ inline size_t mma_grad_weight_shared_bytes(int kernel, int vectors, int chunks) 
   return std::max(rings, sums);
 }
 
-// The 16-bit values `channel` of two vectors' words, the first in the low half: a product's pair.
+// The 16-bit values `channel` of two vectors' words, the first in the low half: a product's pair
+// (one PRMT; written as shifts and masks, nvcc 13 made two instructions of each).
 __device__ __forceinline__ std::uint32_t channel_pair(const Vector16<std::uint32_t>& low,
                                                      const Vector16<std::uint32_t>& high, int channel) {
   const std::uint32_t a = low.v[channel / 2], b = high.v[channel / 2];
+#ifdef __CUDA_ARCH__
+  return __byte_perm(a, b, channel % 2 == 0 ? 0x5410 : 0x7632);
+#else
   return channel % 2 == 0 ? (a & 0xffffu) | (b << 16) : (a >> 16) | (b & 0xffff0000u);
+#endif
 }
 
 // Blocks of (32, vectors x chunks) threads: warp w takes vector w % vectors of chunk w / vectors.
@@ -150,6 +155,10 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     return rings + v * layout.vector_stride + kIn * layout.in_pitch + slot * layout.go_pitch;
   };
   const int block_vectors = smaller(vectors, (channels - c0) / C);  // the live ones
+  // The (pixel, vector) this thread copies of each ring row: a row's in_w x vectors copies fit the
+  // block's threads, (8 chunks + K - 1) vectors <= 32 chunks vectors for K <= 25.
+  const int copy_v = tid % vectors, copy_px = tid / vectors;
+  const bool copy_input = copy_px < in_w, copy_go = copy_px < w.tile_w;
 
   float d[C][4];
 #pragma unroll
@@ -172,76 +181,86 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
     const scalar_t* const in_image = input + static_cast<int64_t>(n) * src_h * src_w * channels + c0;
     const scalar_t* const go_image = grad_output + static_cast<int64_t>(n) * dst_h * dst_w * channels + c0;
 
-    // Input row r into its slot ((r - first_row) % kIn), grad_output row y into its
-    // ((y - y0 + 8) % kGo, y >= y0 - 6): zero off the plane, past the band and past the block's channels. A
-    // thread copies every threads-th (pixel, vector), vectors fastest: a warp's copies are runs.
-    const auto copy_input_row = [&](int r) {
-      const int slot = (r - first_row) % kIn;
-      const bool row_inside = within(r, src_h);
-      const int64_t row_offset = static_cast<int64_t>(row_inside ? r : 0) * src_w;
-      for (int i = tid; i < in_w * vectors; i += threads) {
-        const int v = i % vectors, px = i / vectors;
-        const int sx = x_base - g.pad_w + px;
-        const bool inside = row_inside && v < block_vectors && within(sx, src_w);
-        copy_async_or_zero(in_slot(v, slot) + px,
-                           in_image + (row_offset + (inside ? sx : 0)) * channels + (inside ? v * C : 0), inside);
+    // Input row r into its slot, grad_output row y into its: zero off the plane, past the band and
+    // past the block's channels. A thread copies (pixel copy_px, vector copy_v) of each row, vectors
+    // fastest, so that a warp's copies are runs of the tensor; element offsets from the thread's
+    // column fit 32 bits (the kernel runs with 32-bit indexing only).
+    const int sx = x_base - g.pad_w + copy_px;
+    const bool in_column = copy_input && copy_v < block_vectors && within(sx, src_w);
+    const bool go_column_inside = copy_go && copy_v < block_vectors && x_base + copy_px < dst_w;
+    const int copy_channel = copy_v < block_vectors ? copy_v * C : 0;  // an idle copy's address stays inside
+    const scalar_t* const in_at = in_image + (in_column ? sx : 0) * channels + copy_channel;
+    const scalar_t* const go_at = go_image + (go_column_inside ? x_base + copy_px : 0) * channels + copy_channel;
+    const unsigned in_row_elements = static_cast<unsigned>(src_w * channels);
+    const unsigned go_row_elements = static_cast<unsigned>(dst_w * channels);
+    const auto copy_input_row = [&](int r, int slot) {
+      const bool inside = in_column && within(r, src_h);
+      if (copy_input) {
+        copy_async_or_zero(in_slot(copy_v, slot) + copy_px, in_at + (inside ? unsigned(r) * in_row_elements : 0u), inside);
       }
     };
-    const auto copy_go_row = [&](int y) {
-      const int slot = (y - y0 + 8) % kGo;
-      const bool row_inside = within(y - y0, rows);
-      const int64_t row_offset = static_cast<int64_t>(row_inside ? y : 0) * dst_w;
-      for (int i = tid; i < w.tile_w * vectors; i += threads) {
-        const int v = i % vectors, px = i / vectors;
-        const int x = x_base + px;
-        const bool inside = row_inside && v < block_vectors && x < dst_w;
-        copy_async_or_zero(go_slot(v, slot) + px,
-                           go_image + (row_offset + (inside ? x : 0)) * channels + (inside ? v * C : 0), inside);
+    const auto copy_go_row = [&](int y, int slot) {
+      const bool inside = go_column_inside && within(y - y0, rows);
+      if (copy_go) {
+        copy_async_or_zero(go_slot(copy_v, slot) + copy_px, go_at + (inside ? unsigned(y) * go_row_elements : 0u), inside);
       }
     };
 
-    // Step s's rows: input rows first_row + 2 s and + 1 and grad_output rows y0 + 2 s - 6 .. + 1, of
-    // which the step before has brought all but input rows first_row + 2 s, + 1 and grad_output
-    // rows y0 + 2 s, + 1. A group of copies a step, committed even where empty (past the band), so
-    // that waiting for all but the newest group always waits for the next step's.
+    // Step s's rows: input rows first_row + 2 s and + 1 (slots 2 s and 2 s + 1, mod kIn) and
+    // grad_output rows y0 + 2 s - 6 .. + 1 (slot y - y0 + 8, mod kGo), of which the step before has
+    // brought all but input rows first_row + 2 s, + 1 and grad_output rows y0 + 2 s, + 1. A group of
+    // copies a step, committed even where empty (past the band), so that waiting for all but the
+    // newest group always waits for the next step's. The slots a call writes turn as it is called.
+    int in_write = 0, go_write = 8;
     const auto copy_step = [&](int s) {
       if (s < steps) {
-        copy_input_row(first_row + 2 * s);
-        copy_input_row(first_row + 2 * s + 1);
-        copy_go_row(y0 + 2 * s);
-        copy_go_row(y0 + 2 * s + 1);
+        copy_input_row(first_row + 2 * s, in_write);
+        copy_input_row(first_row + 2 * s + 1, in_write + 1);
+        copy_go_row(y0 + 2 * s, go_write);
+        copy_go_row(y0 + 2 * s + 1, go_write + 1);
       }
       commit_async_copies();
+      in_write = in_write + 2 < kIn ? in_write + 2 : 0;
+      go_write = go_write + 2 < kGo ? go_write + 2 : 0;
     };
     // No thread still reads the previous item's rings: its last step ended in a barrier. The rows
     // above the band that step 0 reads (y0 - 6 .. y0 - 1) are zeros.
-    for (int y = y0 - 6; y < y0; ++y) copy_go_row(y);
+    for (int y = y0 - 6; y < y0; ++y) copy_go_row(y, y - y0 + 8);
     copy_step(0);
     copy_step(1);
     wait_async_copies<1>();
     __syncthreads();
 
     // The lane's fragments: A's pixels (its two columns moved by kw = group) and B's, in the
-    // chunk; a column past the plane is zero in A as it is in B.
+    // chunk; a column past the plane is zero in A as it is in B. A's rows past the taps read as
+    // `fill`: zeros, and row 7's ones (the bias).
     const int x0 = chunk * kMmaGradWeightColumns + 2 * pair;  // in the item
     const bool a_inside[2] = {live && tap_row && x_base + x0 < dst_w, live && tap_row && x_base + x0 + 1 < dst_w};
     const int a_px = x0 + group;
+    Words fill, zero;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      fill.v[i] = bias_row;
+      zero.v[i] = 0u;
+    }
+    const Words above_fill[2] = {a_inside[0] || tap_row ? zero : fill, a_inside[1] || tap_row ? zero : fill};
+    int in_read = 0;              // step s's input rows' slots: 2 s and 2 s + 1, mod kIn
+    int go_read = 9 - group;      // B's column n = group: grad_output row y0 + 2 s + 1 - group
     for (int s = 0; s < steps; ++s) {
       copy_step(s + 2);  // into the slots that neither this step nor the next reads
-      const Words* const above = reinterpret_cast<const Words*>(in_slot(vector, (2 * s) % kIn) + a_px);
-      const Words* const below = reinterpret_cast<const Words*>(in_slot(vector, (2 * s + 1) % kIn) + a_px);
-      // B's column n = group: grad_output row first_row + 2 s + 1 - group + pad_h = y0 + 2 s + 1 - group.
-      const Words* const go = reinterpret_cast<const Words*>(go_slot(vector, (2 * s + 9 - group) % kGo) + x0);
-      const Words zero{};
-      const Words above0 = a_inside[0] ? above[0] : zero, above1 = a_inside[1] ? above[1] : zero;
+      const Words* const above = reinterpret_cast<const Words*>(in_slot(vector, in_read) + a_px);
+      const Words* const below = reinterpret_cast<const Words*>(in_slot(vector, in_read + 1) + a_px);
+      const Words* const go = reinterpret_cast<const Words*>(go_slot(vector, go_read) + x0);
+      const Words above0 = a_inside[0] ? above[0] : above_fill[0], above1 = a_inside[1] ? above[1] : above_fill[1];
       const Words below0 = a_inside[0] ? below[0] : zero, below1 = a_inside[1] ? below[1] : zero;
       const Words go0 = go_column ? go[0] : zero, go1 = go_column ? go[1] : zero;
 #pragma unroll
       for (int c = 0; c < C; ++c) {
-        const std::uint32_t a[2] = {tap_row ? channel_pair(above0, above1, c) : bias_row,
-                                    channel_pair(below0, below1, c)};
+        const std::uint32_t a[2] = {channel_pair(above0, above1, c), channel_pair(below0, below1, c)};
         multiply_add_16x8x8<scalar_t>(d[c], a, channel_pair(go0, go1, c));
       }
+      in_read = in_read + 2 < kIn ? in_read + 2 : 0;
+      go_read = go_read + 2 < kGo ? go_read + 2 : go_read + 2 - kGo;
       wait_async_copies<1>();  // all but step s + 2's group
       __syncthreads();  // the next step's rows are in; this step's are no longer read
     }
