@@ -747,6 +747,11 @@ void check_ring_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// " bands=B items/slice=I": how a ring-style plan cut the planes and the items, for a check's tag.
+std::string ring_work_tag(const RingGradWeightWork& w) {
+  return " bands=" + std::to_string(w.bands) + " items/slice=" + std::to_string(w.items_per_slice);
+}
+
 // The channels_last window weight gradient, where it takes the pass (as the ring kernel), planned
 // for a one-SM GPU (several items a slice) and a large one (bands down the planes), with and
 // without the bias sums, and on a GPU of many SMs with items cut narrower than the planner would
@@ -768,8 +773,7 @@ void check_window_grad_weight(const Problem& p, const std::string& tag) {
       check_finished_grad_weight<T>("grad-weight window NHWC",
                                     tag + " lanes=" + std::to_string(plan.block.y) +
                                         " chunks=" + std::to_string(plan.work.chunks_w) +
-                                        " bands=" + std::to_string(plan.work.bands) +
-                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        ring_work_tag(plan.work) +
                                         (with_bias ? " bias" : "") + what,
                                     p, sums, plan.grid.y, with_bias);
     };
@@ -822,8 +826,7 @@ void check_walk_grad_weight(const Problem& p, const std::string& tag) {
                                     tag + " pairs=" + std::to_string(plan.block.x) +
                                         " lanes=" + std::to_string(plan.block.y) +
                                         " strips=" + std::to_string(plan.work.chunks_w) +
-                                        " bands=" + std::to_string(plan.work.bands) +
-                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        ring_work_tag(plan.work) +
                                         (with_bias ? " bias" : "") + what,
                                     p, sums, plan.grid.y, with_bias);
     };
@@ -882,8 +885,7 @@ void check_mma_grad_weight(const Problem& p, const std::string& tag) {
                                     tag + " warps=" + std::to_string(plan.block.y) +
                                         " columns=" + std::to_string(plan.work.tile_w) +
                                         " chunks=" + std::to_string(plan.work.chunks_w) +
-                                        " bands=" + std::to_string(plan.work.bands) +
-                                        " items/slice=" + std::to_string(plan.work.items_per_slice) +
+                                        ring_work_tag(plan.work) +
                                         (with_bias ? " bias" : "") + what,
                                     p, sums, plan.grid.y, with_bias);
     };
