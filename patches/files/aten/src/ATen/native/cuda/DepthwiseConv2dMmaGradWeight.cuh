@@ -170,12 +170,8 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int item_chunk = static_cast<int>(item % w.chunks_w);
-    const int band = static_cast<int>(item / w.chunks_w % w.bands);
-    const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x_base = item_chunk * w.tile_w;  // the item's first output column
-    const int y0 = band * w.band_rows;
-    const int rows = smaller(w.band_rows, dst_h - y0);
+    const RingItemPlace place = ring_item_place(w, item, dst_h, dst_w);
+    const int n = place.n, x_base = place.x0, y0 = place.y0, rows = place.rows;
     const int first_row = y0 - g.pad_h;          // step 0's input row r
     const int steps = (rows + K - 1 + 1) / 2;    // input rows first_row .. first_row + rows + K - 2
     const scalar_t* const in_image = input + static_cast<int64_t>(n) * src_h * src_w * channels + c0;
@@ -314,16 +310,11 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
       const int kh = tap / K, kw = tap % K;
       float total = 0.f;
       for (int64_t item = item_begin; item < item_end; ++item) {
-        const int item_chunk = static_cast<int>(item % w.chunks_w);
-        const int band = static_cast<int>(item / w.chunks_w % w.bands);
-        const int n = static_cast<int>(item / w.chunks_w / w.bands);
-        const int y0 = band * w.band_rows;
-        const int y_end = smaller(y0 + w.band_rows, dst_h);
-        const int x_end = smaller((item_chunk + 1) * w.tile_w, dst_w);
-        for (int y = y0; y < y_end; ++y) {
-          for (int x = item_chunk * w.tile_w; x < x_end; ++x) {
+        const RingItemPlace place = ring_item_place(w, item, dst_h, dst_w);
+        for (int y = place.y0; y < place.y0 + place.rows; ++y) {
+          for (int x = place.x0; x < place.x0 + place.cols; ++x) {
             const float go = static_cast<float>(
-                grad_output[((static_cast<int64_t>(n) * dst_h + y) * dst_w + x) * channels + channel + c]);
+                grad_output[((static_cast<int64_t>(place.n) * dst_h + y) * dst_w + x) * channels + channel + c]);
             if (tap == kTaps) {
               total += go;
               continue;
@@ -331,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, kMmaGradWeightMinBlocks) grad_weight
             const int iy = y + kh - g.pad_h, ix = x + kw - g.pad_w;
             if (within(iy, src_h) && within(ix, src_w)) {
               total += go * static_cast<float>(
-                                input[((static_cast<int64_t>(n) * src_h + iy) * src_w + ix) * channels + channel + c]);
+                                input[((static_cast<int64_t>(place.n) * src_h + iy) * src_w + ix) * channels + channel + c]);
             }
           }
         }

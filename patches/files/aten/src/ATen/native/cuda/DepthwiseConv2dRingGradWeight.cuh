@@ -124,6 +124,25 @@ struct RingGradWeightWork {
   int64_t items_per_slice;
 };
 
+// The output rectangle of one item, and its image.
+struct RingItemPlace {
+  int n;
+  int x0;    // first output column
+  int cols;  // output columns: tile_w, fewer in the last chunk of a row
+  int y0;    // first output row
+  int rows;  // output rows: band_rows, fewer in the last band of a plane
+};
+
+__host__ __device__ inline RingItemPlace ring_item_place(const RingGradWeightWork& w, int64_t item, int dst_h,
+                                                         int dst_w) {
+  const int chunk = static_cast<int>(item % w.chunks_w);
+  const int band = static_cast<int>(item / w.chunks_w % w.bands);
+  const int n = static_cast<int>(item / w.chunks_w / w.bands);
+  const int x0 = chunk * w.tile_w;
+  const int y0 = band * w.band_rows;
+  return RingItemPlace{n, x0, smaller(w.tile_w, dst_w - x0), y0, smaller(w.band_rows, dst_h - y0)};
+}
+
 // Shared memory of a plan: the input ring, then two grad_output rows, 32 channels a pixel.
 template <typename acc_t>
 size_t ring_shared_bytes(int kernel, int stride, int in_w, int staged_w) {
@@ -200,13 +219,8 @@ __global__ void __launch_bounds__(kThreads, kRingMinBlocks) grad_weight_ring_ker
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int chunk = static_cast<int>(item % w.chunks_w);
-    const int band = static_cast<int>(item / w.chunks_w % w.bands);
-    const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x0 = chunk * w.tile_w;
-    const int cols = smaller(w.tile_w, dst_w - x0);
-    const int y0 = band * w.band_rows;
-    const int rows = smaller(w.band_rows, dst_h - y0);
+    const RingItemPlace place = ring_item_place(w, item, dst_h, dst_w);
+    const int n = place.n, x0 = place.x0, cols = place.cols, y0 = place.y0, rows = place.rows;
     const int sy0 = y0 * kStride - g.pad_h;  // the input row of ring row 0
     const int sx0 = x0 * kStride - g.pad_w;
     const scalar_t* in_image = input + static_cast<int64_t>(n) * src_h * src_w * channels + c0;

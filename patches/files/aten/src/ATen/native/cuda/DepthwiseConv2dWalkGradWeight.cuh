@@ -136,12 +136,9 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int chunk = static_cast<int>(item % w.chunks_w);
-    const int band = static_cast<int>(item / w.chunks_w % w.bands);
-    const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x = chunk * w.tile_w + lane * kColumns;  // the thread's first output column
-    const int y0 = band * w.band_rows;
-    const int rows = smaller(w.band_rows, dst_h - y0);
+    const RingItemPlace place = ring_item_place(w, item, dst_h, dst_w);
+    const int n = place.n, y0 = place.y0, rows = place.rows;
+    const int x = place.x0 + lane * kColumns;  // the thread's first output column
     // Every load is made, from a place inside the tensor (rows and columns clamped to the plane, an
     // idle pair's at the first channel), and its words taken as zeros where it lies on the padding
     // or past the plane: tested when the words are widened, so that nothing holds up the loads.

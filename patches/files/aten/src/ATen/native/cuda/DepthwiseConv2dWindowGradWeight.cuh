@@ -148,13 +148,8 @@ __global__ void __launch_bounds__(kThreads, window_min_blocks(kKernel, kStride))
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
   const int64_t item_end = smaller(w.items, item_begin + w.items_per_slice);
   for (int64_t item = item_begin; item < item_end; ++item) {
-    const int chunk = static_cast<int>(item % w.chunks_w);
-    const int band = static_cast<int>(item / w.chunks_w % w.bands);
-    const int n = static_cast<int>(item / w.chunks_w / w.bands);
-    const int x0 = chunk * w.tile_w;
-    const int cols = smaller(w.tile_w, dst_w - x0);
-    const int y0 = band * w.band_rows;
-    const int rows = smaller(w.band_rows, dst_h - y0);
+    const RingItemPlace place = ring_item_place(w, item, dst_h, dst_w);
+    const int n = place.n, x0 = place.x0, cols = place.cols, y0 = place.y0, rows = place.rows;
     const int steps = rows + kReach;  // the last meets grad_output row rows - 1 at kh = kStride * kReach
     const int sy0 = y0 * kStride - g.pad_h;  // the input row of step 0's row 0
     const int sx0 = x0 * kStride - g.pad_w;
