@@ -45,16 +45,15 @@ constexpr int kMmaTaskRows = 4;           // output rows of a warp's task
 
 // Tiles across a task (a kernel's kTiles: 16 or 32 output columns) where the strip is wider than a
 // tile: 2 for 3x3 at stride 1; 1 for the rest, whose two-tile tasks spilled at the kernel's 128
-// registers (5x5's 25 weight words, stride 2's longer windows; 7x7 runs at one block an SM).
+// registers (5x5's 25 weight words, stride 2's longer windows, 7x7's 49).
 constexpr int mma_most_task_tiles(int kernel, int stride) {
   return kernel == 3 && stride == 1 ? 2 : 1;
 }
 constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channel vector
-// Blocks an SM its __launch_bounds__ ask for: 2 (128 registers), and 1 at 7x7, whose 49 weight
-// words a lane spilled at 128 (it holds 160-170 without).
-constexpr int mma_min_blocks(int kernel) {
-  return kernel == 7 ? 1 : 2;
-}
+// Blocks an SM its __launch_bounds__ ask for: 2 (128 registers). 7x7 too (49 weight words a lane):
+// nvcc 13.0 fits its one-tile tasks in 128 with one word spilled and reloaded once a step, where
+// bounded by one block it took 163-165 registers and ran 8 warps an SM (v44).
+constexpr int kMmaMinBlocks = 2;
 
 struct ChannelsLastMma {
   ChannelsLastStream ring;  // the strip (lanes_w: its output columns), the ring's rows and columns, the band's steps
@@ -98,7 +97,7 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 // channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
 // fewer). 32-bit indexing only.
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles>
-__global__ void __launch_bounds__(kThreads, mma_min_blocks(kKernel)) channels_last_mma_kernel(
+__global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -416,7 +415,7 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   }
   if (!best) return std::nullopt;
   const int64_t resident =
-      gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(mma_min_blocks(g.kernel_h)));
+      gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(kMmaMinBlocks));
   const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
   if (!steps) return std::nullopt;
   return with_mma_steps(ChannelsLastMmaLaunch{dim3(1, static_cast<unsigned>(channel_blocks),
