@@ -417,13 +417,23 @@ MUTATIONS = [
      "36:37"),  # a vector past the row's end read as data
     (("return chunk * kChunk - (row_start & (kChunk - 1));", "return chunk * kChunk;"),
      "36:37"),  # chunks off dst's 16-byte boundaries
-    (("for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);",
-      "for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[j]);"), "36:37"),
-    (("const index_t members = kBackward ? multiplier : 1;", "const index_t members = 1;"), "37:38"),
-    (("const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];",
-      "const index_t c = kBackward ? at.at[1] : at.at[1] + at.at[2];"), "37:38"),  # multiplier 2
-    (("if (row_window_inside(y0 - pad, k + j, src_w)) acc[k] += window[k + j] * taps[j];",
-      "if (row_window_inside(y0 - pad + 1, k + j, src_w)) acc[k] += window[k + j] * taps[j];"), "36:37"),  # a row's ends
+    (("taps[j] = static_cast<acc_t>(filters[u][kBackward ? kTaps - 1 - j : j]);",
+      "taps[j] = static_cast<acc_t>(filters[u][j]);"), "36:37"),
+    (("const int src_row = multiplier == 1 ? at.row : at.row / multiplier;", "const int src_row = at.row;"),
+     "37:38"),  # multiplier 2: each dst row read from its own src row
+    (("g.dst_w >= kRowMinWidth && g.src_channels <= g.dst_channels;", "g.dst_w >= kRowMinWidth;"),
+     "37:38"),  # multiplier 2: a backward-input row summed from one row of grad_output
+    (("if (!decltype(edge)::value || row_window_inside(c.first, k + j, src_w)) acc[k] += window[k + j] * taps[j];",
+      "if (!decltype(edge)::value || row_window_inside(c.first + 1, k + j, src_w)) acc[k] += window[k + j] * taps[j];"),
+     "36:37"),  # a row's ends
+    (("whole_or_edge(c.first < 0 || c.first + kWindow > src_w,", "whole_or_edge(false,"),
+     "36:37"),  # the values of a vector past a row's end summed
+    (("words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 1);",
+      "words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 2);"), "36:37"),  # the halo two chunks on
+    (("if (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row) {", "if (lane == kWarpLanes - 1) {"),
+     "36:37"),  # a row's last chunk's halo taken from the next row's first
+    (("load_row_words<kHaloWords>(words.v + kOwnWords, src + c.src_start, c.own + kChunk, src_w);", ""),
+     "36:37"),  # a warp's last lane's halo left as its own inputs
     (("return first + i >= 0 && first + i < row_length;", "return first + i >= 0 && first + i <= row_length;"),
      "36:37"),  # a row's end window reads the next row's first element
     (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",

@@ -420,8 +420,9 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
     """The row kernels take 16 outputs a chunk in bf16/fp16 and 8 in float (v22: 32 new bytes a
     thread in flight), and the plans count chunks as the kernels do: Mamba's forward writes rows of
     2051 outputs, 130 chunks in bf16 (a row may start anywhere in its first chunk) and 258 in float,
-    and its backward-input rows of 2048; a thread walks 4 chunks, and the weight gradient slices a
-    channel's chunks two a thread at least."""
+    and its backward-input rows of 2048. The forward and backward-input kernel's warps stream spans
+    of 32 x 4 chunks, two spans a warp (v45); the weight gradient slices a channel's chunks two a
+    thread at least."""
     def launch(dtype, pass_):
         line = plan_report.call_line(dtype, pass_, "nchw", 8, 1536, (1, 2048), (1, 4), (1, 1), (0, 3), (1, 1))
         return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
@@ -429,11 +430,16 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
     def chunks(width, outputs):
         return (width + 2 * (outputs - 1)) // outputs
 
+    def blocks(width, outputs):
+        spans = -(-8 * 1536 * chunks(width, outputs) // (32 * 4))
+        warps_of_two_spans = -(-spans // 2)
+        return (-(-warps_of_two_spans // 8), 1, 1)  # more than 4 blocks an SM of 132: walk_blocks' 2 a thread
+
     for pass_, width in (("forward", 2051), ("backward-input", 2048)):
         assert launch("float", pass_).kernel == launch("bfloat16", pass_).kernel == "row_kernel"
-        assert launch("float", pass_).grid == (-(-8 * 1536 * chunks(width, 8) // (256 * 4)), 1, 1)
-        assert launch("bfloat16", pass_).grid == launch("half", pass_).grid == \
-            (-(-8 * 1536 * chunks(width, 16) // (256 * 4)), 1, 1)
+        assert launch("float", pass_).grid == blocks(width, 8)
+        assert launch("bfloat16", pass_).grid == launch("half", pass_).grid == blocks(width, 16)
+    assert blocks(2051, 16) == (780, 1, 1) and blocks(2048, 8) == (1542, 1, 1)
     assert chunks(2051, 16) == 130 and chunks(2051, 8) == 258
     assert launch("float", "grad-weight").grid == (1536, 3, 1)  # 8 x 258 chunks
     assert launch("bfloat16", "grad-weight").grid == (1536, 2, 1)  # 8 x 130

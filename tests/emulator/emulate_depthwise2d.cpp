@@ -1249,7 +1249,7 @@ std::vector<Case> sweep() {
       {20, 1, 1, 10, 10, 4, 6, 1, 1, 1, 2, 1, 1, false},    // 4x6; the weight gradient's slices hold two items
       // The row kernels (conv1d, 1 x 2..4 at stride 1; cases 2 and 14 above reach them too):
       {3, 5, 1, 1, 203, 1, 3, 1, 1, 0, 1, 1, 1, true},      // rows of 203: each row's window at another offset
-      {2, 3, 2, 1, 150, 1, 2, 1, 1, 0, 1, 1, 1, false},     // multiplier 2: backward sums two rows
+      {2, 3, 2, 1, 150, 1, 2, 1, 1, 0, 1, 1, 1, false},     // multiplier 2: forward only (backward sums two rows)
       {1, 3, 1, 1, 64, 1, 4, 1, 1, 0, 0, 1, 1, true},       // no padding: 61 outputs, forward too narrow
       {1, 2, 1, 1, 63, 1, 4, 1, 1, 0, 3, 1, 1, false},      // 66 outputs; backward's 63 too narrow
       {2, 8, 1, 1, 1000, 1, 4, 1, 1, 0, 2, 1, 1, true},     // many chunks a thread

@@ -11,21 +11,18 @@ namespace at::native::dwconv {
 // Row kernels: conv1d as torch runs it (NCHW-contiguous planes of one row, a 1 x K filter with
 // K from kRowMinTaps to kRowMaxTaps, stride 1, dilation 1, 32-bit indexing, 16-byte aligned data).
 // A thread takes chunks of kRowChunk consecutive outputs of a row, each starting on a kRowChunk
-// boundary of dst in memory, and reads the chunk's window (kRowChunk + K - 1 inputs) as the
-// aligned 16-byte vectors of src that hold it: every global access is 16 bytes wide, and the
-// window stays in registers, each input loaded once for K multiply-adds. The window starts some
-// elements into its first vector; a branch per possible offset makes it a constant there, so the
-// window is never indexed at run time. Chunks at a row's ends, whose window vectors leave the
-// row, load their window an element at a time, checked, so padding reads nothing and a
-// neighbouring row is never read as data. (At stride 1 dst_w = src_w + 2 * pad - K + 1, so a
-// window inside its row puts the chunk's outputs inside theirs.) Threads walk the chunks (a row's
-// chunks in order, so a warp reads contiguous memory) by the grid's stride, with carries.
+// boundary of dst in memory (so a row's first chunk may start before it), and its window
+// (kRowChunk + K - 1 inputs) from the aligned 16-byte vectors of src that hold it: every global
+// access of a whole chunk is 16 bytes wide, and the window stays in registers, each input widened
+// once for K multiply-adds. The window starts some elements into its first vector; a branch per
+// possible offset makes it a constant there, so the window is never indexed at run time. (At stride
+// 1 dst_w = src_w + 2 * pad - K + 1, so a window inside its row puts the chunk's outputs inside
+// theirs.) A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16.
 //
-// A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16. With one
-// vector a chunk a thread had 16 bytes of new data in flight a chunk (its window's other vectors
-// are its neighbours' and hit L1): 16 KB an SM at 4 blocks of 256, what the H100 needs to stream
-// at full bandwidth at best (3.0 TB/s x ~0.7 us over 132 SMs), short of it under load: the bf16
-// conv1d forward and backward-input stood at 68-78 % of the floor (2026-11-22).
+// The weight gradient's threads load each chunk's window whole and walk chunks by the grid's
+// stride; chunks at a row's ends, whose window vectors leave the row, load their window an element
+// at a time, checked, so padding reads nothing and a neighbouring row is never read as data. The
+// forward and backward-input kernel streams spans of chunks instead (row_kernel, below).
 
 constexpr int row_chunk_outputs(int element_size) { return element_size >= 8 ? 8 : 32 / element_size; }
 template <typename scalar_t>
@@ -134,73 +131,188 @@ __device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (
   }
 }
 
-// Forward, or backward-input as the stride-1 correlation with the flipped filter (g is then
-// backward_input_as_correlation's geometry and each dst row sums `multiplier` src rows). Rows are
-// walked as (n, a, b, chunk): forward (n, src channel, member) with dst channel src * multiplier +
-// member, backward (n, dst channel, 0), so no channel is found by a division.
+// Forward and backward-input: the row kernel streams the flattened (row, chunk) order. A warp takes
+// spans of kWarpLanes x kRowLaneChunks consecutive chunks (the grid's warps walking spans by its
+// stride), lane l chunks l, l + 32, ... of its span. A lane first loads its chunks' own inputs (the
+// kRowChunk values from the aligned vector at or before each window's first input: the whole 16-byte
+// vectors of src, each loaded once), all of them before any sum, so that every lane has
+// kRowLaneChunks x 32 bytes in flight; then, a chunk at a time, the head of the next chunk's own
+// inputs, which the window reaches into, comes from the next lane (__shfl_down_sync), or is loaded
+// where the next chunk is another row's or the next lane is past the warp. One 16-byte load a vector
+// of src, where the kernel before it loaded each window whole (half of it the neighbours' vectors
+// again, from L1) and had 32 bytes of new data in flight a lane: about 24 KB an SM, which kept the
+// H200's conv1d at 58-66 % of the copy bandwidth (2026-11-27).
+//
+// Each dst row reads one src row: forward any multiplier (dst channel c reads src channel c /
+// multiplier), backward-input multiplier 1 (has_row_kernel; with more, a dst row sums several and
+// the general kernels take it). Vectors reaching past a row are loaded where they hold some of it
+// (never outside the tensor) and their values outside it are never summed.
+
+// Chunks a lane takes from a warp's span, all loaded before the first is summed.
+template <typename scalar_t>
+constexpr int kRowLaneChunks = sizeof(scalar_t) == 8 ? 2 : 4;
+
+// 32-bit words of a chunk's own inputs, and of the next chunk's that its window reaches into (its
+// window starts up to V - 1 values into its own and is K - 1 values longer than the chunk).
+template <typename scalar_t>
+constexpr int kRowOwnWords = kRowChunk<scalar_t> * static_cast<int>(sizeof(scalar_t)) / 4;
+template <typename scalar_t, int kTaps>
+constexpr int kRowHaloWords = ((kVector16<scalar_t> + kTaps - 2) * static_cast<int>(sizeof(scalar_t)) + 3) / 4;
+
+// A chunk's inputs as loaded: its own words, then the halo's.
+template <typename scalar_t, int kTaps>
+struct RowWords {
+  uint32_t v[kRowOwnWords<scalar_t> + kRowHaloWords<scalar_t, kTaps>];
+};
+
+// A lane's chunk in the flattened order: its row (n * dst_channels + channel), channel and chunk,
+// moved on a warp's width at a time with carries.
+struct RowChunkPlace {
+  int row, channel, chunk;
+
+  __device__ __forceinline__ void advance(int chunks_per_row, int channels) {
+    chunk += kWarpLanes;
+    while (chunk >= chunks_per_row) {  // chunks_per_row >= 4 (kRowMinWidth): at most 8 times
+      chunk -= chunks_per_row;
+      ++row;
+      if (++channel == channels) channel = 0;
+    }
+  }
+};
+
+// Where a chunk reads and writes: its row's first element in src and in dst, its first output y0
+// (row_chunk_first) and the first input of its window and of its own inputs, in the row.
+struct RowChunkSpan {
+  int src_start, dst_start, y0, first, own;
+};
+
+template <typename scalar_t>
+__device__ __forceinline__ RowChunkSpan row_chunk_span(const RowChunkPlace& at, const PassGeometry& g) {
+  const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w);
+  const int multiplier = static_cast<int>(g.multiplier);
+  const int src_row = multiplier == 1 ? at.row : at.row / multiplier;
+  RowChunkSpan span;
+  span.src_start = src_row * src_w;
+  span.dst_start = at.row * dst_w;
+  span.y0 = row_chunk_first<scalar_t>(span.dst_start, at.chunk);
+  span.first = span.y0 - static_cast<int>(g.pad_w);
+  span.own = span.first - ((span.src_start + span.first) & (kVector16<scalar_t> - 1));
+  return span;
+}
+
+// `words` 32-bit words from the aligned vectors of the row at `src_row` from its element `from` on;
+// a vector that holds none of the row's src_w elements is not read (zeros).
+template <int kWords, typename scalar_t>
+__device__ __forceinline__ void load_row_words(uint32_t* words, const scalar_t* src_row, int from, int src_w) {
+  constexpr int V = kVector16<scalar_t>;
+#pragma unroll
+  for (int q = 0; q * 4 < kWords; ++q) {
+    const int x = from + q * V;
+    const Vector16<uint32_t> loaded = load_words_or_zero(x < src_w && x + V > 0, src_row + x);
+#pragma unroll
+    for (int w = 0; w < 4 && q * 4 + w < kWords; ++w) words[q * 4 + w] = loaded.v[w];
+  }
+}
+
+template <int kOffset, typename scalar_t, typename acc_t, typename Words, int kCount>
+__device__ __forceinline__ void widen_window(const Words& words, acc_t (&window)[kCount]) {
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) window[i] = widen_value<scalar_t, acc_t>(words, kOffset + i);
+}
+
+// The window, values offset .. offset + kCount - 1 of `words`: a branch an offset, so that no value
+// is indexed at run time.
+template <typename scalar_t, typename acc_t, typename Words, int kCount, int... kOffsets>
+__device__ __forceinline__ void widen_window_at(int offset, const Words& words, acc_t (&window)[kCount],
+                                                std::integer_sequence<int, kOffsets...>) {
+  ((offset == kOffsets ? widen_window<kOffsets, scalar_t>(words, window) : void()), ...);
+}
+
 template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
-__global__ void __launch_bounds__(kThreads, 3) row_kernel(
+__global__ void __launch_bounds__(kThreads, 2) row_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
     scalar_t* __restrict__ dst,
     const PassGeometry g,
     const int chunks_per_row) {
+  static_assert(std::is_same_v<index_t, int32_t>, "the row kernel indexes in 32 bits");
   using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
   constexpr int kChunk = kRowChunk<scalar_t>;
   constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
-  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
-  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels, multiplier = g.multiplier;
-  const index_t members = kBackward ? multiplier : 1;
-  const index_t total = static_cast<index_t>(g.batch) * dst_channels * chunks_per_row;
-  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const index_t grid_stride = static_cast<index_t>(gridDim.x) * blockDim.x;
-  const index_t extents[4] = {0, kBackward ? dst_channels : src_channels, kBackward ? 1 : multiplier, chunks_per_row};
-  GridWalk<index_t, 4> at(first, grid_stride, extents);
-  for (index_t i = first; i < total; i += grid_stride, at.advance()) {
-    const index_t n = at.at[0];
-    const index_t c = kBackward ? at.at[1] : at.at[1] * multiplier + at.at[2];
-    const index_t dst_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = row_chunk_first<scalar_t>(dst_start, at.at[3]);
-    if (y0 >= dst_w) continue;  // a row that starts late in its first chunk needs one chunk fewer
-    acc_t acc[kChunk];
-    const acc_t start = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[c]) : acc_t(0);
+  constexpr int kLaneChunks = kRowLaneChunks<scalar_t>;
+  constexpr int kOwnWords = kRowOwnWords<scalar_t>;
+  constexpr int kHaloWords = kRowHaloWords<scalar_t, kTaps>;
+  const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w);
+  const int channels = static_cast<int>(g.dst_channels);
+  const int rows = static_cast<int>(g.batch) * channels;
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int span_chunks = kWarpLanes * kLaneChunks;
+  const int spans = static_cast<int>((int64_t(rows) * chunks_per_row + span_chunks - 1) / span_chunks);
+  const int warp_stride = static_cast<int>(gridDim.x) * kWarps;
+  for (int span = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / kWarpLanes; span < spans;
+       span += warp_stride) {
+    const int first_chunk = span * span_chunks + lane;  // below rows * chunks_per_row + span_chunks: 32-bit
+    const int first_row = first_chunk / chunks_per_row;
+    const RowChunkPlace start{first_row, first_row % channels, first_chunk % chunks_per_row};
+
+    uint32_t own[kLaneChunks][kOwnWords];
+    scalar_t filters[kLaneChunks][kTaps];  // loaded with the inputs, so that no sum waits for them
+    RowChunkPlace at = start;
 #pragma unroll
-    for (int k = 0; k < kChunk; ++k) acc[k] = start;
-#pragma unroll 1
-    for (index_t member = 0; member < members; ++member) {
-      const index_t src_c = kBackward ? c * multiplier + member : at.at[1];
-      const scalar_t* w = weight + (kBackward ? src_c : c) * kTaps;
-      acc_t taps[kTaps];
+    for (int u = 0; u < kLaneChunks; ++u) {
+      const bool live = at.row < rows;  // else nothing is read: the place of row 0, from src_w on
+      const RowChunkSpan c = row_chunk_span<scalar_t>(live ? at : RowChunkPlace{0, 0, 0}, g);
+      load_row_words<kOwnWords>(own[u], src + c.src_start, live ? c.own : src_w, src_w);
 #pragma unroll
-      for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(w[kBackward ? kTaps - 1 - j : j]);
-      const index_t src_start = (n * src_channels + src_c) * src_w;
-      acc_t window[kWindow];
-      if (load_row_window<kTaps>(window, src, src_start, y0 - pad, src_w)) {
+      for (int j = 0; j < kTaps; ++j) filters[u][j] = weight[at.channel * kTaps + j];
+      at.advance(chunks_per_row, channels);
+    }
+
+    at = start;
 #pragma unroll
-        for (int k = 0; k < kChunk; ++k) {
+    for (int u = 0; u < kLaneChunks; ++u) {
+      RowWords<scalar_t, kTaps> words;
 #pragma unroll
-          for (int j = 0; j < kTaps; ++j) acc[k] += window[k + j] * taps[j];
+      for (int w = 0; w < kOwnWords; ++w) words.v[w] = own[u][w];
+#pragma unroll
+      for (int w = 0; w < kHaloWords; ++w) words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 1);
+      const bool live = at.row < rows;
+      const RowChunkSpan c = row_chunk_span<scalar_t>(live ? at : RowChunkPlace{0, 0, 0}, g);
+      if (live && c.y0 < dst_w) {  // a row that starts late in its first chunk needs one chunk fewer
+        if (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row) {
+          load_row_words<kHaloWords>(words.v + kOwnWords, src + c.src_start, c.own + kChunk, src_w);
         }
-      } else {
-        load_row_window_checked<kTaps>(window, src, src_start, y0 - pad, src_w);
+        acc_t window[kWindow];
+        widen_window_at<scalar_t>(c.first - c.own, words, window, std::make_integer_sequence<int, V>{});
+        acc_t taps[kTaps];
 #pragma unroll
-        for (int k = 0; k < kChunk; ++k) {
+        for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(filters[u][kBackward ? kTaps - 1 - j : j]);
+        const acc_t start_value = (!kBackward && bias != nullptr) ? static_cast<acc_t>(bias[at.channel]) : acc_t(0);
+        acc_t acc[kChunk];
+        // Where the window leaves the row, its values outside are never summed (0 x inf would be NaN).
+        whole_or_edge(c.first < 0 || c.first + kWindow > src_w, [&](auto edge) {
 #pragma unroll
-          for (int j = 0; j < kTaps; ++j) {
-            if (row_window_inside(y0 - pad, k + j, src_w)) acc[k] += window[k + j] * taps[j];
+          for (int k = 0; k < kChunk; ++k) {
+            acc[k] = start_value;
+#pragma unroll
+            for (int j = 0; j < kTaps; ++j) {
+              if (!decltype(edge)::value || row_window_inside(c.first, k + j, src_w)) acc[k] += window[k + j] * taps[j];
+            }
+          }
+        });
+        if (c.y0 >= 0 && c.y0 + kChunk <= dst_w) {
+          store_row_chunk(dst + c.dst_start + c.y0, acc);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kChunk; ++k) {
+            const int y = c.y0 + k;
+            if (y >= 0 && y < dst_w) dst[c.dst_start + y] = static_cast<scalar_t>(acc[k]);
           }
         }
       }
-    }
-    if (y0 >= 0 && y0 + kChunk <= dst_w) {
-      store_row_chunk(dst + dst_start + y0, acc);
-    } else {
-#pragma unroll
-      for (int k = 0; k < kChunk; ++k) {
-        const index_t y = y0 + k;
-        if (y >= 0 && y < dst_w) dst[dst_start + y] = static_cast<scalar_t>(acc[k]);
-      }
+      at.advance(chunks_per_row, channels);
     }
   }
 }
@@ -487,10 +599,11 @@ inline bool is_conv1d_pass(const PassGeometry& g) {
          g.kernel_w >= kRowMinTaps && g.kernel_w <= kRowMaxTaps;
 }
 
-// Whether a pass has a row kernel. The caller checks the rest: both tensors NCHW-contiguous and
+// Whether a pass has a row kernel: each dst row reads one src row (not a backward-input with a
+// multiplier, whose rows sum several). The caller checks the rest: both tensors NCHW-contiguous and
 // 16-byte aligned, 32-bit indexing.
 inline bool has_row_kernel(const PassGeometry& g) {
-  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth;
+  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth && g.src_channels <= g.dst_channels;
 }
 
 // Whether a pass has a column kernel: multiplier 1 and whole channel vectors, enough of them for
@@ -539,9 +652,9 @@ auto grad_weight_column_kernel_for(int taps) {
       taps, [](auto k) { return &grad_weight_column_kernel<scalar_t, index_t, decltype(k)::value>; });
 }
 
-// A thread walks kRowChunksPerThread chunks or so (its walk's divisions paid once for them), in
-// a grid of several blocks an SM where the pass is that large.
-constexpr int kRowChunksPerThread = 4;
+// A warp walks kRowWarpSpans spans or so (its first place's divisions paid once a span), in a grid
+// of several blocks an SM where the pass is that large.
+constexpr int kRowWarpSpans = 2;
 
 struct RowLaunch {
   dim3 grid;
@@ -550,8 +663,9 @@ struct RowLaunch {
 
 inline RowLaunch plan_row(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
-  const int64_t chunks = g.batch * g.dst_channels * chunks_per_row;
-  return {dim3(static_cast<unsigned>(walk_blocks(chunks, kThreads, kRowChunksPerThread, gpu))), chunks_per_row};
+  const int64_t span_chunks = int64_t(kWarpLanes) * (element_size == 8 ? 2 : 4);  // the kernel's kRowLaneChunks
+  const int64_t spans = (g.batch * g.dst_channels * chunks_per_row + span_chunks - 1) / span_chunks;
+  return {dim3(static_cast<unsigned>(walk_blocks(spans * kWarpLanes, kThreads, kRowWarpSpans, gpu))), chunks_per_row};
 }
 
 struct RowGradWeightLaunch {
