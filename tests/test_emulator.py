@@ -434,6 +434,8 @@ MUTATIONS = [
      "36:37"),  # a row's last chunk's halo taken from the next row's first
     (("load_row_words<kHaloWords>(words.v + kOwnWords, src + c.src_start, c.own + kChunk, src_w);", ""),
      "36:37"),  # a warp's last lane's halo left as its own inputs
+    (("for (int k = 0; k < V; ++k) values.v[k] = x + k >= 0 && x + k < src_w ? src_row[x + k] : scalar_t(0);",
+      "for (int k = 0; k < V; ++k) values.v[k] = scalar_t(0);"), "36:37"),  # a vector across a row's end left out
     (("return first + i >= 0 && first + i < row_length;", "return first + i >= 0 && first + i <= row_length;"),
      "36:37"),  # a row's end window reads the next row's first element
     (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",

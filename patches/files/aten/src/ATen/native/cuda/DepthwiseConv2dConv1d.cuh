@@ -145,8 +145,8 @@ __device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (
 //
 // Each dst row reads one src row: forward any multiplier (dst channel c reads src channel c /
 // multiplier), backward-input multiplier 1 (has_row_kernel; with more, a dst row sums several and
-// the general kernels take it). Vectors reaching past a row are loaded where they hold some of it
-// (never outside the tensor) and their values outside it are never summed.
+// the general kernels take it). Nothing outside a chunk's row is read (a vector across a row's end
+// is read a value at a time) or summed.
 
 // Chunks a lane takes from a warp's span, all loaded before the first is summed.
 template <typename scalar_t>
@@ -200,15 +200,22 @@ __device__ __forceinline__ RowChunkSpan row_chunk_span(const RowChunkPlace& at, 
   return span;
 }
 
-// `words` 32-bit words from the aligned vectors of the row at `src_row` from its element `from` on;
-// a vector that holds none of the row's src_w elements is not read (zeros).
+// `words` 32-bit words from the aligned vectors of the row at `src_row` from its element `from` on.
+// Nothing outside the row's src_w elements is read (zeros there): a vector across one of its ends
+// (a row that does not start or end on a 16-byte boundary) is read a value at a time.
 template <int kWords, typename scalar_t>
 __device__ __forceinline__ void load_row_words(uint32_t* words, const scalar_t* src_row, int from, int src_w) {
   constexpr int V = kVector16<scalar_t>;
 #pragma unroll
   for (int q = 0; q * 4 < kWords; ++q) {
     const int x = from + q * V;
-    const Vector16<uint32_t> loaded = load_words_or_zero(x < src_w && x + V > 0, src_row + x);
+    Vector16<uint32_t> loaded = load_words_or_zero(x >= 0 && x + V <= src_w, src_row + x);
+    if (x < src_w && x + V > 0 && !(x >= 0 && x + V <= src_w)) {
+      Vector16<scalar_t> values;
+#pragma unroll
+      for (int k = 0; k < V; ++k) values.v[k] = x + k >= 0 && x + k < src_w ? src_row[x + k] : scalar_t(0);
+      memcpy(&loaded, &values, sizeof(loaded));
+    }
 #pragma unroll
     for (int w = 0; w < 4 && q * 4 + w < kWords; ++w) words[q * 4 + w] = loaded.v[w];
   }
