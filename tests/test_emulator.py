@@ -410,11 +410,8 @@ MUTATIONS = [
     (("GridWalk<int, 2> tap_at(tid, threads, {0, taps_count});",
       "GridWalk<int, 2> tap_at(tid, threads, {0, taps_count + 1});"), "12:13"),
     # The row kernels (conv1d), over the cases written for them:
-    (("take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});",
-      "take_window_at(0, raw, window, std::make_integer_sequence<int, V>{});"), "36:37"),  # the window's offset
-    (("if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;",
-      "if (vector_first < 0 || vector_first + kVectors * V > row_length + V) return false;"),
-     "36:37"),  # a vector past the row's end read as data
+    (("widen_window_at<scalar_t>(first - own_first, words, window,", "widen_window_at<scalar_t>(0, words, window,"),
+     "36:37"),  # the window's offset
     (("return chunk * kChunk - (row_start & (kChunk - 1));", "return chunk * kChunk;"),
      "36:37"),  # chunks off dst's 16-byte boundaries
     (("taps[j] = static_cast<acc_t>(filters[u][kBackward ? kTaps - 1 - j : j]);",
@@ -428,21 +425,27 @@ MUTATIONS = [
      "36:37"),  # a row's ends
     (("whole_or_edge(c.first < 0 || c.first + kWindow > src_w,", "whole_or_edge(false,"),
      "36:37"),  # the values of a vector past a row's end summed
-    (("words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 1);",
-      "words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 2);"), "36:37"),  # the halo two chunks on
-    (("if (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row) {", "if (lane == kWarpLanes - 1) {"),
+    (("words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[w], 1);",
+      "words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[w], 2);"), "36:37"),  # the halo two chunks on
+    (("outputs && (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row),", "outputs && lane == kWarpLanes - 1,"),
      "36:37"),  # a row's last chunk's halo taken from the next row's first
-    (("load_row_words<kHaloWords>(words.v + kOwnWords, src + c.src_start, c.own + kChunk, src_w);", ""),
-     "36:37"),  # a warp's last lane's halo left as its own inputs
+    (("if (load_tail) load_row_words<kHaloWords>(words.v + kOwnWords, src_row, own_first + kRowChunk<scalar_t>, src_w);",
+      ""), "36:37"),  # a warp's last lane's halo left as its own inputs
     (("for (int k = 0; k < V; ++k) values.v[k] = x + k >= 0 && x + k < src_w ? src_row[x + k] : scalar_t(0);",
       "for (int k = 0; k < V; ++k) values.v[k] = scalar_t(0);"), "36:37"),  # a vector across a row's end left out
     (("return first + i >= 0 && first + i < row_length;", "return first + i >= 0 && first + i <= row_length;"),
      "36:37"),  # a row's end window reads the next row's first element
-    (("for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];",
-      "for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k];"), "36:37"),
-    (("if (row_window_inside(y0 - pad, k + j, src_w)) acc[j] += go * window[k + j];",
-      "if (row_window_inside(y0 - pad + 1, k + j, src_w)) acc[j] += go * window[k + j];"),
-     "36:37"),  # weight gradient's ends
+    (("                              acc[j] += go * window[k + j];", "                              acc[j] += go * window[k];"),
+     "36:37"),  # the weight gradient's taps
+    (("if (!decltype(edge)::value || row_window_inside(at.first, k + j, src_w)) {",
+      "if (!decltype(edge)::value || row_window_inside(at.first + 1, k + j, src_w)) {"), "36:37"),  # its row ends
+    (("if (decltype(edge)::value && (at.y0 + k < 0 || at.y0 + k >= dst_w)) continue;", ""),
+     "40:41"),  # grad_output's zeros past its row's end met with the input's infinities
+    (("sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),",
+      "sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row),"), "93:94"),  # a slice ending inside a row
+    (("load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);",
+      "load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 + 1 : dst_w, dst_w);"),
+     "36:37"),  # grad_output's chunk one value on
     # The column kernels (conv1d in channels_last), over the cases written for them:
     (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",
       "for (int k = 0; k < V; ++k) values[j][k] = values[kTaps - 1][k];"), "42:43"),  # the window's step
@@ -580,8 +583,7 @@ MUTATIONS = [
     (("plan_grad_weight(g, t.nchw, gpu)", "plan_grad_weight(g, true, gpu)"),
      "6:7"),  # channels_last data summed as NCHW
     # The bias gradient every weight-gradient kernel sums on the way, and the slices' sum of it:
-    (("        acc[kTaps] += go[k];\n", "\n"), "36:37"),  # the row kernel's whole chunks
-    (("        acc[kTaps] += go;\n", "\n"), "36:37"),  # ... and its chunks at a row's ends
+    (("                          acc[kTaps] += go;\n", "\n"), "36:37"),  # the row weight gradient's bias
     (("    for (int k = 0; k < V; ++k) sums[kTaps][k] += go[k];",
       "    for (int k = 1; k < V; ++k) sums[kTaps][k] += go[k];"), "42:43"),  # a vector's first
     (("src_w, index_t(1), y, x);\n      acc[kSlots] += go;", "src_w, index_t(1), y, x);"), "0:1"),  # general NCHW

@@ -19,10 +19,8 @@ namespace at::native::dwconv {
 // 1 dst_w = src_w + 2 * pad - K + 1, so a window inside its row puts the chunk's outputs inside
 // theirs.) A chunk is 32 bytes of output (8 outputs in double): two 16-byte vectors of bf16/fp16.
 //
-// The weight gradient's threads load each chunk's window whole and walk chunks by the grid's
-// stride; chunks at a row's ends, whose window vectors leave the row, load their window an element
-// at a time, checked, so padding reads nothing and a neighbouring row is never read as data. The
-// forward and backward-input kernel streams spans of chunks instead (row_kernel, below).
+// Both row kernels, forward and backward-input (row_kernel) and the weight gradient's, stream spans
+// of chunks: below.
 
 constexpr int row_chunk_outputs(int element_size) { return element_size >= 8 ? 8 : 32 / element_size; }
 template <typename scalar_t>
@@ -34,11 +32,6 @@ constexpr int kRowMinWidth = 64;  // narrower rows are mostly ends: the tiled ke
 // The inputs of a chunk's window.
 template <typename scalar_t, int kTaps>
 constexpr int kRowWindow = kRowChunk<scalar_t> + kTaps - 1;
-
-// The aligned vectors that hold a chunk's window wherever it starts in the first of them.
-template <typename scalar_t, int kTaps>
-constexpr int kRowWindowVectors =
-    (kVector16<scalar_t> - 1 + kRowWindow<scalar_t, kTaps> + kVector16<scalar_t> - 1) / kVector16<scalar_t>;
 
 // A row's chunks of `chunk` outputs: enough for the row wherever its first element falls in a chunk.
 inline int row_chunks(int64_t width, int chunk) {
@@ -53,70 +46,10 @@ __device__ __forceinline__ index_t row_chunk_first(index_t row_start, index_t ch
   return chunk * kChunk - (row_start & (kChunk - 1));
 }
 
-template <int kOffset, typename scalar_t, typename acc_t, int kRaw, int kCount>
-__device__ __forceinline__ void take_window(const scalar_t (&raw)[kRaw], acc_t (&window)[kCount]) {
-  static_assert(kOffset + kCount <= kRaw, "the window must lie inside the loaded vectors");
-#pragma unroll
-  for (int i = 0; i < kCount; ++i) window[i] = static_cast<acc_t>(raw[kOffset + i]);
-}
-
-template <typename scalar_t, typename acc_t, int kRaw, int kCount, int... kOffsets>
-__device__ __forceinline__ void take_window_at(int offset, const scalar_t (&raw)[kRaw], acc_t (&window)[kCount],
-                                               std::integer_sequence<int, kOffsets...>) {
-  ((offset == kOffsets ? take_window<kOffsets>(raw, window) : void()), ...);
-}
-
 // Whether element i of a window that starts at `first` of its row lies in the row.
 template <typename index_t>
 __device__ __forceinline__ bool row_window_inside(index_t first, int i, index_t row_length) {
   return first + i >= 0 && first + i < row_length;
-}
-
-// The kRowWindow elements of src from `first` in the row that starts at element `row_start`
-// (`first` may be negative), converted to acc_t, when the aligned vectors holding them all lie
-// inside the row's `row_length` elements; false, having loaded nothing, when not.
-template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
-__device__ __forceinline__ bool load_row_window(acc_t (&window)[kRowWindow<scalar_t, kTaps>], const scalar_t* src,
-                                                index_t row_start, index_t first, index_t row_length) {
-  constexpr int V = kVector16<scalar_t>;
-  constexpr int kVectors = kRowWindowVectors<scalar_t, kTaps>;
-  const int offset = static_cast<int>((row_start + first) & (V - 1));
-  const index_t vector_first = first - offset;  // in the row
-  if (vector_first < 0 || vector_first + kVectors * V > row_length) return false;
-  scalar_t raw[kVectors * V];
-#pragma unroll
-  for (int v = 0; v < kVectors; ++v) {
-    const Vector16<scalar_t> loaded = load_vector(src + row_start + vector_first + v * V);
-#pragma unroll
-    for (int k = 0; k < V; ++k) raw[v * V + k] = loaded.v[k];
-  }
-  take_window_at(offset, raw, window, std::make_integer_sequence<int, V>{});
-  return true;
-}
-
-// The same window at a row's end, an element at a time; elements outside the row are not read
-// (zero), and the caller's sums skip them (row_window_inside) as the fast path's never meet them.
-template <int kTaps, typename scalar_t, typename index_t, typename acc_t>
-__device__ __forceinline__ void load_row_window_checked(acc_t (&window)[kRowWindow<scalar_t, kTaps>],
-                                                        const scalar_t* src, index_t row_start, index_t first,
-                                                        index_t row_length) {
-#pragma unroll
-  for (int i = 0; i < kRowWindow<scalar_t, kTaps>; ++i) {
-    window[i] = row_window_inside(first, i, row_length) ? static_cast<acc_t>(src[row_start + first + i]) : acc_t(0);
-  }
-}
-
-// A whole chunk: kRowChunk elements from `address`, which is kRowChunk-aligned.
-template <typename scalar_t, typename acc_t>
-__device__ __forceinline__ void load_row_chunk(acc_t (&values)[kRowChunk<scalar_t>], const scalar_t* address) {
-  constexpr int V = kVector16<scalar_t>;
-#pragma unroll
-  for (int v = 0; v < kRowChunk<scalar_t> / V; ++v) {
-    acc_t widened[V];
-    widen_vector(load_vector(address + v * V), widened);
-#pragma unroll
-    for (int k = 0; k < V; ++k) values[v * V + k] = widened[k];
-  }
 }
 
 template <typename scalar_t, typename acc_t>
@@ -149,8 +82,9 @@ __device__ __forceinline__ void store_row_chunk(scalar_t* address, const acc_t (
 // is read a value at a time) or summed.
 
 // Chunks a lane takes from a warp's span, all loaded before the first is summed.
+constexpr int row_lane_chunks(int element_size) { return element_size >= 8 ? 2 : 4; }
 template <typename scalar_t>
-constexpr int kRowLaneChunks = sizeof(scalar_t) == 8 ? 2 : 4;
+constexpr int kRowLaneChunks = row_lane_chunks(sizeof(scalar_t));
 
 // 32-bit words of a chunk's own inputs, and of the next chunk's that its window reaches into (its
 // window starts up to V - 1 values into its own and is K - 1 values longer than the chunk).
@@ -158,6 +92,12 @@ template <typename scalar_t>
 constexpr int kRowOwnWords = kRowChunk<scalar_t> * static_cast<int>(sizeof(scalar_t)) / 4;
 template <typename scalar_t, int kTaps>
 constexpr int kRowHaloWords = ((kVector16<scalar_t> + kTaps - 2) * static_cast<int>(sizeof(scalar_t)) + 3) / 4;
+
+// A chunk's values as loaded (a grad_output chunk's, for widen_value).
+template <typename scalar_t>
+struct RowChunkWords {
+  uint32_t v[kRowOwnWords<scalar_t>];
+};
 
 // A chunk's inputs as loaded: its own words, then the halo's.
 template <typename scalar_t, int kTaps>
@@ -235,6 +175,25 @@ __device__ __forceinline__ void widen_window_at(int offset, const Words& words, 
   ((offset == kOffsets ? widen_window<kOffsets, scalar_t>(words, window) : void()), ...);
 }
 
+// The window of a chunk whose own inputs `own` this lane holds (its first input `first`, its own
+// inputs' `own_first`, in the row at `src_row`): the next chunk's head from the next lane's `own`,
+// or loaded where `load_tail` (the next lane's chunk is not the next one of this row). Every lane of
+// the warp calls it together.
+template <typename scalar_t, int kTaps, typename acc_t>
+__device__ __forceinline__ void take_row_window(acc_t (&window)[kRowWindow<scalar_t, kTaps>],
+                                                const uint32_t (&own)[kRowOwnWords<scalar_t>], bool load_tail,
+                                                const scalar_t* src_row, int first, int own_first, int src_w) {
+  constexpr int kOwnWords = kRowOwnWords<scalar_t>;
+  constexpr int kHaloWords = kRowHaloWords<scalar_t, kTaps>;
+  RowWords<scalar_t, kTaps> words;
+#pragma unroll
+  for (int w = 0; w < kOwnWords; ++w) words.v[w] = own[w];
+#pragma unroll
+  for (int w = 0; w < kHaloWords; ++w) words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[w], 1);
+  if (load_tail) load_row_words<kHaloWords>(words.v + kOwnWords, src_row, own_first + kRowChunk<scalar_t>, src_w);
+  widen_window_at<scalar_t>(first - own_first, words, window, std::make_integer_sequence<int, kVector16<scalar_t>>{});
+}
+
 template <typename scalar_t, typename index_t, bool kBackward, int kTaps>
 __global__ void __launch_bounds__(kThreads, 2) row_kernel(
     const scalar_t* __restrict__ src,
@@ -245,12 +204,10 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
     const int chunks_per_row) {
   static_assert(std::is_same_v<index_t, int32_t>, "the row kernel indexes in 32 bits");
   using acc_t = at::acc_type<scalar_t, true>;
-  constexpr int V = kVector16<scalar_t>;
   constexpr int kChunk = kRowChunk<scalar_t>;
   constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
   constexpr int kLaneChunks = kRowLaneChunks<scalar_t>;
   constexpr int kOwnWords = kRowOwnWords<scalar_t>;
-  constexpr int kHaloWords = kRowHaloWords<scalar_t, kTaps>;
   const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w);
   const int channels = static_cast<int>(g.dst_channels);
   const int rows = static_cast<int>(g.batch) * channels;
@@ -280,19 +237,14 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
     at = start;
 #pragma unroll
     for (int u = 0; u < kLaneChunks; ++u) {
-      RowWords<scalar_t, kTaps> words;
-#pragma unroll
-      for (int w = 0; w < kOwnWords; ++w) words.v[w] = own[u][w];
-#pragma unroll
-      for (int w = 0; w < kHaloWords; ++w) words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[u][w], 1);
       const bool live = at.row < rows;
       const RowChunkSpan c = row_chunk_span<scalar_t>(live ? at : RowChunkPlace{0, 0, 0}, g);
-      if (live && c.y0 < dst_w) {  // a row that starts late in its first chunk needs one chunk fewer
-        if (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row) {
-          load_row_words<kHaloWords>(words.v + kOwnWords, src + c.src_start, c.own + kChunk, src_w);
-        }
-        acc_t window[kWindow];
-        widen_window_at<scalar_t>(c.first - c.own, words, window, std::make_integer_sequence<int, V>{});
+      const bool outputs = live && c.y0 < dst_w;  // a row that starts late in its first chunk needs one chunk fewer
+      acc_t window[kWindow];
+      take_row_window<scalar_t, kTaps>(window, own[u],
+                                       outputs && (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row),
+                                       src + c.src_start, c.first, c.own, src_w);
+      if (outputs) {
         acc_t taps[kTaps];
 #pragma unroll
         for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(filters[u][kBackward ? kTaps - 1 - j : j]);
@@ -326,11 +278,14 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
 
 // The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
 // grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
-// geometry (src = input, dst = grad_output). The block's sums go to `partial` as the other
+// geometry (src = input, dst = grad_output). The slice's warps take spans of kWarpLanes x
+// kRowLaneChunks consecutive chunks in turn, as the forward's do: a lane loads its chunks' own inputs
+// and grad_output chunks (two 16-byte vectors each in bf16) before any sum, 256 bytes in flight, and
+// takes each window's tail from the next lane. The block's sums go to `partial` as the other
 // weight-gradient kernels' do, and its sum of grad_output (slot kTaps) to `partial_bias` unless
 // that is null.
 template <typename scalar_t, typename index_t, int kTaps>
-__global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
+__global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -338,57 +293,89 @@ __global__ void __launch_bounds__(kThreads, 4) grad_weight_row_kernel(
     const PassGeometry g,
     const int chunks_per_row,
     const int64_t chunks_per_slice) {
+  static_assert(std::is_same_v<index_t, int32_t>, "the row kernel indexes in 32 bits");
   using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
   constexpr int kChunk = kRowChunk<scalar_t>;
   constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
+  constexpr int kLaneChunks = kRowLaneChunks<scalar_t>;
+  constexpr int kOwnWords = kRowOwnWords<scalar_t>;
   __shared__ acc_t warp_sums[kWarps][kTaps + 1];
-  const int tid = threadIdx.x;
-  const index_t src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
-  const index_t src_channels = g.src_channels, dst_channels = g.dst_channels;
-  const index_t c = blockIdx.x;
-  const index_t src_c = c / g.multiplier;
-  const index_t slice = blockIdx.y;
-  const index_t begin = slice * static_cast<index_t>(chunks_per_slice);
-  const index_t end = smaller(static_cast<index_t>(g.batch) * chunks_per_row,
-                              begin + static_cast<index_t>(chunks_per_slice));
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % kWarpLanes;
+  const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w), pad = static_cast<int>(g.pad_w);
+  const int src_channels = static_cast<int>(g.src_channels), dst_channels = static_cast<int>(g.dst_channels);
+  const int c = static_cast<int>(blockIdx.x);
+  const int src_c = c / static_cast<int>(g.multiplier);
+  const int begin = static_cast<int>(blockIdx.y * chunks_per_slice);
+  const int end = static_cast<int>(smaller(g.batch * chunks_per_row, begin + chunks_per_slice));
+  const int span_chunks = kWarpLanes * kLaneChunks;
   acc_t acc[kTaps + 1];
 #pragma unroll
   for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
-  GridWalk<index_t, 2> at(begin + tid, kThreads, {0, chunks_per_row});  // (n, chunk)
-  for (index_t i = begin + tid; i < end; i += kThreads, at.advance()) {
-    const index_t n = at.at[0];
-    const index_t go_start = (n * dst_channels + c) * dst_w;
-    const index_t y0 = row_chunk_first<scalar_t>(go_start, at.at[1]);
-    if (y0 >= dst_w) continue;
-    const index_t in_start = (n * src_channels + src_c) * src_w;
-    acc_t window[kWindow];
-    if (load_row_window<kTaps>(window, input, in_start, y0 - pad, src_w)) {
-      acc_t go[kChunk];
-      load_row_chunk(go, grad_output + go_start + y0);
+  // A chunk's rows (image n, of the live chunks only: else image 0's, nothing read) and places.
+  struct Chunk {
+    int n, chunk, go_start, in_start, y0, first, own;
+  };
+  const auto chunk_at = [&](int n, int chunk, bool live) {
+    Chunk at{live ? n : 0, chunk, 0, 0, 0, 0, 0};
+    at.go_start = (at.n * dst_channels + c) * dst_w;
+    at.in_start = (at.n * src_channels + src_c) * src_w;
+    at.y0 = row_chunk_first<scalar_t>(at.go_start, chunk);
+    at.first = at.y0 - pad;
+    at.own = at.first - ((at.in_start + at.first) & (V - 1));
+    return at;
+  };
+  for (int span_first = begin + tid / kWarpLanes * span_chunks; span_first < end; span_first += kWarps * span_chunks) {
+    const int first_item = span_first + lane;
+    uint32_t in_own[kLaneChunks][kOwnWords];
+    RowChunkWords<scalar_t> go_words[kLaneChunks];
+    int n = first_item / chunks_per_row, chunk = first_item % chunks_per_row;
 #pragma unroll
-      for (int k = 0; k < kChunk; ++k) {
+    for (int u = 0; u < kLaneChunks; ++u) {
+      const bool live = first_item + u * kWarpLanes < end;  // else nothing read: from the rows' ends on
+      const Chunk at = chunk_at(n, chunk, live);
+      load_row_words<kOwnWords>(in_own[u], input + at.in_start, live ? at.own : src_w, src_w);
+      load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);
+      for (chunk += kWarpLanes; chunk >= chunks_per_row; chunk -= chunks_per_row) ++n;
+    }
+    n = first_item / chunks_per_row, chunk = first_item % chunks_per_row;
 #pragma unroll
-        for (int j = 0; j < kTaps; ++j) acc[j] += go[k] * window[k + j];
-        acc[kTaps] += go[k];
+    for (int u = 0; u < kLaneChunks; ++u) {
+      const int item = first_item + u * kWarpLanes;
+      const Chunk at = chunk_at(n, chunk, item < end);
+      const bool sums = item < end && at.y0 < dst_w;  // a row that starts late in its first chunk needs one fewer
+      acc_t window[kWindow];
+      take_row_window<scalar_t, kTaps>(
+          window, in_own[u], sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),
+          input + at.in_start, at.first, at.own, src_w);
+      if (sums) {
+        // Where the chunk leaves its grad_output row or its window the input row, only the outputs
+        // and inputs inside are summed (0 x inf would be NaN).
+        whole_or_edge(at.y0 < 0 || at.y0 + kChunk > dst_w || at.first < 0 || at.first + kWindow > src_w,
+                      [&](auto edge) {
+#pragma unroll
+                        for (int k = 0; k < kChunk; ++k) {
+                          if (decltype(edge)::value && (at.y0 + k < 0 || at.y0 + k >= dst_w)) continue;
+                          const acc_t go = widen_value<scalar_t, acc_t>(go_words[u], k);
+#pragma unroll
+                          for (int j = 0; j < kTaps; ++j) {
+                            if (!decltype(edge)::value || row_window_inside(at.first, k + j, src_w)) {
+                              acc[j] += go * window[k + j];
+                            }
+                          }
+                          acc[kTaps] += go;
+                        }
+                      });
       }
-    } else {
-      load_row_window_checked<kTaps>(window, input, in_start, y0 - pad, src_w);
-#pragma unroll
-      for (int k = 0; k < kChunk; ++k) {
-        const index_t y = y0 + k;
-        if (y < 0 || y >= dst_w) continue;
-        const acc_t go = static_cast<acc_t>(grad_output[go_start + y]);
-#pragma unroll
-        for (int j = 0; j < kTaps; ++j) {
-          if (row_window_inside(y0 - pad, k + j, src_w)) acc[j] += go * window[k + j];
-        }
-        acc[kTaps] += go;
-      }
+      for (chunk += kWarpLanes; chunk >= chunks_per_row; chunk -= chunks_per_row) ++n;
     }
   }
   const acc_t total = sum_over_block(warp_sums, acc, tid);
-  if (tid < kTaps) partial[(static_cast<int64_t>(slice) * dst_channels + c) * kTaps + tid] = total;
-  if (tid == kTaps && partial_bias != nullptr) partial_bias[static_cast<int64_t>(slice) * dst_channels + c] = total;
+  if (tid < kTaps) partial[(static_cast<int64_t>(blockIdx.y) * dst_channels + c) * kTaps + tid] = total;
+  if (tid == kTaps && partial_bias != nullptr) {
+    partial_bias[static_cast<int64_t>(blockIdx.y) * dst_channels + c] = total;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -670,7 +657,7 @@ struct RowLaunch {
 
 inline RowLaunch plan_row(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
-  const int64_t span_chunks = int64_t(kWarpLanes) * (element_size == 8 ? 2 : 4);  // the kernel's kRowLaneChunks
+  const int64_t span_chunks = int64_t(kWarpLanes) * row_lane_chunks(element_size);
   const int64_t spans = (g.batch * g.dst_channels * chunks_per_row + span_chunks - 1) / span_chunks;
   return {dim3(static_cast<unsigned>(walk_blocks(spans * kWarpLanes, kThreads, kRowWarpSpans, gpu))), chunks_per_row};
 }
@@ -681,13 +668,13 @@ struct RowGradWeightLaunch {
   int64_t chunks_per_slice;
 };
 
-// Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each thread
-// of a slice walking 2 chunks or more.
+// Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each warp of a
+// slice taking a span or more.
 inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * chunks_per_row;
   const int64_t wanted = (32 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
-  const int64_t useful = chunks / (2 * kThreads);
+  const int64_t useful = chunks / (int64_t(kThreads) * row_lane_chunks(element_size));
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
   const int64_t chunks_per_slice = (chunks + most - 1) / most;
   const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
