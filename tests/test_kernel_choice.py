@@ -421,8 +421,8 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
     thread in flight), and the plans count chunks as the kernels do: Mamba's forward writes rows of
     2051 outputs, 130 chunks in bf16 (a row may start anywhere in its first chunk) and 258 in float,
     and its backward-input rows of 2048. The forward and backward-input kernel's warps stream spans
-    of 32 x 4 chunks, two spans a warp (v45); the weight gradient slices a channel's chunks a span a
-    warp at least (v46)."""
+    of 32 x 4 chunks, two spans a warp (v45); the weight gradient slices a channel's chunks into the
+    fewest slices whose threads take 4 chunks at most (v46)."""
     def launch(dtype, pass_):
         line = plan_report.call_line(dtype, pass_, "nchw", 8, 1536, (1, 2048), (1, 4), (1, 1), (0, 3), (1, 1))
         return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
@@ -441,8 +441,8 @@ def test_conv1d_row_chunks_are_32_bytes_of_output(kernel_choice):
         assert launch("bfloat16", pass_).grid == launch("half", pass_).grid == blocks(width, 16)
     assert blocks(2051, 16) == (780, 1, 1) and blocks(2048, 8) == (1542, 1, 1)
     assert chunks(2051, 16) == 130 and chunks(2051, 8) == 258
-    assert launch("float", "grad-weight").grid == (1536, 2, 1)  # 8 x 258 chunks: 2 slices of 8 spans of 128
-    assert launch("bfloat16", "grad-weight").grid == (1536, 1, 1)  # 8 x 130: 1,040 chunks, 8 spans and a bit
+    assert launch("float", "grad-weight").grid == (1536, 3, 1)  # 8 x 258 chunks: 4 a thread at most, 2.7
+    assert launch("bfloat16", "grad-weight").grid == (1536, 2, 1)  # 8 x 130: 2 a thread (and a few 3)
 
 
 def test_small_planes_stage_grad_output_for_the_register_tiled_weight_gradient(kernel_choice):

@@ -278,10 +278,11 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
 
 // The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
 // grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
-// geometry (src = input, dst = grad_output). The slice's warps take spans of kWarpLanes x
-// kRowLaneChunks consecutive chunks in turn, as the forward's do: a lane loads its chunks' own inputs
-// and grad_output chunks (two 16-byte vectors each in bf16) before any sum, 256 bytes in flight, and
-// takes each window's tail from the next lane. The block's sums go to `partial` as the other
+// geometry (src = input, dst = grad_output). Thread tid takes the slice's chunks tid, tid + kThreads,
+// ... (up to kRowLaneChunks of them: the plan's slices give every warp as much work, so that no warp
+// holds up the block's sum). It loads their own inputs and grad_output chunks (two 16-byte vectors
+// each in bf16) before any sum, up to 256 bytes in flight, and takes each window's tail from the next
+// lane, whose chunk is the next one, as the forward's lanes do. The block's sums go to `partial` as the other
 // weight-gradient kernels' do, and its sum of grad_output (slot kTaps) to `partial_bias` unless
 // that is null.
 template <typename scalar_t, typename index_t, int kTaps>
@@ -309,7 +310,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
   const int src_c = c / static_cast<int>(g.multiplier);
   const int begin = static_cast<int>(blockIdx.y * chunks_per_slice);
   const int end = static_cast<int>(smaller(g.batch * chunks_per_row, begin + chunks_per_slice));
-  const int span_chunks = kWarpLanes * kLaneChunks;
   acc_t acc[kTaps + 1];
 #pragma unroll
   for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
@@ -326,24 +326,26 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
     at.own = at.first - ((at.in_start + at.first) & (V - 1));
     return at;
   };
-  for (int span_first = begin + tid / kWarpLanes * span_chunks; span_first < end; span_first += kWarps * span_chunks) {
-    const int first_item = span_first + lane;
+  // Passes of the block's threads over the slice, chunk begin + tid + u * kThreads a thread's u-th:
+  // one pass where the plan sizes slices to kThreads x kLaneChunks chunks or fewer.
+  for (int pass = begin; pass < end; pass += kThreads * kLaneChunks) {  // the same passes for every lane
+    const GridWalk<int, 2> first_at(pass + tid, kThreads, {0, chunks_per_row});  // (n, chunk) of u = 0, on by u
     uint32_t in_own[kLaneChunks][kOwnWords];
     RowChunkWords<scalar_t> go_words[kLaneChunks];
-    int n = first_item / chunks_per_row, chunk = first_item % chunks_per_row;
+    GridWalk<int, 2> walk = first_at;
 #pragma unroll
-    for (int u = 0; u < kLaneChunks; ++u) {
-      const bool live = first_item + u * kWarpLanes < end;  // else nothing read: from the rows' ends on
-      const Chunk at = chunk_at(n, chunk, live);
+    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {
+      const bool live = pass + tid + u * kThreads < end;  // else nothing read: from the rows' ends on
+      const Chunk at = chunk_at(walk.at[0], walk.at[1], live);
       load_row_words<kOwnWords>(in_own[u], input + at.in_start, live ? at.own : src_w, src_w);
       load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);
-      for (chunk += kWarpLanes; chunk >= chunks_per_row; chunk -= chunks_per_row) ++n;
     }
-    n = first_item / chunks_per_row, chunk = first_item % chunks_per_row;
+    walk = first_at;
 #pragma unroll
-    for (int u = 0; u < kLaneChunks; ++u) {
-      const int item = first_item + u * kWarpLanes;
-      const Chunk at = chunk_at(n, chunk, item < end);
+    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {
+      const int item = pass + tid + u * kThreads;
+      const int chunk = walk.at[1];
+      const Chunk at = chunk_at(walk.at[0], chunk, item < end);
       const bool sums = item < end && at.y0 < dst_w;  // a row that starts late in its first chunk needs one fewer
       acc_t window[kWindow];
       take_row_window<scalar_t, kTaps>(
@@ -368,7 +370,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
                         }
                       });
       }
-      for (chunk += kWarpLanes; chunk >= chunks_per_row; chunk -= chunks_per_row) ++n;
     }
   }
   const acc_t total = sum_over_block(warp_sums, acc, tid);
@@ -668,14 +669,16 @@ struct RowGradWeightLaunch {
   int64_t chunks_per_slice;
 };
 
-// Slices of a channel's batch x chunks: enough blocks for a few waves of the GPU, each warp of a
-// slice taking a span or more.
+// Slices of a channel's batch x chunks: as few as give every thread at most kRowLaneChunks chunks
+// (one pass of the block), more where the channels alone would not fill two waves of the GPU's SMs,
+// while every thread has a chunk.
 inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
   const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
   const int64_t chunks = g.batch * chunks_per_row;
-  const int64_t wanted = (32 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
-  const int64_t useful = chunks / (int64_t(kThreads) * row_lane_chunks(element_size));
-  const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
+  const int64_t one_pass = int64_t(kThreads) * row_lane_chunks(element_size);
+  const int64_t fewest = (chunks + one_pass - 1) / one_pass;
+  const int64_t wanted = (4 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
+  const int64_t most = std::clamp<int64_t>(std::max(fewest, std::min(wanted, chunks / kThreads)), 1, 65535);
   const int64_t chunks_per_slice = (chunks + most - 1) / most;
   const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
   return {dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), chunks_per_row,
