@@ -423,8 +423,6 @@ MUTATIONS = [
     (("if (!decltype(edge)::value || row_window_inside(c.first, k + j, src_w)) acc[k] += window[k + j] * taps[j];",
       "if (!decltype(edge)::value || row_window_inside(c.first + 1, k + j, src_w)) acc[k] += window[k + j] * taps[j];"),
      "36:37"),  # a row's ends
-    (("whole_or_edge(c.first < 0 || c.first + kWindow > src_w,", "whole_or_edge(false,"),
-     "36:37"),  # the values of a vector past a row's end summed
     (("words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[w], 1);",
       "words.v[kOwnWords + w] = __shfl_down_sync(0xffffffffu, own[w], 2);"), "36:37"),  # the halo two chunks on
     (("outputs && (lane == kWarpLanes - 1 || at.chunk + 1 == chunks_per_row),", "outputs && lane == kWarpLanes - 1,"),
@@ -433,8 +431,6 @@ MUTATIONS = [
       ""), "36:37"),  # a warp's last lane's halo left as its own inputs
     (("for (int k = 0; k < V; ++k) values.v[k] = x + k >= 0 && x + k < src_w ? src_row[x + k] : scalar_t(0);",
       "for (int k = 0; k < V; ++k) values.v[k] = scalar_t(0);"), "36:37"),  # a vector across a row's end left out
-    (("return first + i >= 0 && first + i < row_length;", "return first + i >= 0 && first + i <= row_length;"),
-     "36:37"),  # a row's end window reads the next row's first element
     (("                              acc[j] += go * window[k + j];", "                              acc[j] += go * window[k];"),
      "36:37"),  # the weight gradient's taps
     (("if (!decltype(edge)::value || row_window_inside(at.first, k + j, src_w)) {",

@@ -169,7 +169,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         else:
             assert loads == stores == 0, row
     # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
-    # registers (a task's sums and the filter's 9 weight words stay in registers), no division in their loops, and a hot
+    # registers (a task's sums and the filter's 9 weight words stay in registers), but at 7x7 (49 weight
+    # words) one word, stored once and reloaded once a step, outside the tasks' loop (v44: bounded by one
+    # block an SM it took 163-165 registers instead), no division in their loops, and a hot
     # loop that is the task's: 4 K^2 products a tile (kTiles tiles), the forward's bias products and
     # the NaN path's one FFMA, in fewer than twice the products and 450 instructions beside (its
     # loads, their addresses, the NaN test, the stores, and the NaN path, rolled: unrolled, it made
@@ -181,7 +183,9 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for row in mma:
         kernel_size, stride, tiles = map(int, row["kernel"].rstrip(">").split(",")[-3:])
         hot_products = row["hot_instructions"] * float(row["fma_share"].rstrip("%")) / 100  # the share is rounded
-        assert row["spills"] == "0/0" and row["stack"] == 0 and row["loop_divisions"] == 0, row
+        spilled_words = 1 if kernel_size == 7 else 0
+        assert row["spills"] in {"0/0", f"{4 * spilled_words}/{4 * spilled_words}"}, row
+        assert row["stack"] <= 8 * spilled_words and row["loop_divisions"] == 0, row
         slack = 0.005 * row["hot_instructions"]  # the forward's bias: 4 products a tile, or as few as ptxas shares
         products = 4 * kernel_size ** 2 * tiles
         assert products - slack <= hot_products <= products + 4 * tiles + 1 + slack, row

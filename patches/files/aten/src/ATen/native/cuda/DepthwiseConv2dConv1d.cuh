@@ -215,11 +215,12 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
   const int span_chunks = kWarpLanes * kLaneChunks;
   const int spans = static_cast<int>((int64_t(rows) * chunks_per_row + span_chunks - 1) / span_chunks);
   const int warp_stride = static_cast<int>(gridDim.x) * kWarps;
-  for (int span = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / kWarpLanes; span < spans;
-       span += warp_stride) {
-    const int first_chunk = span * span_chunks + lane;  // below rows * chunks_per_row + span_chunks: 32-bit
-    const int first_row = first_chunk / chunks_per_row;
-    const RowChunkPlace start{first_row, first_row % channels, first_chunk % chunks_per_row};
+  const int first_span = static_cast<int>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / kWarpLanes;
+  // The lane's first chunk of each span as (n, channel, chunk), moved on by the grid's stride with
+  // carries: the divisions are paid once. Below rows * chunks_per_row + span_chunks: 32-bit.
+  GridWalk<int, 3> span_at(first_span * span_chunks + lane, warp_stride * span_chunks, {0, channels, chunks_per_row});
+  for (int span = first_span; span < spans; span += warp_stride, span_at.advance()) {
+    const RowChunkPlace start{span_at.at[0] * channels + span_at.at[1], span_at.at[1], span_at.at[2]};
 
     uint32_t own[kLaneChunks][kOwnWords];
     scalar_t filters[kLaneChunks][kTaps];  // loaded with the inputs, so that no sum waits for them
@@ -328,24 +329,28 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
   };
   // Passes of the block's threads over the slice, chunk begin + tid + u * kThreads a thread's u-th:
   // one pass where the plan sizes slices to kThreads x kLaneChunks chunks or fewer.
+  // (n, chunk) of the thread's chunk in a pass, moved on kThreads chunks at a time with carries.
+  GridWalk<int, 2> walk(begin + tid, kThreads, {0, chunks_per_row});
   for (int pass = begin; pass < end; pass += kThreads * kLaneChunks) {  // the same passes for every lane
-    const GridWalk<int, 2> first_at(pass + tid, kThreads, {0, chunks_per_row});  // (n, chunk) of u = 0, on by u
+    int n = walk.at[0], chunk = walk.at[1];  // the pass's first chunk, for the sums
     uint32_t in_own[kLaneChunks][kOwnWords];
     RowChunkWords<scalar_t> go_words[kLaneChunks];
-    GridWalk<int, 2> walk = first_at;
 #pragma unroll
-    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {
+    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {  // on to the next pass's first chunk
       const bool live = pass + tid + u * kThreads < end;  // else nothing read: from the rows' ends on
       const Chunk at = chunk_at(walk.at[0], walk.at[1], live);
       load_row_words<kOwnWords>(in_own[u], input + at.in_start, live ? at.own : src_w, src_w);
       load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);
     }
-    walk = first_at;
 #pragma unroll
-    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {
+    for (int u = 0; u < kLaneChunks; ++u) {
+      if (u > 0) {  // walk's step again, from the pass's first chunk
+        chunk += walk.step[1];
+        n += walk.step[0] + (chunk >= chunks_per_row ? 1 : 0);
+        if (chunk >= chunks_per_row) chunk -= chunks_per_row;
+      }
       const int item = pass + tid + u * kThreads;
-      const int chunk = walk.at[1];
-      const Chunk at = chunk_at(walk.at[0], chunk, item < end);
+      const Chunk at = chunk_at(n, chunk, item < end);
       const bool sums = item < end && at.y0 < dst_w;  // a row that starts late in its first chunk needs one fewer
       acc_t window[kWindow];
       take_row_window<scalar_t, kTaps>(
