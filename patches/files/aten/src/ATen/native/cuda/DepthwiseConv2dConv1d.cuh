@@ -126,18 +126,25 @@ struct RowChunkSpan {
   int src_start, dst_start, y0, first, own;
 };
 
+// The span of chunk `chunk` of the row that starts at element src_start of src and dst_start of dst.
+template <typename scalar_t>
+__device__ __forceinline__ RowChunkSpan row_chunk_span(int src_start, int dst_start, int chunk, int pad) {
+  RowChunkSpan span;
+  span.src_start = src_start;
+  span.dst_start = dst_start;
+  span.y0 = row_chunk_first<scalar_t>(dst_start, chunk);
+  span.first = span.y0 - pad;
+  span.own = span.first - ((src_start + span.first) & (kVector16<scalar_t> - 1));
+  return span;
+}
+
+// The span of a forward or backward-input chunk: dst row `at.row` reads src row at.row / multiplier.
 template <typename scalar_t>
 __device__ __forceinline__ RowChunkSpan row_chunk_span(const RowChunkPlace& at, const PassGeometry& g) {
-  const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w);
   const int multiplier = static_cast<int>(g.multiplier);
   const int src_row = multiplier == 1 ? at.row : at.row / multiplier;
-  RowChunkSpan span;
-  span.src_start = src_row * src_w;
-  span.dst_start = at.row * dst_w;
-  span.y0 = row_chunk_first<scalar_t>(span.dst_start, at.chunk);
-  span.first = span.y0 - static_cast<int>(g.pad_w);
-  span.own = span.first - ((span.src_start + span.first) & (kVector16<scalar_t> - 1));
-  return span;
+  return row_chunk_span<scalar_t>(src_row * static_cast<int>(g.src_w), at.row * static_cast<int>(g.dst_w), at.chunk,
+                                  static_cast<int>(g.pad_w));
 }
 
 // `words` 32-bit words from the aligned vectors of the row at `src_row` from its element `from` on.
@@ -297,7 +304,6 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
     const int64_t chunks_per_slice) {
   static_assert(std::is_same_v<index_t, int32_t>, "the row kernel indexes in 32 bits");
   using acc_t = at::acc_type<scalar_t, true>;
-  constexpr int V = kVector16<scalar_t>;
   constexpr int kChunk = kRowChunk<scalar_t>;
   constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
   constexpr int kLaneChunks = kRowLaneChunks<scalar_t>;
@@ -314,18 +320,11 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
   acc_t acc[kTaps + 1];
 #pragma unroll
   for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
-  // A chunk's rows (image n, of the live chunks only: else image 0's, nothing read) and places.
-  struct Chunk {
-    int n, chunk, go_start, in_start, y0, first, own;
-  };
+  // The span of chunk `chunk` of image n's rows (image 0's where not live: nothing is read there).
   const auto chunk_at = [&](int n, int chunk, bool live) {
-    Chunk at{live ? n : 0, chunk, 0, 0, 0, 0, 0};
-    at.go_start = (at.n * dst_channels + c) * dst_w;
-    at.in_start = (at.n * src_channels + src_c) * src_w;
-    at.y0 = row_chunk_first<scalar_t>(at.go_start, chunk);
-    at.first = at.y0 - pad;
-    at.own = at.first - ((at.in_start + at.first) & (V - 1));
-    return at;
+    const int image = live ? n : 0;
+    return row_chunk_span<scalar_t>((image * src_channels + src_c) * src_w, (image * dst_channels + c) * dst_w, chunk,
+                                    pad);
   };
   // Passes of the block's threads over the slice, chunk begin + tid + u * kThreads a thread's u-th:
   // one pass where the plan sizes slices to kThreads x kLaneChunks chunks or fewer.
@@ -338,9 +337,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
 #pragma unroll
     for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {  // on to the next pass's first chunk
       const bool live = pass + tid + u * kThreads < end;  // else nothing read: from the rows' ends on
-      const Chunk at = chunk_at(walk.at[0], walk.at[1], live);
-      load_row_words<kOwnWords>(in_own[u], input + at.in_start, live ? at.own : src_w, src_w);
-      load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);
+      const RowChunkSpan at = chunk_at(walk.at[0], walk.at[1], live);
+      load_row_words<kOwnWords>(in_own[u], input + at.src_start, live ? at.own : src_w, src_w);
+      load_row_words<kOwnWords>(go_words[u].v, grad_output + at.dst_start, live ? at.y0 : dst_w, dst_w);
     }
 #pragma unroll
     for (int u = 0; u < kLaneChunks; ++u) {
@@ -350,12 +349,12 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
         if (chunk >= chunks_per_row) chunk -= chunks_per_row;
       }
       const int item = pass + tid + u * kThreads;
-      const Chunk at = chunk_at(n, chunk, item < end);
+      const RowChunkSpan at = chunk_at(n, chunk, item < end);
       const bool sums = item < end && at.y0 < dst_w;  // a row that starts late in its first chunk needs one fewer
       acc_t window[kWindow];
       take_row_window<scalar_t, kTaps>(
           window, in_own[u], sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),
-          input + at.in_start, at.first, at.own, src_w);
+          input + at.src_start, at.first, at.own, src_w);
       if (sums) {
         // Where the chunk leaves its grad_output row or its window the input row, only the outputs
         // and inputs inside are summed (0 x inf would be NaN).
