@@ -166,15 +166,17 @@ class Launch:
     block: tuple[int, int, int]
     shared_bytes: int
     bools: tuple[str, ...] | None = None  # the instance's bool template arguments, where the plan sets them
+    args: tuple[str, ...] | None = None  # all its template arguments after the element type, where the plan sets them
 
     @classmethod
     def parse(cls, answer: str) -> "Launch":
-        """A --plans answer: "<kernel> grid=X,Y,Z block=X,Y,Z shared=BYTES[ bools=B,...]"."""
+        """A --plans answer: "<kernel> grid=X,Y,Z block=X,Y,Z shared=BYTES[ bools=B,...][ args=A,...]"."""
         kernel, *fields = answer.split()
         values = dict(field.split("=", 1) for field in fields)
         triple = lambda text: tuple(int(v) for v in text.split(","))  # noqa: E731
-        bools = tuple(values["bools"].split(",")) if "bools" in values else None
-        return cls(kernel, triple(values["grid"]), triple(values["block"]), int(values["shared"]), bools)
+        listed = lambda key: tuple(values[key].split(",")) if key in values else None  # noqa: E731
+        return cls(kernel, triple(values["grid"]), triple(values["block"]), int(values["shared"]), listed("bools"),
+                   listed("args"))
 
     @property
     def blocks(self) -> int:
@@ -209,11 +211,12 @@ def template_arguments(instance: str) -> tuple[str, list[str]]:
 
 
 def instance_registers(resources, arch: str, problem, pass_: str, kernel: str,
-                       bools: tuple[str, ...] | None = None) -> int | None:
+                       bools: tuple[str, ...] | None = None, plan_args: tuple[str, ...] | None = None) -> int | None:
     """The registers of `kernel`'s instance for this pass of a bench problem, from the compiler's
-    report (resource_report.KernelResources rows): the dtype's 32-bit-index instances, with the
-    plan's bool template arguments (`bools`) or else the pass's direction (and layout) where the
-    kernel takes one, and among those the ones compiled for the layer's filter and stride (template
+    report (resource_report.KernelResources rows): the dtype's instance with the plan's template
+    arguments after the element type (`plan_args`) where it gives them; else the dtype's 32-bit-index
+    instances, with the plan's bool template arguments (`bools`) or else the pass's direction (and
+    layout) where the kernel takes one, and among those the ones compiled for the layer's filter and stride (template
     integers drawn from its kernel size, stride, taps and padding parity); the most registers any
     of them takes. None where no instance matches."""
     layer = problem.layer
@@ -225,6 +228,10 @@ def instance_registers(resources, arch: str, problem, pass_: str, kernel: str,
     for row in resources:
         name, args = template_arguments(row.name)
         if row.arch != arch or name != kernel or not args or args[0] != RESOURCE_DTYPES[problem.dtype]:
+            continue
+        if plan_args is not None:
+            if tuple(args[1:]) == plan_args:
+                return row.registers
             continue
         instance_bools = [a for a in args if a in ("true", "false")]
         if "long" in args or instance_bools != wanted_bools[:len(instance_bools)]:
@@ -267,7 +274,8 @@ def markdown(launches, gpu: Gpu, resources=None) -> str:
     for problem, pass_, launch in launches:
         layer = problem.layer
         registers = (None if resources is None
-                     else instance_registers(resources, gpu.code_arch, problem, pass_, launch.kernel, launch.bools))
+                     else instance_registers(resources, gpu.code_arch, problem, pass_, launch.kernel, launch.bools,
+                                             launch.args))
         lines.append(
             f"| {layer.set} | {layer.name} | {problem.batch} | {problem.dtype} {problem.layout} | {pass_} | "
             f"{launch.kernel} | {'x'.join(map(str, launch.grid))} | {'x'.join(map(str, launch.block))} | "

@@ -106,6 +106,34 @@ def test_the_ring_with_the_bias_gradient_has_a_row_of_threads_for_it(kernel_choi
             assert without.blocks_per_sm(registers=80) == with_bias.blocks_per_sm(registers=80) == 3
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "half"])
+def test_the_3x3_tensor_core_passes_take_the_instance_bounded_for_three_blocks_an_sm(kernel_choice, dtype):
+    """v47: the tensor-core kernel's 3x3 one-tile instances, forward at stride 1 and 2 and backward-input,
+    are bounded for three blocks an SM (80 registers) and their bands sized for as many; with
+    channels_last_mma_three_blocks off, for two, as before (the bench's look-back). 5x5 and 7x7 keep two."""
+    def plans(call, pass_, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line(dtype, pass_, call, H100, disabled)], "--plans")
+        return plan_report.Launch.parse(answer)
+
+    mobilenet = kernel_cases.Call("mobilenet", 64, 144, (56, 56), (3, 3), padding=(1, 1), layout="cl")
+    mobilenet_s2 = kernel_cases.Call("mobilenet", 64, 144, (56, 56), (3, 3), (2, 2), (1, 1), layout="cl")
+    for call, pass_ in ((mobilenet, "forward"), (mobilenet, "backward-input"), (mobilenet_s2, "forward")):
+        three, two = plans(call, pass_), plans(call, pass_, ("channels_last_mma_three_blocks",))
+        direction = "true" if pass_ == "backward-input" else "false"
+        assert three.kernel == two.kernel == kernel_cases.CHANNELS_LAST_MMA, (call, pass_)
+        stride = str(call.stride[0])
+        assert (three.args, two.args) == ((direction, "3", stride, "1", "true"),
+                                          (direction, "3", stride, two.args[3], "false")), (call, pass_)
+        assert three.block == two.block and three.shared_bytes == two.shared_bytes
+        # Bands for 3 x 132 blocks at once: at least four waves where two blocks an SM needed fewer bands.
+        assert three.blocks >= 4 * 3 * H100.sm_count > two.blocks >= 4 * 2 * H100.sm_count, (call, pass_)
+        assert three.blocks_per_sm(registers=80) == 3 and two.blocks_per_sm(registers=91) == 2
+    for call in (kernel_cases.Call("efficientnet", 64, 240, (28, 28), (5, 5), padding=(2, 2), layout="cl"),
+                 kernel_cases.Call("convnext", 64, 96, (56, 56), (7, 7), padding=(3, 3), layout="cl")):
+        launch = plans(call, "forward")
+        assert launch.kernel == kernel_cases.CHANNELS_LAST_MMA and launch.args[-1] == "false", call
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)
@@ -503,12 +531,15 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
                  row("pixel_kernel<BFloat16, false, 3, 1, true>", 40),
                  row("pixel_kernel<BFloat16, true, 3, 1, true>", 41),
                  row("grad_weight_register_tiled_kernel<BFloat16, int, 3, 1, false>", 72),
-                 row("grad_weight_register_tiled_kernel<BFloat16, int, 3, 1, true>", 80)]
+                 row("grad_weight_register_tiled_kernel<BFloat16, int, 3, 1, true>", 80),
+                 row("channels_last_mma_kernel<BFloat16, false, 3, 1, 1, false>", 91),
+                 row("channels_last_mma_kernel<BFloat16, false, 3, 1, 2, false>", 115),
+                 row("channels_last_mma_kernel<BFloat16, false, 3, 1, 1, true>", 80)]
     layer = Layer("MobileNetV2", "144@56", 144, 56, kernel=3)
     problem = Problem(layer, 64, "bfloat16", "channels_last", plan_report.PASSES)
 
-    def registers(pass_, kernel, of=problem, bools=None):
-        return plan_report.instance_registers(resources, "sm_90", of, pass_, kernel, bools)
+    def registers(pass_, kernel, of=problem, bools=None, args=None):
+        return plan_report.instance_registers(resources, "sm_90", of, pass_, kernel, bools, args)
 
     assert registers("forward", "channels_last_register_tiled_kernel") == 90
     assert registers("backward-input", "channels_last_register_tiled_kernel") == 89
@@ -524,6 +555,12 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
     assert registers("grad-weight", "grad_weight_register_tiled_kernel", nchw, ("true",)) == 80
     assert registers("grad-weight", "grad_weight_register_tiled_kernel", nchw, ("false",)) == 72
     assert plan_report.Launch.parse("k grid=1,1,1 block=16,4,4 shared=0 bools=true").bools == ("true",)
+    # the tensor-core kernel's tiles and bound are its plan's too, given as all its arguments after the dtype
+    launch = plan_report.Launch.parse("channels_last_mma_kernel grid=4,5,64 block=4,64,1 shared=0 args=false,3,1,2,false")
+    assert launch.args == ("false", "3", "1", "2", "false") and launch.bools is None
+    assert registers("forward", launch.kernel, args=launch.args) == 115
+    assert registers("forward", launch.kernel, args=("false", "3", "1", "1", "true")) == 80
+    assert registers("forward", launch.kernel, args=("true", "3", "1", "1", "true")) is None
 
 
 @pytest.mark.parametrize("args, message", [

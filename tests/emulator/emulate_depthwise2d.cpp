@@ -404,8 +404,9 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
 }
 
 // The tensor-core channels_last kernel, where the pass has one (bfloat16 and half, 32-bit indexing
-// only, as on the GPU), planned for a one-SM GPU, and the same strips in bands of a whole plane (the
-// ring of rows goes round) and of 3 steps.
+// only, as on the GPU), planned for a one-SM GPU with the channels_last_mma_three_blocks path on and,
+// where that plans otherwise (3x3: tasks of two tiles), off; each plan also with the same strips in
+// bands of a whole plane (the ring of rows goes round) and of 3 steps.
 template <typename T, typename index_t, bool kBackward>
 void check_channels_last_mma(const std::string& pass, const std::string& tag, const Problem& p,
                              const PassGeometry& g, const Tensor4& src, const T* bias, const Tensor4& ref,
@@ -413,17 +414,26 @@ void check_channels_last_mma(const std::string& pass, const std::string& tag, co
   if constexpr (std::is_same_v<index_t, int32_t> && sizeof(T) == 2) {
     const auto weight = p.weight.store<T>(false);
     const auto in = src.store<T>(true);
-    const auto planned = plan_channels_last_mma<T>(g, sm90_gpu(1));
-    if (!planned) return;
-    for (const auto& plan : {planned, with_mma_steps(*planned, g, g.dst_h), with_mma_steps(*planned, g, 3)}) {
+    const auto three_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), true);
+    const auto two_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), false);
+    if (!three_blocks) return;
+    std::vector<std::optional<ChannelsLastMmaLaunch>> plans;
+    for (const auto& planned : {three_blocks, two_blocks}) {
+      if (!planned || (&planned == &two_blocks && planned->mma.tiles == three_blocks->mma.tiles)) continue;
+      plans.insert(plans.end(), {planned, with_mma_steps(*planned, g, g.dst_h), with_mma_steps(*planned, g, 3)});
+    }
+    for (const auto& plan : plans) {
       if (!plan) continue;
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, plan->mma.tiles), in.data(), weight.data(), bias,
+                         channels_last_mma_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, plan->mma.tiles,
+                                                                    plan->mma.three_blocks),
+                         in.data(), weight.data(), bias,
                          out.data(), g, plan->mma);
       expect_close(pass + " tensor-core NHWC" + stride_tag(g),
                    tag + " vectors=" + std::to_string(plan->block.x) + " step rows=" +
-                       std::to_string(plan->mma.step_rows) + " steps=" + std::to_string(plan->mma.ring.steps),
+                       std::to_string(plan->mma.step_rows) + " steps=" + std::to_string(plan->mma.ring.steps) +
+                       " tiles=" + std::to_string(plan->mma.tiles) + (plan->mma.three_blocks ? " three blocks" : ""),
                    p.k, out, ref, true, terms);
     }
   }

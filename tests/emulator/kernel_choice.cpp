@@ -15,8 +15,9 @@
 // 132:2048:32:65536:233472:1024:90 for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
 // With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
-// launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES", and " bools=B,..." where the instance's
-// bool template arguments are the plan's (instance_bools). With --names, prints every name the
+// launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES", " bools=B,..." where the instance's
+// bool template arguments are the plan's (instance_bools), and " args=A,..." where all of them
+// after the element type are (instance_arguments). With --names, prints every name the
 // choice can give instead.
 
 #include <ATen/AccumulateType.h>
@@ -116,8 +117,21 @@ std::string instance_bools(const GradWeightChoice& choice) {
   return plan == nullptr ? "" : plan->work.go_stride > 0 ? "true" : "false";
 }
 
+// All the template arguments after the element type of the instance a choice launches, where the
+// plan picks among instances the pass's filter and stride do not tell apart (the tensor-core
+// kernel's tiles and register bound), else "".
+std::string instance_arguments(const PassChoice& choice, bool backward) {
+  const auto* plan = std::get_if<ChannelsLastMmaLaunch>(&choice.plan);
+  if (plan == nullptr) return "";
+  const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
+  return flag(backward) + "," + std::to_string(choice.geometry.kernel_h) + "," +
+         std::to_string(choice.geometry.stride_h) + "," + std::to_string(plan->mma.tiles) + "," +
+         flag(plan->mma.three_blocks);
+}
+std::string instance_arguments(const GradWeightChoice&, bool) { return ""; }
+
 template <typename Choice>
-std::string described(const Choice& choice, const LaunchShape& shape) {
+std::string described(const Choice& choice, const LaunchShape& shape, bool backward = false) {
   std::string text = kernel_name(choice.kernel);
   if (print_plans) {
     auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
@@ -125,6 +139,8 @@ std::string described(const Choice& choice, const LaunchShape& shape) {
             " shared=" + std::to_string(shape.shared_bytes);
     const std::string bools = instance_bools(choice);
     if (!bools.empty()) text += " bools=" + bools;
+    const std::string arguments = instance_arguments(choice, backward);
+    if (!arguments.empty()) text += " args=" + arguments;
   }
   return text;
 }
@@ -168,7 +184,7 @@ std::string choose(const Call& k) {
   if (k.pass == "backward-input") {
     const auto choice = choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled,
                                                         k.gpu);
-    return described(choice, launch_shape(choice, k.gpu));
+    return described(choice, launch_shape(choice, k.gpu), true);
   }
   if (k.pass == "grad-weight" || k.pass == "grad-weight+bias") {
     const GradWeightOperands operands{

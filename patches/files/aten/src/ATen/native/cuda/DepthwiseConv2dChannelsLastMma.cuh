@@ -54,6 +54,15 @@ constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channe
 // nvcc 13.0 fits its one-tile tasks in 128 with one word spilled and reloaded once a step, where
 // bounded by one block it took 163-165 registers and ran 8 warps an SM (v44).
 constexpr int kMmaMinBlocks = 2;
+// Blocks an SM the 3x3 instances of one-tile tasks ask for instead, where the channels_last_mma_three_blocks
+// path is on (the kernel's kThreeBlocks): 3, 80 registers, 24 warps an SM where 2 blocks hold 16.
+// nvcc 13.0 fits them with the same loop (sm_90: 332 -> 335 instructions at stride 1, 357 -> 358 at
+// stride 2, 327 -> 329 backward-input) and no spill but the sm_90 backward-input's 12 bytes, stored
+// in the prologue and reloaded once a step (v47). The two-tile tasks and 5x5 spill more at 80.
+constexpr int kMmaThreeBlocks = 3;
+constexpr bool mma_three_blocks_serve(int kernel, int tiles) {
+  return kernel == 3 && tiles == 1;
+}
 
 struct ChannelsLastMma {
   ChannelsLastStream ring;  // the strip (lanes_w: its output columns), the ring's rows and columns, the band's steps
@@ -62,6 +71,7 @@ struct ChannelsLastMma {
                             // the eight rows an ldmatrix matrix reads (eight columns) fall in distinct
                             // bank groups (at stride 2, two columns apart, in pairs: 2-way conflicts)
   int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else mma_most_task_tiles
+  bool three_blocks;        // launched as the instance bounded for kMmaThreeBlocks blocks an SM (kThreeBlocks)
 };
 
 // Bytes of a block's filters in shared memory, after its ring: `vectors` channel vectors' taps,
@@ -95,9 +105,10 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 
 // Block: (vectors, kThreads / vectors) threads, vectors dividing kMmaWarps; threadIdx.x is the
 // channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
-// fewer). 32-bit indexing only.
-template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles>
-__global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_kernel(
+// fewer). kThreeBlocks: bounded for kMmaThreeBlocks blocks an SM (mma_three_blocks_serve), else
+// kMmaMinBlocks; the code is the same. 32-bit indexing only.
+template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles, bool kThreeBlocks>
+__global__ void __launch_bounds__(kThreads, kThreeBlocks ? kMmaThreeBlocks : kMmaMinBlocks) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -109,6 +120,7 @@ __global__ void __launch_bounds__(kThreads, kMmaMinBlocks) channels_last_mma_ker
   constexpr int kTaps = kKernel * kKernel;
   constexpr int kWindowRows = (kMmaTaskRows - 1) * kStride + kKernel;  // input rows a task reads
   static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
+  static_assert(!kThreeBlocks || mma_three_blocks_serve(kKernel, kTiles), "only 3x3 one-tile tasks fit 80 registers");
   DWCONV_SHARED_BYTES(shared_bytes);
   const ChannelsLastStream& s = m.ring;
   const int vectors = blockDim.x;
@@ -355,9 +367,12 @@ inline std::optional<ChannelsLastMmaLaunch> with_mma_steps(ChannelsLastMmaLaunch
 // Steps of 1 or 2 tasks' rows, each with the widest strips whose ring fits, in tasks of one tile or
 // (mma_most_task_tiles) two; of them the best use of the warps' task slots (in sixteenths), then
 // two tiles, then at least two tasks a warp a step, then the fewest input vectors copied an output.
-// The band's steps: as channels_last_stream's.
+// With `three_blocks`, 3x3 tasks of one tile, launched as the instance bounded for three blocks an SM
+// (mma_three_blocks_serve). The band's steps: as channels_last_stream's, for the blocks an SM the
+// instance's registers allow.
 template <typename scalar_t>
-std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu) {
+std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGeometry& g, const GpuLimits& gpu,
+                                                                    bool three_blocks) {
   if (!has_channels_last_mma<scalar_t>(g, gpu)) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / kMmaChannels;
   const int vectors = channel_vectors_per_block(channel_vectors);
@@ -366,6 +381,8 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
   const int pitch = vectors | 1;
   const int warps_a_vector = kMmaWarps / vectors;
   const size_t filter_bytes = mma_filter_bytes<scalar_t>(vectors, g.kernel_h * g.kernel_w);
+  const bool bounded_for_three = three_blocks && mma_three_blocks_serve(g.kernel_h, 1);
+  const int most_tiles = bounded_for_three ? 1 : mma_most_task_tiles(g.kernel_h, g.stride_h);
   struct Candidate {
     ChannelsLastMma mma;
     int64_t row_steps;
@@ -397,15 +414,14 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
       const int in_w = (lanes_w - 1) * g.stride_w + g.kernel_w;
       const size_t bytes = size_t(ring_rows) * in_w * pitch * sizeof(Vector16<scalar_t>) + filter_bytes;
       if (bytes > kMaxSharedBytes) continue;  // narrower strips next
-      for (int tiles = 1; tiles <= (lanes_w > kMmaTilePixels ? mma_most_task_tiles(g.kernel_h, g.stride_h) : 1);
-           ++tiles) {
+      for (int tiles = 1; tiles <= (lanes_w > kMmaTilePixels ? most_tiles : 1); ++tiles) {
         const int tasks = (lanes_w + tiles * kMmaTilePixels - 1) / (tiles * kMmaTilePixels) * row_groups;
         const int rounds = (tasks + warps_a_vector - 1) / warps_a_vector;  // tasks a warp a step
         // Output pixels over the warps' task slots, the plane's last step and strip counted as full.
         const double use = double(g.dst_h) * g.dst_w / (double(row_steps) * strips_w * rounds * warps_a_vector *
                                                         tiles * kMmaTilePixels * kMmaTaskRows);
         const Candidate c{ChannelsLastMma{ChannelsLastStream{lanes_w, in_w, ring_rows, static_cast<int>(strips_w), 1},
-                                          step_rows, pitch, tiles},
+                                          step_rows, pitch, tiles, false},
                           row_steps, bytes, static_cast<int>(use * 16), rounds >= 2,
                           double(in_w) * g.stride_h / lanes_w};
         if (!best || better(c, *best)) best = c;
@@ -414,8 +430,11 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
     }
   }
   if (!best) return std::nullopt;
-  const int64_t resident =
-      gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes, registers_within_bounds(kMmaMinBlocks));
+  best->mma.three_blocks = bounded_for_three;
+  const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes,
+                                                                 registers_within_bounds(best->mma.three_blocks
+                                                                                             ? kMmaThreeBlocks
+                                                                                             : kMmaMinBlocks));
   const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
   if (!steps) return std::nullopt;
   return with_mma_steps(ChannelsLastMmaLaunch{dim3(1, static_cast<unsigned>(channel_blocks),
@@ -424,19 +443,40 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& 
                         g, *steps);
 }
 
-// The kernel for a filter size (3, 5 or 7), stride (1 or 2; 1 for 7x7 and backward-input) and tiles
-// across a task (1 or 2), or null.
+// Where `three_blocks` allows (the channels_last_mma_three_blocks path), 3x3 passes are planned first
+// in one-tile tasks at three blocks an SM: 24 warps an SM and half as many copies again in flight,
+// for about 30 % more instructions an output than two-tile tasks at two (the machine code: 332 a tile
+// against 516 for two). Where that grid would not fill the GPU once, or without the path, as before:
+// two blocks an SM, tasks of two tiles where the strip is wide enough.
+template <typename scalar_t>
+std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu,
+                                                            bool three_blocks) {
+  if (three_blocks && mma_three_blocks_serve(g.kernel_h, 1)) {
+    if (auto plan = plan_channels_last_mma_bounded<scalar_t>(g, gpu, true)) return plan;
+  }
+  return plan_channels_last_mma_bounded<scalar_t>(g, gpu, false);
+}
+
+// The kernel for a filter size (3, 5 or 7), stride (1 or 2; 1 for 7x7 and backward-input), tiles
+// across a task (1 or 2) and bound (three_blocks, where mma_three_blocks_serve), or null.
 template <typename scalar_t, bool kBackward>
-ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int stride, int tiles) {
-  return register_tiled_instance<!kBackward>(kernel, stride, [tiles](auto k, auto s) -> ChannelsLastMmaKernel<scalar_t, kBackward> {
+ChannelsLastMmaKernel<scalar_t, kBackward> channels_last_mma_kernel_for(int kernel, int stride, int tiles,
+                                                                        bool three_blocks) {
+  return register_tiled_instance<!kBackward>(kernel, stride, [=](auto k, auto s) -> ChannelsLastMmaKernel<scalar_t, kBackward> {
     constexpr int kKernel = decltype(k)::value, kStride = decltype(s)::value;
     constexpr int kMostTiles = mma_most_task_tiles(kKernel, kStride);
-    if constexpr (kMostTiles == 1) {
-      return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1> : nullptr;
-    } else {
-      return tiles == 1 ? &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1>
-                        : &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, kMostTiles>;
+    if (tiles == 1) {
+      if constexpr (mma_three_blocks_serve(kKernel, 1)) {
+        if (three_blocks) return &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1, true>;
+      }
+      return three_blocks ? nullptr : &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, 1, false>;
     }
+    if constexpr (kMostTiles > 1) {
+      if (tiles == kMostTiles && !three_blocks) {
+        return &channels_last_mma_kernel<scalar_t, kBackward, kKernel, kStride, kMostTiles, false>;
+      }
+    }
+    return nullptr;
   });
 }
 

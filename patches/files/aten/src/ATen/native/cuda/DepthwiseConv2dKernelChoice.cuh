@@ -207,7 +207,9 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
   }
   if (index32 && paths.on(KernelPath::ChannelsLastMma) && is_16_byte_aligned(t.weight)) {  // its filters' copies
-    if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu)) return PassChoice{PassKernel::kChannelsLastMma, g, *plan};
+    if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu, paths.on(KernelPath::ChannelsLastMmaThreeBlocks))) {
+      return PassChoice{PassKernel::kChannelsLastMma, g, *plan};
+    }
   }
   if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
     if (auto plan = plan_channels_last_stream<scalar_t>(g, gpu)) {

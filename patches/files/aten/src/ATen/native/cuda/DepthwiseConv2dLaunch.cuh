@@ -178,7 +178,8 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
     case PassKernel::kChannelsLastMma: {
       if constexpr (sizeof(scalar_t) == 2) {  // the choice gives it bfloat16 and half only
         const auto& plan = std::get<ChannelsLastMmaLaunch>(choice.plan);
-        const auto kernel = channels_last_mma_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h, plan.mma.tiles);
+        const auto kernel = channels_last_mma_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h, plan.mma.tiles,
+                                                                              plan.mma.three_blocks);
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.mma);
       }
