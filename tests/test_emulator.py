@@ -439,8 +439,8 @@ MUTATIONS = [
      "40:41"),  # grad_output's zeros past its row's end met with the input's infinities
     (("sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),",
       "sums && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row),"), "93:94"),  # a slice ending inside a row
-    (("load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 : dst_w, dst_w);",
-      "load_row_words<kOwnWords>(go_words[u].v, grad_output + at.go_start, live ? at.y0 + 1 : dst_w, dst_w);"),
+    (("load_row_words<kOwnWords>(go_words[u].v, grad_output + at.dst_start, live ? at.y0 : dst_w, dst_w);",
+      "load_row_words<kOwnWords>(go_words[u].v, grad_output + at.dst_start, live ? at.y0 + 1 : dst_w, dst_w);"),
      "36:37"),  # grad_output's chunk one value on
     # The column kernels (conv1d in channels_last), over the cases written for them:
     (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",

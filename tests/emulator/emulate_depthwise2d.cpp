@@ -405,8 +405,8 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
 
 // The tensor-core channels_last kernel, where the pass has one (bfloat16 and half, 32-bit indexing
 // only, as on the GPU), planned for a one-SM GPU with the channels_last_mma_three_blocks path on and,
-// where that plans otherwise (3x3: tasks of two tiles), off; each plan also with the same strips in
-// bands of a whole plane (the ring of rows goes round) and of 3 steps.
+// at 3x3, off (two blocks' bands, and tasks of two tiles where strips are wider than 16); each plan
+// also with the same strips in bands of a whole plane (the ring of rows goes round) and of 3 steps.
 template <typename T, typename index_t, bool kBackward>
 void check_channels_last_mma(const std::string& pass, const std::string& tag, const Problem& p,
                              const PassGeometry& g, const Tensor4& src, const T* bias, const Tensor4& ref,
@@ -418,9 +418,13 @@ void check_channels_last_mma(const std::string& pass, const std::string& tag, co
     const auto two_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), false);
     if (!three_blocks) return;
     std::vector<std::optional<ChannelsLastMmaLaunch>> plans;
-    for (const auto& planned : {three_blocks, two_blocks}) {
-      if (!planned || (&planned == &two_blocks && planned->mma.tiles == three_blocks->mma.tiles)) continue;
-      plans.insert(plans.end(), {planned, with_mma_steps(*planned, g, g.dst_h), with_mma_steps(*planned, g, 3)});
+    const auto add_with_its_bands = [&](const ChannelsLastMmaLaunch& planned) {
+      plans.insert(plans.end(), {planned, with_mma_steps(planned, g, g.dst_h), with_mma_steps(planned, g, 3)});
+    };
+    add_with_its_bands(*three_blocks);
+    if (two_blocks && (two_blocks->mma.tiles != three_blocks->mma.tiles ||
+                       two_blocks->mma.three_blocks != three_blocks->mma.three_blocks)) {
+      add_with_its_bands(*two_blocks);
     }
     for (const auto& plan : plans) {
       if (!plan) continue;

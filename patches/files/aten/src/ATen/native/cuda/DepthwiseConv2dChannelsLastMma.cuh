@@ -70,7 +70,8 @@ struct ChannelsLastMma {
   int pitch;                // 16-byte vectors a ring column holds: blockDim.x made odd, so that at stride 1
                             // the eight rows an ldmatrix matrix reads (eight columns) fall in distinct
                             // bank groups (at stride 2, two columns apart, in pairs: 2-way conflicts)
-  int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16, else mma_most_task_tiles
+  int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16 or three_blocks, else
+                            // mma_most_task_tiles
   bool three_blocks;        // launched as the instance bounded for kMmaThreeBlocks blocks an SM (kThreeBlocks)
 };
 
@@ -431,10 +432,10 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGe
   }
   if (!best) return std::nullopt;
   best->mma.three_blocks = bounded_for_three;
-  const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, best->bytes,
-                                                                 registers_within_bounds(best->mma.three_blocks
-                                                                                             ? kMmaThreeBlocks
-                                                                                             : kMmaMinBlocks));
+  const int64_t blocks_per_sm = resident_blocks_per_sm(
+      gpu, kThreads, best->bytes, registers_within_bounds(bounded_for_three ? kMmaThreeBlocks : kMmaMinBlocks));
+  if (bounded_for_three && blocks_per_sm < kMmaThreeBlocks) return std::nullopt;  // shared memory holds fewer
+  const int64_t resident = gpu.sm_count * blocks_per_sm;
   const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
   if (!steps) return std::nullopt;
   return with_mma_steps(ChannelsLastMmaLaunch{dim3(1, static_cast<unsigned>(channel_blocks),
@@ -445,8 +446,9 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGe
 
 // Where `three_blocks` allows (the channels_last_mma_three_blocks path), 3x3 passes are planned first
 // in one-tile tasks at three blocks an SM: 24 warps an SM and half as many copies again in flight,
-// for about 30 % more instructions an output than two-tile tasks at two (the machine code: 332 a tile
-// against 516 for two). Where that grid would not fill the GPU once, or without the path, as before:
+// for about 30 % more instructions an output than two-tile tasks at two (sm_90 machine code: 332 a
+// tile against 516 for two). Where the SM's shared memory holds fewer than three of its blocks (sm_86
+// and sm_89: 100 KB), where that grid would not fill the GPU once, or without the path, as before:
 // two blocks an SM, tasks of two tiles where the strip is wide enough.
 template <typename scalar_t>
 std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu,
