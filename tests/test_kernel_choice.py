@@ -144,6 +144,33 @@ def test_the_3x3_tensor_core_passes_take_the_instance_bounded_for_three_blocks_a
     assert ada.kernel == kernel_cases.CHANNELS_LAST_MMA and ada.args == ("false", "3", "1", "2", "false")
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "half", "float"])
+def test_the_channels_last_register_tiles_take_the_instance_bounded_for_three_blocks_an_sm(kernel_choice, dtype):
+    """v48: the channels_last register tiles of 7x7 planes (MobileNetV2 960@7, EfficientNet-B0 1152@7 k5),
+    in the half types at 3x3 and 5x5, run the instance bounded for three blocks of 256 threads an SM
+    (80 registers: six of their 112-thread blocks, where the two-block instance's 89-108 allowed four
+    or five); with channels_last_register_tiled_three_blocks off, or in float, or at 7x7, the other."""
+    def plan(call, pass_, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line(dtype, pass_, call, H100, disabled)], "--plans")
+        return plan_report.Launch.parse(answer)
+
+    half = dtype != "float"
+    for call in (kernel_cases.Call("mobilenet", 64, 960, (7, 7), (3, 3), padding=(1, 1), layout="cl"),
+                 kernel_cases.Call("efficientnet", 64, 1152, (7, 7), (5, 5), padding=(2, 2), layout="cl")):
+        for pass_ in ("forward", "backward-input"):
+            on, off = plan(call, pass_), plan(call, pass_, ("channels_last_register_tiled_three_blocks",))
+            direction = "true" if pass_ == "backward-input" else "false"
+            filter_ = (str(call.kernel[0]), "1")
+            assert on.kernel == off.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED, (call, pass_)
+            assert on.args == ("int", direction, *filter_, "true" if half else "false"), (call, pass_)
+            assert off.args == ("int", direction, *filter_, "false"), (call, pass_)
+            assert (on.grid, on.block, on.shared_bytes) == (off.grid, off.block, off.shared_bytes)
+            if half:
+                assert on.blocks_per_sm(registers=80) == 6 and off.blocks_per_sm(registers=89) <= 5
+    convnext = plan(kernel_cases.Call("convnext", 64, 768, (7, 7), (7, 7), padding=(3, 3), layout="cl"), "forward")
+    assert convnext.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED and convnext.args[-1] == "false"
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)
@@ -571,6 +598,7 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
     assert registers("forward", launch.kernel, args=launch.args) == 115
     assert registers("forward", launch.kernel, args=("false", "3", "1", "1", "true")) == 80
     assert registers("forward", launch.kernel, args=("true", "3", "1", "1", "true")) is None
+    assert registers("forward", "channels_last_register_tiled_kernel", args=("int", "false", "3", "1", "false")) is None
 
 
 @pytest.mark.parametrize("args, message", [

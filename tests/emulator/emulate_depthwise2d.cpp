@@ -370,7 +370,8 @@ void check_channels_last_register_tiled(const std::string& pass, const std::stri
       if (!plan) continue;
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,
-                         channels_last_register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h, g.stride_h),
+                         channels_last_register_tiled_kernel_for<T, index_t, kBackward>(g.kernel_h, g.stride_h,
+                                                                                                plan->three_blocks),
                          in.data(), weight.data(), bias, out.data(), g, plan->tile);
       expect_close(pass + " register-tiled NHWC" + stride_tag(g), tag + vectors_tag(*plan), p.k, out, ref, true,
                    terms);

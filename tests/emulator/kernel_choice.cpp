@@ -119,14 +119,17 @@ std::string instance_bools(const GradWeightChoice& choice) {
 
 // All the template arguments after the element type of the instance a choice launches, where the
 // plan picks among instances the pass's filter and stride do not tell apart (the tensor-core
-// kernel's tiles and register bound), else "".
+// kernel's tiles and register bound, the channels_last register tiles' bound), else "".
 std::string instance_arguments(const PassChoice& choice, bool backward) {
-  const auto* plan = std::get_if<ChannelsLastMmaLaunch>(&choice.plan);
-  if (plan == nullptr) return "";
   const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
-  return flag(backward) + "," + std::to_string(choice.geometry.kernel_h) + "," +
-         std::to_string(choice.geometry.stride_h) + "," + std::to_string(plan->mma.tiles) + "," +
-         flag(plan->mma.three_blocks);
+  const std::string filter = std::to_string(choice.geometry.kernel_h) + "," + std::to_string(choice.geometry.stride_h);
+  if (const auto* plan = std::get_if<ChannelsLastMmaLaunch>(&choice.plan)) {
+    return flag(backward) + "," + filter + "," + std::to_string(plan->mma.tiles) + "," + flag(plan->mma.three_blocks);
+  }
+  if (choice.kernel == PassKernel::kChannelsLastRegisterTiled) {
+    return "int," + flag(backward) + "," + filter + "," + flag(std::get<ChannelsLastLaunch>(choice.plan).three_blocks);
+  }
+  return "";
 }
 std::string instance_arguments(const GradWeightChoice&, bool) { return ""; }
 

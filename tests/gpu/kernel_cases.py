@@ -395,8 +395,9 @@ KERNEL_CHOICE_TABLES = {
 # channels (16-byte vectors of them for channels_last), size, kernel, stride, padding, {pass: the
 # kernel it runs with every path on}). tile_vector_loads and staged_grad_output change how the
 # register tiles and the weight gradient's grad_output are staged, window_shared_opt_in how wide
-# the window weight gradient's blocks are, and channels_last_mma_three_blocks the tensor-core
-# kernel's register bound (3x3: 3 blocks an SM or 2), not which kernel runs.
+# the window weight gradient's blocks are, and channels_last_mma_three_blocks and
+# channels_last_register_tiled_three_blocks the register bound of the tensor-core kernel (3x3) and of
+# the channels_last register tiles (3x3 and 5x5): 3 blocks an SM or 2, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -429,6 +430,7 @@ KERNEL_PATH_ROWS = [
     ("window_shared_opt_in", "cl", 2, 12, (56, 56), (7, 7), 1, (3, 3), {}),  # 4 lanes (bf16, 51 KB) or 3
     ("channels_last_mma_grad_weight", "cl", 3, 8, (20, 33), (7, 7), 1, (3, 3), {"grad-weight": MMA_GRAD_WEIGHT}),
     ("channels_last_mma_three_blocks", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1), {}),
+    ("channels_last_register_tiled_three_blocks", "cl", 8, 8, (40, 33), (3, 3), 1, (1, 1), {}),
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
 ]
 
@@ -436,7 +438,8 @@ KERNEL_PATH_ROWS = [
 # Paths compiled for float and the half types only, and for the half types only.
 PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_grad_weight",
                         "channels_last_walk_grad_weight"}
-PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks"}
+PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks",
+                           "channels_last_register_tiled_three_blocks"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 

@@ -54,12 +54,12 @@ constexpr int kMmaWarps = kThreads / 32;  // a block's warps, each on one channe
 // nvcc 13.0 fits its one-tile tasks in 128 with one word spilled and reloaded once a step, where
 // bounded by one block it took 163-165 registers and ran 8 warps an SM (v44).
 constexpr int kMmaMinBlocks = 2;
-// Blocks an SM the 3x3 instances of one-tile tasks ask for instead, where the channels_last_mma_three_blocks
-// path is on (the kernel's kThreeBlocks): 3, 80 registers, 24 warps an SM where 2 blocks hold 16.
-// nvcc 13.0 fits them with the same loop (sm_90: 332 -> 335 instructions at stride 1, 357 -> 358 at
-// stride 2, 327 -> 329 backward-input) and no spill but the sm_90 backward-input's 12 bytes, stored
-// in the prologue and reloaded once a step (v47). The two-tile tasks and 5x5 spill more at 80.
-constexpr int kMmaThreeBlocks = 3;
+// The 3x3 instances of one-tile tasks ask for kThreeBlocksPerSm instead, where the
+// channels_last_mma_three_blocks path is on (the kernel's kThreeBlocks): 80 registers, 24 warps an SM
+// where 2 blocks hold 16. nvcc 13.0 fits them with the same loop (sm_90: 332 -> 335 instructions at
+// stride 1, 357 -> 358 at stride 2, 327 -> 329 backward-input) and no spill but the sm_90
+// backward-input's 12 bytes, stored in the prologue and reloaded once a step (v47). The two-tile
+// tasks and 5x5 spill more at 80.
 constexpr bool mma_three_blocks_serve(int kernel, int tiles) {
   return kernel == 3 && tiles == 1;
 }
@@ -72,7 +72,7 @@ struct ChannelsLastMma {
                             // bank groups (at stride 2, two columns apart, in pairs: 2-way conflicts)
   int tiles;                // tiles across a task, the kernel's kTiles: 1 where lanes_w <= 16 or three_blocks, else
                             // mma_most_task_tiles
-  bool three_blocks;        // launched as the instance bounded for kMmaThreeBlocks blocks an SM (kThreeBlocks)
+  bool three_blocks;        // launched as the instance bounded for kThreeBlocksPerSm blocks an SM (kThreeBlocks)
 };
 
 // Bytes of a block's filters in shared memory, after its ring: `vectors` channel vectors' taps,
@@ -106,10 +106,10 @@ __device__ __forceinline__ std::uint32_t packed_pair(float low, float high) {
 
 // Block: (vectors, kThreads / vectors) threads, vectors dividing kMmaWarps; threadIdx.x is the
 // channel vector a thread copies. A task: kTiles tiles across (1 where the strip is 16 columns or
-// fewer). kThreeBlocks: bounded for kMmaThreeBlocks blocks an SM (mma_three_blocks_serve), else
+// fewer). kThreeBlocks: bounded for kThreeBlocksPerSm blocks an SM (mma_three_blocks_serve), else
 // kMmaMinBlocks; the code is the same. 32-bit indexing only.
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, int kTiles, bool kThreeBlocks>
-__global__ void __launch_bounds__(kThreads, kThreeBlocks ? kMmaThreeBlocks : kMmaMinBlocks) channels_last_mma_kernel(
+__global__ void __launch_bounds__(kThreads, kThreeBlocks ? kThreeBlocksPerSm : kMmaMinBlocks) channels_last_mma_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -433,8 +433,8 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGe
   if (!best) return std::nullopt;
   best->mma.three_blocks = bounded_for_three;
   const int64_t blocks_per_sm = resident_blocks_per_sm(
-      gpu, kThreads, best->bytes, registers_within_bounds(bounded_for_three ? kMmaThreeBlocks : kMmaMinBlocks));
-  if (bounded_for_three && blocks_per_sm < kMmaThreeBlocks) return std::nullopt;  // shared memory holds fewer
+      gpu, kThreads, best->bytes, registers_within_bounds(bounded_for_three ? kThreeBlocksPerSm : kMmaMinBlocks));
+  if (bounded_for_three && blocks_per_sm < kThreeBlocksPerSm) return std::nullopt;  // shared memory holds fewer
   const int64_t resident = gpu.sm_count * blocks_per_sm;
   const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
   if (!steps) return std::nullopt;

@@ -160,6 +160,10 @@ constexpr int registers_within_bounds(int min_blocks) {
   return 65536 / (kThreads * min_blocks) / 8 * 8;
 }
 
+// The bound of the kernel instances compiled for three blocks an SM (registers_within_bounds: 80),
+// where their code fits it (the *_three_blocks kernel paths).
+constexpr int kThreeBlocksPerSm = 3;
+
 // 16 bytes of T: the unit of the tiled kernels' wide global and shared memory accesses.
 template <typename T>
 constexpr int kVector16 = 16 / static_cast<int>(sizeof(T));

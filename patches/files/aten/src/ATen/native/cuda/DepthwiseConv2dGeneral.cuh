@@ -512,6 +512,7 @@ struct ChannelsLastLaunch {
   dim3 grid, block;
   ChannelsLastTile tile;
   size_t shared_bytes;
+  bool three_blocks = false;  // the register-tiled kernel: its instance bounded for kThreeBlocksPerSm blocks an SM
 };
 
 // Channel vectors per block: up to 8 (128 bytes of each pixel), fewer where 8 would

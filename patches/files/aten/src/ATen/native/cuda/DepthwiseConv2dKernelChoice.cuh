@@ -218,6 +218,8 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
   }
   if (index32 && paths.on(KernelPath::ChannelsLastRegisterTiled)) {
     if (auto plan = plan_channels_last_register_tiled<scalar_t>(g, gpu.sm_count)) {
+      plan->three_blocks = paths.on(KernelPath::ChannelsLastRegisterTiledThreeBlocks) &&
+                           register_tiled_three_blocks_serve(sizeof(scalar_t), g.kernel_h, g.stride_h);
       return PassChoice{PassKernel::kChannelsLastRegisterTiled, g, *plan};
     }
   }

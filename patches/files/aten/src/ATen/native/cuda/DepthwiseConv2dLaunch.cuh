@@ -163,7 +163,8 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
     }
     case PassKernel::kChannelsLastRegisterTiled: {
       const auto& plan = std::get<ChannelsLastLaunch>(choice.plan);
-      const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h);
+      const auto kernel = channels_last_register_tiled_kernel_for<scalar_t, int32_t, kBackward>(g.kernel_h, g.stride_h,
+                                                                                              plan.three_blocks);
       DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                     plan.tile);
       break;

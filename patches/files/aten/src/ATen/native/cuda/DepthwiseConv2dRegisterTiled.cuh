@@ -456,6 +456,15 @@ __device__ __forceinline__ void store_channels_last_column(const acc_t (&acc)[kB
   }
 }
 
+// The channels_last register-tiled instances compiled for three blocks an SM as well, switched by the
+// channels_last_register_tiled_three_blocks path: bfloat16 and half, 3x3 and 5x5 at stride 1. nvcc 13.0
+// fits them in 80 registers with no spill and 2-5 % more instructions (sm_90 bf16 forward: 1,152 ->
+// 1,176 at 3x3, 1,944 -> 2,048 at 5x5), where they took 89-108. 7x7 spills 80 bytes at 80 (v48);
+// float and double take 72-96 and are left at two.
+constexpr bool register_tiled_three_blocks_serve(int element_size, int kernel, int stride) {
+  return element_size == 2 && (kernel == 3 || kernel == 5) && stride == 1;
+}
+
 // ---------------------------------------------------------------------------
 // Register-tiled kernel (channels_last, multiplier 1) for the register-tiled filters (square 3x3,
 // 5x5, 7x7 at stride 1; 3x3 and 5x5 at stride 2; dilation 1): the forward pass and the stride-1
@@ -469,8 +478,11 @@ __device__ __forceinline__ void store_channels_last_column(const acc_t (&acc)[kB
 // and 24.5 weight loads from shared memory a thread's output vector instead of 49 and 12, and 17.5
 // conversions an output value instead of 61: the conversions and shared loads, not the
 // multiply-adds, bounded tiled_channels_last_kernel at k >= 5 (notes/performance.md, v15).
-template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride>
-__global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kernel(
+// kThreeBlocks: bounded for kThreeBlocksPerSm blocks of kThreads an SM (80 registers: 6 of the
+// 112-thread blocks 7x7 planes take, where 89-108 registers allowed 4-5), for the instances
+// register_tiled_three_blocks_serve names; else for 2. The code is the same.
+template <typename scalar_t, typename index_t, bool kBackward, int kKernel, int kStride, bool kThreeBlocks>
+__global__ void __launch_bounds__(kThreads, kThreeBlocks ? kThreeBlocksPerSm : 2) channels_last_register_tiled_kernel(
     const scalar_t* __restrict__ src,
     const scalar_t* __restrict__ weight,
     const scalar_t* __restrict__ bias,
@@ -481,6 +493,8 @@ __global__ void __launch_bounds__(kThreads, 2) channels_last_register_tiled_kern
   using Vec = Vector16<scalar_t>;
   constexpr int V = kVector16<scalar_t>;
   static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
+  static_assert(!kThreeBlocks || register_tiled_three_blocks_serve(sizeof(scalar_t), kKernel, kStride),
+                "only the half types' 3x3 and 5x5 at stride 1 fit 80 registers");
   DWCONV_SHARED_BYTES(shared_bytes);
   const int vectors = blockDim.x;
   const int threads = vectors * blockDim.y;
@@ -1114,17 +1128,23 @@ std::optional<RegisterTiledLaunch> plan_register_tiled(const PassGeometry& g, co
 }
 
 // The register-tiled channels_last kernel for a filter size and stride (those of
-// has_register_tiled_filter; backward-input at stride 1 only), or null.
+// has_register_tiled_filter; backward-input at stride 1 only) and bound (three_blocks, where
+// register_tiled_three_blocks_serve), or null.
 template <typename scalar_t, typename index_t, bool kBackward>
 using ChannelsLastRegisterTiledKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*,
                                                  PassGeometry, ChannelsLastTile);
 
 template <typename scalar_t, typename index_t, bool kBackward>
-ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_register_tiled_kernel_for(int kernel,
-                                                                                                      int stride) {
-  return register_tiled_instance<!kBackward>(kernel, stride, [](auto k, auto s) {
-    return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, decltype(k)::value, decltype(s)::value>;
-  });
+ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_register_tiled_kernel_for(
+    int kernel, int stride, bool three_blocks) {
+  return register_tiled_instance<!kBackward>(
+      kernel, stride, [three_blocks](auto k, auto s) -> ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> {
+        constexpr int kKernel = decltype(k)::value, kStride = decltype(s)::value;
+        if constexpr (register_tiled_three_blocks_serve(sizeof(scalar_t), kKernel, kStride)) {
+          if (three_blocks) return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, true>;
+        }
+        return three_blocks ? nullptr : &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, false>;
+      });
 }
 
 // The least share of a register-tiled channels_last launch's output slots (a lane's kBlockRows
