@@ -593,7 +593,8 @@ def test_the_plan_report_takes_the_registers_of_the_passes_instance():
     assert registers("grad-weight", "grad_weight_register_tiled_kernel", nchw, ("false",)) == 72
     assert plan_report.Launch.parse("k grid=1,1,1 block=16,4,4 shared=0 bools=true").bools == ("true",)
     # the tensor-core kernel's tiles and bound are its plan's too, given as all its arguments after the dtype
-    launch = plan_report.Launch.parse("channels_last_mma_kernel grid=4,5,64 block=4,64,1 shared=0 args=false,3,1,2,false")
+    launch = plan_report.Launch.parse(
+        "channels_last_mma_kernel grid=4,5,64 block=4,64,1 shared=0 args=false,3,1,2,false")
     assert launch.args == ("false", "3", "1", "2", "false") and launch.bools is None
     assert registers("forward", launch.kernel, args=launch.args) == 115
     assert registers("forward", launch.kernel, args=("false", "3", "1", "1", "true")) == 80

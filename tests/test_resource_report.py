@@ -114,14 +114,21 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         assert loads >= 1 and stores >= 1, row
     # The register-tiled channels_last kernel: 16-byte vectors everywhere, and in shared memory one
     # load per input vector of a thread's window and per 16 bytes of a column's weights (acc_t).
-    # Bounded for three blocks an SM (v48: the half types' 3x3 and 5x5 at stride 1), 80 registers at most.
+    # Bounded for three blocks an SM (v48: the half types' 3x3 and 5x5 at stride 1), 80 registers at most
+    # and no spill, but sm_80's 5x5: up to 8 words, in straight-line code (the whole kernel is its hot
+    # loop), so each is stored and loaded once a thread beside some 2,000 instructions.
     channels_last_register = [r for r in rows if r["kernel"].startswith("channels_last_register_tiled_kernel<")]
     # archs x (dtypes x (passes x sizes + stride-2 forward) + half types x passes x 3x3 and 5x5 for three blocks)
     assert len(channels_last_register) == 2 * (4 * (2 * 3 + 2) + 2 * 2 * 2)
+    straight_line_spills = []
     for row in channels_last_register:
         kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-3:-1])
         if row["kernel"].endswith("true>"):
             assert kernel_size in (3, 5) and stride == 1 and row["registers"] <= 80, row
+            if row["arch"] == "sm_80" and kernel_size == 5:
+                stores, spill_loads = map(int, row["spills"].split("/"))
+                assert stores <= 32 and spill_loads <= 32 and row["stack"] <= 32 and row["chain"] == "-", row
+                straight_line_spills.append(row)
         weight_loads = 2 if "Half" in row["kernel"] or "BFloat16" in row["kernel"] else 1
         loads, _ = map(int, row["wide_shared"].split("/"))
         assert loads == kernel_size * (3 * stride + kernel_size) + kernel_size ** 2 * weight_loads, row
@@ -246,6 +253,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     for r in general + staged + conv1d_kernels + conv1d_grad_weight_kernels + stride2:
         assert r["loop_divisions"] == 0, r
     for row in rows:
+        if row in straight_line_spills:
+            continue
         if ", int" in row["kernel"] or "finish" in row["kernel"]:
             assert row["spills"] == "0/0", row
     # bfloat16 widens to float with an instruction a value, as half does (widen_vector): the
@@ -254,7 +263,8 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     by_name = {(r["arch"], r["kernel"]): r for r in rows}
     register_column_kernels = [r for r in channels_last_register + [
         r for r in rows if r["kernel"].startswith("channels_last_stream_kernel<")] if "BFloat16" in r["kernel"]]
-    assert len(register_column_kernels) == 2 * (8 + 8)  # archs x (the register tile's kernels + the stream's)
+    # archs x (the register tile's kernels, 4 of them bounded for three blocks, + the stream's)
+    assert len(register_column_kernels) == 2 * (8 + 4 + 8)
     for row in register_column_kernels:
         half = by_name[row["arch"], row["kernel"].replace("BFloat16", "Half")]
         assert row["hot_instructions"] <= 1.02 * half["hot_instructions"], (row, half)

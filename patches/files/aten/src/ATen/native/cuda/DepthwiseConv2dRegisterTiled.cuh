@@ -458,9 +458,10 @@ __device__ __forceinline__ void store_channels_last_column(const acc_t (&acc)[kB
 
 // The channels_last register-tiled instances compiled for three blocks an SM as well, switched by the
 // channels_last_register_tiled_three_blocks path: bfloat16 and half, 3x3 and 5x5 at stride 1. nvcc 13.0
-// fits them in 80 registers with no spill and 2-5 % more instructions (sm_90 bf16 forward: 1,152 ->
-// 1,176 at 3x3, 1,944 -> 2,048 at 5x5), where they took 89-108. 7x7 spills 80 bytes at 80 (v48);
-// float and double take 72-96 and are left at two.
+// fits them in 80 registers with 2-5 % more instructions (sm_90 bf16 forward: 1,152 -> 1,176 at 3x3,
+// 1,944 -> 2,048 at 5x5), where they took 89-108, and no spill but sm_80's 5x5: 6-8 words, each
+// stored and loaded once a thread (the kernel is straight-line code). 7x7 spills 80 bytes at 80
+// (v48); float and double take 72-96 and are left at two.
 constexpr bool register_tiled_three_blocks_serve(int element_size, int kernel, int stride) {
   return element_size == 2 && (kernel == 3 || kernel == 5) && stride == 1;
 }
@@ -1141,9 +1142,12 @@ ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> channels_last_regi
       kernel, stride, [three_blocks](auto k, auto s) -> ChannelsLastRegisterTiledKernel<scalar_t, index_t, kBackward> {
         constexpr int kKernel = decltype(k)::value, kStride = decltype(s)::value;
         if constexpr (register_tiled_three_blocks_serve(sizeof(scalar_t), kKernel, kStride)) {
-          if (three_blocks) return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, true>;
+          if (three_blocks) {
+            return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, true>;
+          }
         }
-        return three_blocks ? nullptr : &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, false>;
+        if (three_blocks) return nullptr;
+        return &channels_last_register_tiled_kernel<scalar_t, index_t, kBackward, kKernel, kStride, false>;
       });
 }
 
