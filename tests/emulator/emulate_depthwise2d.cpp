@@ -12,6 +12,8 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 
+#include <numeric>
+
 using namespace at::native::dwconv;
 
 namespace {
@@ -22,7 +24,7 @@ namespace {
 // is caught by a build of a third of the time (tests/test_emulator.py's first build of one).
 enum class KernelHeader {
   kAll, kGeneral, kConv1d, kRegisterTiled, kLargeFilter, kChannelsLastStream, kChannelsLastMma, kPixel, kStride2,
-  kRingGradWeight, kWindowGradWeight, kWalkGradWeight, kMmaGradWeight
+  kRingGradWeight, kWindowGradWeight, kWalkGradWeight, kMmaGradWeight, kPlaneStream
 };
 #ifdef DWCONV_EMULATE_ONLY
 #define DWCONV_HEADER_OF(name) DWCONV_HEADER_OF_NAME(name)
@@ -467,6 +469,44 @@ void check_pixel(const std::string& pass, const std::string& tag, const Problem&
   }
 }
 
+// The plane-streamed NCHW kernel, where the pass has one (float, 32-bit indexing only, as on the
+// GPU), planned for a one-SM GPU (a block walks several chunks, each in one of two buffers) and for
+// one whose SMs leave a chunk a block, and the one-SM plan again with chunks of fewer planes (a part-filled
+// last chunk where the plan's leave none).
+template <typename T, typename index_t, bool kBackward>
+void check_plane_stream(const std::string& pass, const std::string& tag, const Problem& p, const PassGeometry& g,
+                        const Tensor4& src, const T* bias, const Tensor4& ref, double terms) {
+  if constexpr (std::is_same_v<index_t, int32_t> && std::is_same_v<T, float>) {
+    const auto weight = p.weight.store<T>(false);
+    const auto in = src.store<T>(false);
+    const auto one_sm = plan_plane_stream<T>(g, sm90_gpu(1));
+    if (!one_sm) return;
+    std::vector<PlaneStreamLaunch> plans = {*one_sm};
+    if (const auto wide = plan_plane_stream<T>(g, sm90_gpu(one_sm->stream.chunks))) plans.push_back(*wide);
+    // The most planes under the plan's that keep chunks whole vectors of src and dst.
+    const int64_t quantum = std::lcm(16 / std::gcd(g.src_h * g.src_w * int64_t(sizeof(T)), int64_t(16)),
+                                     16 / std::gcd(g.dst_h * g.dst_w * int64_t(sizeof(T)), int64_t(16)));
+    const int64_t fewer_planes = (one_sm->stream.planes - 1) / quantum * quantum;
+    if (fewer_planes > 0) {
+      PlaneStreamLaunch fewer = *one_sm;
+      fewer.stream.planes = static_cast<int>(fewer_planes);
+      fewer.stream.chunks = (g.batch * g.dst_channels + fewer_planes - 1) / fewer_planes;
+      fewer.shared_bytes = size_t(fewer_planes) * (2 * g.src_h * g.src_w + g.dst_h * g.dst_w) * sizeof(T);
+      plans.push_back(fewer);
+    }
+    for (const auto& plan : plans) {
+      auto out = poisoned<T>(ref.v.size());
+      dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
+                         plane_stream_kernel_for<T, kBackward>(g.kernel_h, g.stride_h), in.data(), weight.data(),
+                         bias, out.data(), g, plan.stream);
+      expect_close(pass + " plane-streamed NCHW" + stride_tag(g),
+                   tag + " planes=" + std::to_string(plan.stream.planes) + " chunks=" +
+                       std::to_string(plan.stream.chunks) + " blocks=" + std::to_string(plan.grid.x),
+                   p.k, out, ref, false, terms);
+    }
+  }
+}
+
 // The stride-2 backward-input kernels, where they take the pass (32-bit indexing only, as on the
 // GPU): NCHW, and channels_last where it has a plan, each planned for a one-SM GPU (threads
 // walking several blocks) and a large one.
@@ -562,6 +602,9 @@ void check_forward(const Problem& p, const char* dtype) {
   if constexpr (emulates(KernelHeader::kPixel)) {
     check_pixel<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
   }
+  if constexpr (emulates(KernelHeader::kPlaneStream)) {
+    check_plane_stream<T, index_t, false>("forward", tag, p, g, p.input, bias_ptr, p.output, terms);
+  }
 }
 
 template <typename T, typename index_t>
@@ -619,6 +662,10 @@ void check_backward_input(const Problem& p, const char* dtype) {
     if constexpr (emulates(KernelHeader::kPixel)) {
       check_pixel<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr, p.grad_input,
                                     terms);
+    }
+    if constexpr (emulates(KernelHeader::kPlaneStream)) {
+      check_plane_stream<T, index_t, true>("backward-input", tag, p, *correlation, p.grad_output, nullptr,
+                                           p.grad_input, terms);
     }
   }
   const auto direct = backward_input_direct(fwd);
@@ -1342,6 +1389,13 @@ std::vector<Case> sweep() {
   // Conv1d rows long enough that the row weight gradient cuts a channel's chunks into slices, which
   // end inside a row (v46):
   cases.push_back({3, 2, 1, 1, 1500, 1, 4, 1, 1, 0, 3, 1, 1, true});   // 93: float's 2 slices of 284 chunks, rows of 189
+  // The plane-streamed NCHW kernel (float planes of 32x32 or less; 0, 20, 87, 88, 91 and 92 too), its
+  // blocks walking several chunks on a one-SM GPU:
+  cases.push_back({3, 20, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, true});   // 94: 16 planes a chunk, the last of 12
+  cases.push_back({8, 24, 1, 7, 7, 7, 7, 1, 1, 3, 3, 1, 1, false});    // 95: 7x7 planes, 64 a chunk, the last of 64
+  cases.push_back({2, 12, 1, 14, 15, 5, 5, 2, 2, 2, 2, 1, 1, true});   // 96: stride 2, planes of 840 bytes in pairs
+  cases.push_back({1, 40, 1, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, false});  // 97: 28x28, 5 planes a chunk, 8 chunks
+  cases.push_back({4, 5, 1, 9, 11, 3, 3, 1, 1, 0, 1, 1, 1, true});     // 98: 7x11 outputs, no row padding, planes in fours
   return cases;
 }
 

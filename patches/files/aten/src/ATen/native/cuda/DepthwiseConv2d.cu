@@ -29,6 +29,10 @@
 //   shared loads of its input rows, weights in registers; blocks on small planes hold
 //   several planes. Tiles are staged from 16-byte global loads where src rows are whole
 //   vectors. Where the grid fits on the GPU at once (batch 1), extra thread groups stage.
+// - plane_stream_kernel (DepthwiseConv2dPlaneStream.cuh): the same 4x4 register tile for float
+//   planes of 32x32 or less (multiplier 1), where a pass has a chunk of planes for every SM: a
+//   block walks chunks of whole planes, each a contiguous run of src and dst moved as 16-byte
+//   vectors, the next chunk's src copied asynchronously (cp.async) while it computes the current.
 // - large_filter_kernel: the same register tile for other filters of 16 taps or more at
 //   stride 1 and dilation 1 (13x13 to 31x31), NCHW or channels_last: weights in shared
 //   memory, window rows walked 4 taps at a time. Bound by multiply-adds, not memory. On

@@ -15,6 +15,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dMmaGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dPlaneStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <variant>
 
 namespace at::native::dwconv {
@@ -63,6 +65,7 @@ enum class PassKernel {
   kStride2GradInputChannelsLast,
   kPixel,
   kChannelsLastMma,
+  kPlaneStream,
 };
 
 enum class GradWeightKernel {
@@ -94,6 +97,7 @@ inline const char* kernel_name(PassKernel kernel) {
     case PassKernel::kStride2GradInputChannelsLast: return "stride2_grad_input_channels_last_kernel";
     case PassKernel::kPixel: return "pixel_kernel";
     case PassKernel::kChannelsLastMma: return "channels_last_mma_kernel";
+    case PassKernel::kPlaneStream: return "plane_stream_kernel";
   }
   return "?";
 }
@@ -131,7 +135,8 @@ struct PassChoice {
   PassKernel kernel;
   PassGeometry geometry;
   std::variant<DirectLaunch, TiledLaunch, RegisterTiledLaunch, ChannelsLastLaunch, ChannelsLastStreamLaunch, RowLaunch,
-               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch, PixelLaunch, ChannelsLastMmaLaunch>
+               ColumnLaunch, Stride2NchwLaunch, Stride2ChannelsLastLaunch, PixelLaunch, ChannelsLastMmaLaunch,
+               PlaneStreamLaunch>
       plan;
 };
 
@@ -186,6 +191,12 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
   if (t.nchw) {
     if (index32 && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
       return PassChoice{PassKernel::kRow, g, plan_row(g, t.element_size, gpu)};
+    }
+    // Small float planes, a pass that fills the GPU: chunks of whole planes streamed.
+    if constexpr (std::is_same_v<scalar_t, float>) {
+      if (index32 && aligned && paths.on(KernelPath::PlaneStream)) {
+        if (auto plan = plan_plane_stream<scalar_t>(g, gpu)) return PassChoice{PassKernel::kPlaneStream, g, *plan};
+      }
     }
     if (index32 && paths.register_tiles(KernelPath::RegisterTiled, g)) {
       if (auto plan = plan_register_tiled<acc_t>(g, gpu)) {

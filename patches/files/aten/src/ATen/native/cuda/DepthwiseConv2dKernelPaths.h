@@ -41,6 +41,7 @@ enum class KernelPath : int {
   ChannelsLastMmaGradWeight,       // the weight gradient, channels_last bf16/fp16 5x5/7x7, warp matrix products
   ChannelsLastMmaThreeBlocks,      // the channels_last_mma 3x3 one-tile instances bounded for three blocks an SM
   ChannelsLastRegisterTiledThreeBlocks,  // channels_last_register_tiled's bf16/fp16 3x3/5x5 ones, the same
+  PlaneStream,                     // forward and backward-input, NCHW float, small planes, chunks of planes streamed
   kCount
 };
 
@@ -50,7 +51,7 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "tile_vector_loads", "channels_last_register_tiled", "channels_last_ring_grad_weight", "channels_last_stream",
     "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
-    "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks"};
+    "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream"};
 
 using KernelPathMask = std::uint32_t;
 

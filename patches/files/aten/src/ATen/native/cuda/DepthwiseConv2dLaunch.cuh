@@ -14,6 +14,7 @@
 #include <ATen/native/cuda/DepthwiseConv2dLargeFilter.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dMmaGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dPixel.cuh>
+#include <ATen/native/cuda/DepthwiseConv2dPlaneStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dRingGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dWalkGradWeight.cuh>
@@ -183,6 +184,15 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
                                                                               plan.mma.three_blocks);
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.mma);
+      }
+      break;
+    }
+    case PassKernel::kPlaneStream: {
+      if constexpr (std::is_same_v<scalar_t, float>) {  // the choice gives it float only
+        const auto& plan = std::get<PlaneStreamLaunch>(choice.plan);
+        const auto kernel = plane_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h);
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
+                      plan.stream);
       }
       break;
     }

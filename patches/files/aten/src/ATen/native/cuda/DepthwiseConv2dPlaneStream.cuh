@@ -1,0 +1,230 @@
+#pragma once
+// The plane-streamed NCHW kernel for small planes (32x32 floats or fewer: MobileNetV2's, EfficientNet's
+// and ConvNeXt's 28x28, 14x14 and 7x7 layers): float, the register-tiled filters (square 3x3, 5x5, 7x7
+// at stride 1; 3x3 and 5x5 at stride 2; dilation 1), multiplier 1, the forward and the stride-1
+// backward-input. Device code and plain host arithmetic, as in DepthwiseConv2dCommon.cuh, so that
+// tests/emulator can run it on a CPU.
+//
+// register_tiled_nchw_kernel takes these planes a block of them at a time: it stages its planes,
+// waits at a barrier, computes, stores and exits, so that its loads and its arithmetic take turns and
+// only the other blocks on the SM overlap them. On the H200 (2026-11-27) its fp32 forwards and
+// backward-inputs of 14x14 and 7x7 planes ran at 17-30 % of the DRAM floor, and 28x28 at 24-33 %.
+//
+// In NCHW the planes of consecutive (n, c) pairs are consecutive in memory, and a pass maps plane p of
+// src to plane p of dst (multiplier 1). So a chunk of `planes` planes is one contiguous run of each
+// tensor, and moves as whole 16-byte vectors: the plan makes every chunk a whole number of them. A
+// block walks chunks blockIdx.x, blockIdx.x + gridDim.x, ... : the next chunk's src is in flight as
+// asynchronous copies (copy_async_or_zero, cp.async: no registers) into one of two buffers while the
+// block computes the current chunk from the other into an output buffer, and then stores that buffer
+// as 16-byte vectors. A thread computes one kBlockRows x kBlockCols register tile of one plane of
+// every chunk (the plan gives a chunk as many planes as a block has tiles for, up to kThreads),
+// reading the flat plane from shared memory with the padding as zeros.
+
+#include <ATen/native/cuda/DepthwiseConv2dRegisterTiled.cuh>
+
+#include <cstdint>
+#include <numeric>
+#include <optional>
+#include <type_traits>
+
+namespace at::native::dwconv {
+
+// Blocks of kThreads an SM an instance's __launch_bounds__ ask for, and its planner counts on: three
+// (80 registers) for 3x3 and 5x5 at stride 1; two (128) for 7x7 and stride 2, which nvcc 13.0 made spill
+// at 80 (12-24 bytes).
+constexpr int plane_stream_min_blocks(int kernel, int stride) {
+  return kernel <= 5 && stride == 1 ? 3 : 2;
+}
+// The largest src plane the kernel takes: 32x32 floats. Larger planes are the register tiles', whose
+// blocks hold a few rows of a plane.
+constexpr int64_t kPlaneStreamMaxPlaneBytes = 4096;
+// A chunk's src bytes at most: two chunks of src and one of dst in shared memory stay within the
+// 48 KB a block may take without opting in.
+constexpr int64_t kPlaneStreamChunkBytes = 16 * 1024;
+
+struct PlaneStream {
+  int planes;      // planes a chunk (the last chunk's may be fewer)
+  int tiles_w;     // register tiles across a dst plane
+  int tiles;       // register tiles of a dst plane: thread t of a block computes tile t % tiles of plane t / tiles
+  int64_t chunks;  // chunks of the pass
+};
+
+struct PlaneStreamLaunch {
+  dim3 grid, block;  // grid: (blocks); block: (a thread a tile of the chunk's planes, whole warps)
+  PlaneStream stream;
+  size_t shared_bytes;
+};
+
+// The passes the kernel is compiled for: float, the register-tiled filters, multiplier 1, and a src
+// plane of kPlaneStreamMaxPlaneBytes or less.
+inline bool has_plane_stream(const PassGeometry& g, int element_size) {
+  return element_size == 4 && has_register_tiled_filter(g) && g.multiplier == 1 &&
+         g.src_channels == g.dst_channels && g.src_h * g.src_w * element_size <= kPlaneStreamMaxPlaneBytes;
+}
+
+template <typename scalar_t, bool kBackward, int kKernel, int kStride>
+__global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kStride)) plane_stream_kernel(
+    const scalar_t* __restrict__ src,
+    const scalar_t* __restrict__ weight,
+    const scalar_t* __restrict__ bias,
+    scalar_t* __restrict__ dst,
+    const PassGeometry g,
+    const PlaneStream s) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int K = kKernel;
+  constexpr int kTaps = K * K;
+  constexpr int kWindowRows = (kBlockRows - 1) * kStride + K;
+  constexpr int kWindowCols = (kBlockCols - 1) * kStride + K;
+  static_assert(kWindowCols <= 32, "the window's columns are a 32-bit mask");
+  static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
+  DWCONV_SHARED_BYTES(shared_bytes);
+
+  const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
+  const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
+  const int channels = static_cast<int>(g.dst_channels);
+  const int src_plane = src_h * src_w, dst_plane = dst_h * dst_w;
+  const int total_planes = static_cast<int>(g.batch) * channels;
+  const int chunk_src = s.planes * src_plane;  // values of a full chunk: a whole number of vectors
+  scalar_t* const in_buffers = reinterpret_cast<scalar_t*>(shared_bytes);  // [2][chunk_src]
+  scalar_t* const out_buffer = in_buffers + 2 * chunk_src;                  // [planes * dst_plane]
+
+  // The thread's tile: the same plane slot and place in every chunk.
+  const int slot = static_cast<int>(threadIdx.x) / s.tiles;
+  const int tile = static_cast<int>(threadIdx.x) - slot * s.tiles;
+  const int y0 = tile / s.tiles_w * kBlockRows, x0 = tile % s.tiles_w * kBlockCols;
+  const int window_y0 = y0 * kStride - g.pad_h, window_x0 = x0 * kStride - g.pad_w;
+  uint32_t columns_inside = 0;  // bit q: the window's column q lies in the plane
+#pragma unroll
+  for (int q = 0; q < kWindowCols; ++q) columns_inside |= uint32_t(within(window_x0 + q, src_w)) << q;
+
+  // Chunk `chunk`'s src into buffer `buffer`, as one group of copies (an empty one past the last chunk).
+  const auto copy_chunk = [&](int64_t chunk, int buffer) {
+    if (chunk < s.chunks) {
+      const int first = static_cast<int>(chunk) * s.planes;
+      const int vectors = smaller(s.planes, total_planes - first) * src_plane / V;
+      const scalar_t* const from = src + static_cast<int64_t>(first) * src_plane;
+      auto* const to = reinterpret_cast<Vector16<scalar_t>*>(in_buffers + buffer * chunk_src);
+      for (int v = threadIdx.x; v < vectors; v += blockDim.x) copy_async_or_zero(to + v, from + v * V, true);
+    }
+    commit_async_copies();
+  };
+
+  int buffer = 0;
+  copy_chunk(blockIdx.x, buffer);
+  for (int64_t chunk = blockIdx.x; chunk < s.chunks; chunk += gridDim.x, buffer ^= 1) {
+    copy_chunk(chunk + gridDim.x, buffer ^ 1);  // its buffer's last reader was the chunk before's, done
+    const int first = static_cast<int>(chunk) * s.planes;
+    const int planes = smaller(s.planes, total_planes - first);
+    const bool computes = slot < planes;
+
+    // The tile's filter and bias before the wait, so that their loads overlap it.
+    acc_t w[kTaps];
+    acc_t start = acc_t(0);
+    if (computes) {
+      const int c = (first + slot) % channels;
+#pragma unroll
+      for (int i = 0; i < kTaps; ++i) {
+        // Backward-input correlates with the kernel flipped in both directions.
+        w[i] = static_cast<acc_t>(weight[c * kTaps + (kBackward ? kTaps - 1 - i : i)]);
+      }
+      if (!kBackward && bias != nullptr) start = static_cast<acc_t>(bias[c]);
+    }
+    wait_async_copies<1>();
+    __syncthreads();  // every thread's copies of the chunk have landed; the chunk before's stores are done
+
+    if (computes) {
+      acc_t acc[kBlockRows][kBlockCols];
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
+      }
+      const scalar_t* const plane = in_buffers + buffer * chunk_src + slot * src_plane;
+#pragma unroll
+      for (int r = 0; r < kWindowRows; ++r) {
+        const int y = window_y0 + r;
+        const bool row_inside = within(y, src_h);
+        const int row = y * src_w + window_x0;  // read only where the row and the column lie in the plane
+        acc_t x[kWindowCols];
+#pragma unroll
+        for (int q = 0; q < kWindowCols; ++q) {
+          x[q] = row_inside && (columns_inside >> q & 1u) ? static_cast<acc_t>(plane[row + q]) : acc_t(0);
+        }
+#pragma unroll
+        for (int i = 0; i < kBlockRows; ++i) {
+          const int kh = r - i * kStride;  // known at compile time: the loops are unrolled
+          if (kh < 0 || kh >= K) continue;
+#pragma unroll
+          for (int kw = 0; kw < K; ++kw) {
+#pragma unroll
+            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[kh * K + kw];
+          }
+        }
+      }
+      scalar_t* const out = out_buffer + slot * dst_plane;
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) {
+          if (y0 + i < dst_h && x0 + j < dst_w) out[(y0 + i) * dst_w + x0 + j] = static_cast<scalar_t>(acc[i][j]);
+        }
+      }
+    }
+    __syncthreads();  // the chunk's outputs are all in out_buffer, and no thread reads its src buffer any more
+
+    const int vectors = planes * dst_plane / V;
+    scalar_t* const to = dst + static_cast<int64_t>(first) * dst_plane;
+    const auto* const from = reinterpret_cast<const Vector16<scalar_t>*>(out_buffer);
+    for (int v = threadIdx.x; v < vectors; v += blockDim.x) store_vector(to + v * V, from[v]);
+  }
+  wait_async_copies<0>();  // the last group, past the last chunk, is empty: nothing is left in flight
+}
+
+// The instance for a filter size and stride (has_plane_stream's), or null.
+template <typename scalar_t, bool kBackward>
+using PlaneStreamKernel = void (*)(const scalar_t*, const scalar_t*, const scalar_t*, scalar_t*, PassGeometry,
+                                   PlaneStream);
+
+template <typename scalar_t, bool kBackward>
+PlaneStreamKernel<scalar_t, kBackward> plane_stream_kernel_for(int kernel, int stride) {
+  return register_tiled_instance<!kBackward>(kernel, stride, [](auto k, auto s) {
+    return &plane_stream_kernel<scalar_t, kBackward, decltype(k)::value, decltype(s)::value>;
+  });
+}
+
+// The plan: as many planes a chunk as a block of kThreads has tiles for, no more than
+// kPlaneStreamChunkBytes of src, and a whole number of 16-byte vectors of src and of dst; a block
+// for each chunk, up to what the GPU holds at once. Null where the kernel does not take the pass,
+// where the tensors are not a whole number of vectors, and where the pass has fewer chunks than the GPU
+// has SMs (small grids: the pixel kernel's or the register tiles').
+template <typename scalar_t>
+std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const GpuLimits& gpu) {
+  constexpr int64_t kBytes = sizeof(scalar_t);
+  if (!has_plane_stream(g, kBytes)) return std::nullopt;
+  const int64_t src_plane_bytes = g.src_h * g.src_w * kBytes, dst_plane_bytes = g.dst_h * g.dst_w * kBytes;
+  const int64_t total_planes = g.batch * g.dst_channels;
+  if (total_planes * src_plane_bytes % 16 != 0 || total_planes * dst_plane_bytes % 16 != 0) return std::nullopt;
+  const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
+  const int tiles = tiles_w * static_cast<int>((g.dst_h + kBlockRows - 1) / kBlockRows);
+  // The fewest planes whose src and dst are whole vectors.
+  const int64_t quantum = std::lcm(16 / std::gcd(src_plane_bytes, int64_t(16)), 16 / std::gcd(dst_plane_bytes, int64_t(16)));
+  const int64_t fitting = smaller<int64_t>(kThreads / tiles, kPlaneStreamChunkBytes / src_plane_bytes);
+  const int64_t planes = smaller(fitting / quantum * quantum, total_planes);
+  if (planes < 1 || (planes < quantum && planes < total_planes)) return std::nullopt;
+  const int64_t chunks = (total_planes + planes - 1) / planes;
+  if (chunks < gpu.sm_count) return std::nullopt;
+  const int threads = static_cast<int>((planes * tiles + 31) / 32 * 32);
+  const size_t shared_bytes = static_cast<size_t>(planes * (2 * src_plane_bytes + dst_plane_bytes));
+  const int64_t per_sm =
+      resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h)));
+  const int64_t blocks = smaller(chunks, per_sm * gpu.sm_count);
+  PlaneStreamLaunch launch;
+  launch.grid = dim3(static_cast<unsigned>(blocks));
+  launch.block = dim3(static_cast<unsigned>(threads));
+  launch.stream = PlaneStream{static_cast<int>(planes), tiles_w, tiles, chunks};
+  launch.shared_bytes = shared_bytes;
+  return launch;
+}
+
+}  // namespace at::native::dwconv
