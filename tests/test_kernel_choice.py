@@ -199,7 +199,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 24 and names <= defined, names - defined
+    assert len(names) == 25 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -229,8 +229,8 @@ def test_a_weight_of_2_31_elements_takes_a_kernel_with_64_bit_indices(kernel_cho
 
 def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
     """The checks above would pass vacuously if the driver ignored its input: the same shape takes
-    the pixel kernel, the register-tiled kernel, the general tiled one or the direct one as its
-    layout, alignment, filter, switches and GPU say."""
+    the pixel kernel, the plane stream, the register-tiled kernel, the general tiled one or the
+    direct one as its layout, alignment, filter, switches and GPU say."""
     call = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl")
     moved = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1, layout="cl", input_offset=1)
     nchw = kernel_cases.Call("probe", 2, 64, (20, 33), 3, padding=1)
@@ -238,11 +238,13 @@ def test_the_choice_of_a_call_depends_on_what_the_call_says(kernel_choice):
              query_line("float", "forward", call, H100, ["pixel"]),
              query_line("float", "forward", call, H100, ["pixel", "channels_last_register_tiled"]),
              query_line("float", "forward", nchw, H100), query_line("float", "forward", nchw, Gpu(1)),
+             query_line("float", "forward", nchw, Gpu(1), ["plane_stream"]),
+             query_line("bfloat16", "forward", nchw, Gpu(1)),
              query_line("float", "grad-weight", call, H100), query_line("float", "grad-weight", moved, H100)]
     assert choose(kernel_choice, lines) == [
         kernel_cases.PIXEL, kernel_cases.DIRECT, kernel_cases.CHANNELS_LAST_REGISTER_TILED,
-        kernel_cases.CHANNELS_LAST_TILED, kernel_cases.PIXEL, kernel_cases.REGISTER_TILED,
-        kernel_cases.WALK_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
+        kernel_cases.CHANNELS_LAST_TILED, kernel_cases.PIXEL, kernel_cases.PLANE_STREAM, kernel_cases.REGISTER_TILED,
+        kernel_cases.REGISTER_TILED, kernel_cases.WALK_GRAD_WEIGHT, kernel_cases.CHANNELS_LAST_GRAD_WEIGHT]
 
 
 def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
@@ -351,7 +353,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     tiles (the stride-2 kernels for backward-input at stride 2, the walk kernel (3x3), the tensor-core
     one (bf16 and fp16 5x5 and 7x7 at stride 1) or the window kernel for the channels_last weight
     gradient, the streamed kernel or the register-tiled one for the other channels_last
-    passes, and the tensor-core one for those of bf16 and fp16) for the rest, or at
+    passes, and the tensor-core one for those of bf16 and fp16, the plane stream for the other fp32
+    NCHW passes of planes of 32x32 or less) for the rest, or at
     batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
@@ -369,6 +372,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
+    if not cl and ELEMENT_BYTES[problem.dtype] == 4 and layer.length <= 32 and problem.batch > 1:
+        tiles = (k.PLANE_STREAM,)
     if cl and tensor_core_layer(problem):
         tiles = (k.CHANNELS_LAST_MMA, *tiles)
     pixel = problem.batch == 1 and (layer.kernel <= 5 or cl)

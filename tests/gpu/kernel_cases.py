@@ -34,10 +34,14 @@ COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
 STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
 STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 PIXEL = "pixel_kernel"
+PLANE_STREAM = "plane_stream_kernel"
 
 # The tables of the tiled kernels switch the pixel path off: their calls are small, so most are grids
 # the GPU holds at once, which the pixel kernel takes (pixel_cases).
 PIXEL_OFF = ("pixel",)
+# The register-tiled table switches the plane stream off too: it takes that table's float calls of
+# small planes that fill the GPU (plane_stream_cases).
+TILES_OFF = PIXEL_OFF + ("plane_stream",)
 
 
 def pair(value):
@@ -90,7 +94,8 @@ def register_tiled_cases(element_size):
     weight gradient; backward-input goes to the stride-2 kernel), dilation 1, over planes that give
     one plane a block, several tiles a plane, and many planes a block with the last one part-filled;
     most grids here are small enough for thread groups that only stage (register_tile_groups), and
-    for the pixel kernel, which is off here (PIXEL_OFF)."""
+    for the pixel kernel, which is off here, as is the plane stream, which takes the float calls of
+    small planes that fill the GPU (TILES_OFF)."""
     every, strided, none = set(PASSES), {"forward", "grad-weight"}, set()
     rows = [  # (label, batch, channels, size, kernel, stride, padding, dilation, multiplier, passes register-tiled)
         ("4 tiles a plane", 2, 3, (112, 112), 3, 1, 1, 1, 1, every),
@@ -114,7 +119,7 @@ def register_tiled_cases(element_size):
         Expectation(Call(label, n, c, size, kernel, stride, padding, dilation, m),
                     {"forward": {REGISTER_TILED: "forward" in passes},
                      "backward-input": {REGISTER_TILED: "backward-input" in passes},
-                     "grad-weight": {REGISTER_TILED_GRAD_WEIGHT: "grad-weight" in passes}}, PIXEL_OFF)
+                     "grad-weight": {REGISTER_TILED_GRAD_WEIGHT: "grad-weight" in passes}}, TILES_OFF)
         for label, n, c, size, kernel, stride, padding, dilation, m, passes in rows
     ]
 
@@ -360,6 +365,36 @@ def pixel_cases(element_size):
     ]
 
 
+def plane_stream_cases(element_size):
+    """The plane-streamed NCHW kernel: float, square 3x3, 5x5 and 7x7 at stride 1 and 3x3 and 5x5 at
+    stride 2, dilation 1, multiplier 1, src planes of 32x32 or less, where the pass has a chunk of planes
+    for each of the GPU's SMs (132 at most here) and its tensors are 16-byte aligned; backward-input at
+    stride 1, as the flipped correlation. MobileNetV2's, EfficientNet-B0's and ConvNeXt-T's small
+    planes, at batches that give every GPU the plans know enough chunks; in the other dtypes, and
+    elsewhere, the register tiles or the general kernels."""
+    rows = [  # (label, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it in float)
+        ("MobileNetV2 576@14, batch 4: 16 planes a chunk", 4, 576, 14, 3, 1, 1, 1, True, True),
+        ("MobileNetV2 960@7, batch 16: 64 planes a chunk", 16, 960, 7, 3, 1, 1, 1, True, True),
+        ("EfficientNet-B0 672@14 k5, batch 4", 4, 672, 14, 5, 1, 2, 1, True, True),
+        ("EfficientNet-B0 240@28 k3 s2, batch 8: 5 planes a chunk", 8, 240, 28, 3, 2, 1, 1, True, True),
+        ("EfficientNet-B0 672@14 k5 s2, batch 4: 20 planes a chunk", 4, 672, 14, 5, 2, 2, 1, True, True),
+        ("ConvNeXt-T 192@28 k7, batch 4", 4, 192, 28, 7, 1, 3, 1, True, True),
+        ("ConvNeXt-T 768@7 k7, batch 16", 16, 768, 7, 7, 1, 3, 1, True, True),
+        ("planes of 9x11 in fours, uneven padding", 384, 15, (9, 11), 3, 1, (0, 1), 1, True, True),
+        ("a plane over 4 KB: the register tiles", 8, 96, 56, 3, 1, 1, 1, True, False),
+        ("fewer chunks than SMs: the register tiles", 2, 96, 14, 3, 1, 1, 1, True, False),
+        ("multiplier 2", 4, 288, 14, 3, 1, 1, 2, True, False),
+        ("data off a 16-byte boundary", 4, 576, 14, 3, 1, 1, 1, False, False),
+        ("7x7 at stride 2 is not compiled", 8, 240, 28, 7, 2, 3, 1, True, False),
+    ]
+    return [
+        Expectation(Call(label, n, c, size, kernel, stride, padding, 1, m, "nchw", 1 - aligned, 1 - aligned),
+                    {"forward": {PLANE_STREAM: takes and element_size == 4},
+                     "backward-input": {PLANE_STREAM: takes and element_size == 4 and stride == 1}}, PIXEL_OFF)
+        for label, n, c, size, kernel, stride, padding, m, aligned, takes in rows
+    ]
+
+
 # A call the tensor-core channels_last kernel takes in bf16 and fp16, forward and backward-input, on
 # every GPU the plans know (its blocks fill the GPU), for the test that an inf or NaN among a
 # vector's channels stays in its own channel.
@@ -389,6 +424,7 @@ KERNEL_CHOICE_TABLES = {
     "test_column_kernel": column_cases,
     "test_stride2_grad_input_kernels": stride2_grad_input_cases,
     "test_pixel_kernel": pixel_cases,
+    "test_plane_stream_kernel": plane_stream_cases,
 }
 
 # One call each specialised path takes (dwconv_overlay.kernel_paths()): (path, layout, batch,
@@ -432,6 +468,8 @@ KERNEL_PATH_ROWS = [
     ("channels_last_mma_three_blocks", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1), {}),
     ("channels_last_register_tiled_three_blocks", "cl", 8, 8, (40, 33), (3, 3), 1, (1, 1), {}),
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
+    ("plane_stream", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1),
+     {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM}),
 ]
 
 
@@ -440,6 +478,8 @@ PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_
                         "channels_last_walk_grad_weight"}
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks",
                            "channels_last_register_tiled_three_blocks"}
+# Paths compiled for float only.
+PATHS_OF_FLOAT = {"plane_stream"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 
@@ -454,6 +494,8 @@ def kernel_path_cases(element_size):
         if (element_size > 4 and path in PATHS_WITHOUT_DOUBLE) or (element_size != 2 and path in PATHS_OF_THE_HALF_TYPES):
             takes = {}
         if element_size == 2 and path in PATHS_BEHIND_THE_TENSOR_CORES:
+            takes = {}
+        if element_size != 4 and path in PATHS_OF_FLOAT:
             takes = {}
         cases.append((path, call, takes))
     return cases

@@ -258,6 +258,11 @@ class TestDepthwise2d(TestCase):
         self.check_kernel_choices(kernel_cases.pixel_cases, device, dtype)
 
     @onlyCUDA
+    @dtypes(torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    def test_plane_stream_kernel(self, device, dtype):
+        self.check_kernel_choices(kernel_cases.plane_stream_cases, device, dtype)
+
+    @onlyCUDA
     def test_empty_batch(self, device):
         x = torch.randn(0, 8, 10, 10, device=device)
         w = torch.randn(16, 1, 3, 3, device=device, requires_grad=True)
