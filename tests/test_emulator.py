@@ -739,6 +739,26 @@ MUTATIONS = [
     (("for (int kw = 0; kw + 1 < kKernel; kw += 2) {\n            std::uint32_t words[4];",
       "for (int kw = 0; kw + 1 < kKernel && kw < 4; kw += 2) {\n            std::uint32_t words[4];"),
      "54:55"),  # 7x7's third pair of shifts not loaded
+    # The plane-streamed NCHW kernel (float planes of 32x32 or less, cases 94-98):
+    (("weight[c * kTaps + (kBackward ? kTaps - 1 - i : i)]", "weight[c * kTaps + i]"), "94:95"),  # backward unflipped
+    (("const int c = (first + slot) % channels;", "const int c = slot % channels;"), "94:95"),  # every chunk channel 0..
+    (("if (!kBackward && bias != nullptr) start", "if (false) start"), "94:95"),  # no bias
+    (("x[q] = row_inside && (columns_inside >> q & 1u) ?", "x[q] = row_inside ?"), "94:95"),  # a column's padding read
+    (("const bool row_inside = within(y, src_h);", "const bool row_inside = y >= 0;"), "94:95"),  # rows past the plane read
+    (("window_y0 = y0 * kStride - g.pad_h", "window_y0 = y0 - g.pad_h"), "96:97"),  # stride 2's rows
+    (("copy_chunk(chunk + gridDim.x, buffer ^ 1);", "copy_chunk(chunk + gridDim.x, buffer);"),
+     "94:95"),  # the next chunk copied over the one being read
+    (("wait_async_copies<1>();", "wait_async_copies<2>();"), "94:95"),  # the chunk read before it has landed
+    (("const int planes = smaller(s.planes, total_planes - first);", "const int planes = s.planes;"),
+     "94:95"),  # the last chunk's missing planes computed and stored past the tensor
+    (("scalar_t* const to = dst + static_cast<int64_t>(first) * dst_plane;",
+      "scalar_t* const to = dst + static_cast<int64_t>(first) * src_plane;"), "96:97"),  # stride 2's chunks at src's places
+    (("smaller(fitting / quantum * quantum, total_planes)", "smaller(fitting, total_planes)"),
+     "96:97"),  # chunks that are not whole vectors
+    (("__syncthreads();  // every thread's copies of the chunk have landed", "// barrier removed"),
+     "94:95"),  # a chunk read as other threads' copies land
+    (("__syncthreads();  // the chunk's outputs are all in out_buffer", "// barrier removed"),
+     "94:95"),  # outputs stored before other threads have written them
 ]
 
 
@@ -750,7 +770,7 @@ HALF_TYPES_ONLY = {"ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh", "ATen/
 # takes half the time of the whole; the shared headers (Common, KernelChoice, Launch) reach every kernel.
 HEADER_BUILDS = {f"ATen/native/cuda/DepthwiseConv2d{name}.cuh": name for name in (
     "General", "Conv1d", "RegisterTiled", "LargeFilter", "ChannelsLastStream", "ChannelsLastMma", "Pixel", "Stride2",
-    "RingGradWeight", "WindowGradWeight", "WalkGradWeight", "MmaGradWeight")}
+    "RingGradWeight", "WindowGradWeight", "WalkGradWeight", "MmaGradWeight", "PlaneStream")}
 
 
 def builds_for(header: str) -> list[tuple[bool, str | None]]:

@@ -1391,7 +1391,7 @@ std::vector<Case> sweep() {
   cases.push_back({3, 2, 1, 1, 1500, 1, 4, 1, 1, 0, 3, 1, 1, true});   // 93: float's 2 slices of 284 chunks, rows of 189
   // The plane-streamed NCHW kernel (float planes of 32x32 or less; 0, 20, 87, 88, 91 and 92 too), its
   // blocks walking several chunks on a one-SM GPU:
-  cases.push_back({3, 20, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, true});   // 94: 16 planes a chunk, the last of 12
+  cases.push_back({5, 20, 1, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1, true});   // 94: 16 planes a chunk, the last of 4 in a used buffer
   cases.push_back({8, 24, 1, 7, 7, 7, 7, 1, 1, 3, 3, 1, 1, false});    // 95: 7x7 planes, 64 a chunk, the last of 64
   cases.push_back({2, 12, 1, 14, 15, 5, 5, 2, 2, 2, 2, 1, 1, true});   // 96: stride 2, planes of 840 bytes in pairs
   cases.push_back({1, 40, 1, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, false});  // 97: 28x28, 5 planes a chunk, 8 chunks
