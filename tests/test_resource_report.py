@@ -179,6 +179,21 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
             assert loads == 2 * kernel_size ** 2 and stores == 1, row
         else:
             assert loads == stores == 0, row
+    # The plane stream (float): no spill at its bounds (three blocks an SM, 80 registers, at 3x3 and 5x5
+    # stride 1; two, 128, at 7x7 and stride 2, which spilled at 80), no division in its loop, and each
+    # chunk's outputs stored as 16-byte vectors; its hot loop is a chunk's: a thread's K^2 x 16
+    # multiply-adds, up to four instructions a value of its window (the padding's test, the zero, the
+    # shared load) and 200 for the rest (the copies, the filter's loads, the stores).
+    plane_stream = [r for r in rows if r["kernel"].startswith("plane_stream_kernel<")]
+    assert len(plane_stream) == 2 * (5 + 3)  # archs x (forward: 3 sizes at stride 1, 2 at stride 2; backward-input)
+    for row in plane_stream:
+        kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-2:])
+        bound = 80 if kernel_size <= 5 and stride == 1 else 128
+        _, stores = map(int, row["wide_global"].split("/"))
+        assert row["registers"] <= bound and row["spills"] == "0/0" and row["stack"] == 0, row
+        assert row["loop_divisions"] == 0 and stores == 1, row
+        window = ((4 - 1) * stride + kernel_size) ** 2
+        assert 16 * kernel_size ** 2 < row["hot_instructions"] < 16 * kernel_size ** 2 + 4 * window + 200, row
     # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
     # registers (a task's sums and the filter's 9 weight words stay in registers), but at 7x7 (49 weight
     # words) one word, stored once and reloaded once a step, outside the tasks' loop (v44: bounded by one
