@@ -520,8 +520,11 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (5, 2, 1, 32, 32, (7, 7), (1, 1), (3, 3), (1, 1)),     # register-tiled weight gradient: 4 batch entries a block,
                                                            # the last group part-filled, sums reduced in two chunks
     (3, 37, 1, 14, 14, (7, 7), (1, 1), (3, 3), (1, 1)),    # NCHW register-tiled: a plane a block, 16 groups that stage
-    (8, 272, 1, 14, 14, (3, 3), (1, 1), (1, 1), (1, 1)),   # NCHW register-tiled, 16 planes a block of 256 threads
-                                                           # (no groups), outputs stored through shared memory
+    (8, 272, 1, 14, 14, (3, 3), (1, 1), (1, 1), (1, 1)),   # NCHW 14x14, 136 chunks of 16 planes: the plane stream
+                                                           # (float); the register tiles' 16 planes a block of 256
+                                                           # threads, outputs stored through shared memory (bf16)
+    (4, 672, 1, 14, 14, (5, 5), (2, 2), (2, 2), (1, 1)),   # the plane stream at stride 2 (float): 135 chunks of 20
+    (16, 768, 1, 7, 7, (7, 7), (1, 1), (3, 3), (1, 1)),    # the plane stream at 7x7 (float): 192 chunks of 64
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # multiplier 2, stride 2: NCHW register-tiled forward and
                                                            # weight gradient, stride-2 backward-input; channels_last
