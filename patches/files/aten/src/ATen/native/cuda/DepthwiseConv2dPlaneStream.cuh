@@ -153,12 +153,12 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
         }
 #pragma unroll
         for (int i = 0; i < kBlockRows; ++i) {
-          const int kh = r - i * kStride;  // known at compile time: the loops are unrolled
-          if (kh < 0 || kh >= K) continue;
+          const int filter_row = r - i * kStride;  // known at compile time: the loops are unrolled
+          if (filter_row < 0 || filter_row >= K) continue;
 #pragma unroll
           for (int kw = 0; kw < K; ++kw) {
 #pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[kh * K + kw];
+            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[j * kStride + kw] * w[filter_row * K + kw];
           }
         }
       }
