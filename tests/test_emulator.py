@@ -749,7 +749,9 @@ MUTATIONS = [
     (("window_y0 = y0 * kStride - g.pad_h", "window_y0 = y0 - g.pad_h"), "96:97"),  # stride 2's rows
     (("copy_chunk(chunk + gridDim.x, buffer ^ 1);", "copy_chunk(chunk + gridDim.x, buffer);"),
      "94:95"),  # the next chunk copied over the one being read
-    (("wait_async_copies<1>();", "wait_async_copies<2>();"), "94:95"),  # the chunk read before it has landed
+    (("wait_async_copies<1>();\n    __syncthreads();  // every thread's copies of the chunk have landed",
+      "wait_async_copies<2>();\n    __syncthreads();  // every thread's copies of the chunk have landed"),
+     "94:95"),  # the chunk read before it has landed
     (("const int planes = smaller(s.planes, total_planes - first);", "const int planes = s.planes;"),
      "94:95"),  # the last chunk's missing planes computed and stored past the tensor
     (("scalar_t* const to = dst + static_cast<int64_t>(first) * dst_plane;",
