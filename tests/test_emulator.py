@@ -125,12 +125,12 @@ KERNELS_CHECKED = [
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "register-tiled NHWC", "streamed NHWC", "tensor-core NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "pixel NCHW",
-                   "pixel NHWC", "direct NCHW", "direct NHWC")
+                   "pixel NHWC", "plane-streamed NCHW", "direct NCHW", "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NCHW pair stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
     "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward tensor-core NHWC stride 2",
     "forward pixel NCHW stride 2",
-    "forward pixel NHWC stride 2"] + [
+    "forward pixel NHWC stride 2", "forward plane-streamed NCHW stride 2"] + [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
