@@ -210,8 +210,9 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   // The fewest planes whose src and dst are whole vectors.
   const int64_t quantum = std::lcm(16 / std::gcd(src_plane_bytes, int64_t(16)), 16 / std::gcd(dst_plane_bytes, int64_t(16)));
   const int64_t fitting = smaller<int64_t>(kThreads / tiles, kPlaneStreamChunkBytes / src_plane_bytes);
+  // (A chunk of all the planes, fewer than the quantum, is whole vectors too: the tensors are.)
   const int64_t planes = smaller(fitting / quantum * quantum, total_planes);
-  if (planes < 1 || (planes < quantum && planes < total_planes)) return std::nullopt;
+  if (planes < 1) return std::nullopt;
   const int64_t chunks = (total_planes + planes - 1) / planes;
   if (chunks < gpu.sm_count) return std::nullopt;
   const int threads = static_cast<int>((planes * tiles + 31) / 32 * 32);
