@@ -57,7 +57,7 @@ docker: $(VENV)/.ready  ## the runtime image around the wheel in dist/ (`docker 
 test: $(VENV)/.ready  ## the test suite, no GPU needed (includes the real L0 check and the Docker lint)
 	$(PY) -m pytest tests
 
-race-check: $(VENV)/.ready  ## the kernels' whole emulator sweep under ThreadSanitizer: accesses no barrier orders (about 40 minutes; `make test` runs a part)
+race-check: $(VENV)/.ready  ## the kernels' whole emulator sweep under ThreadSanitizer: accesses no barrier orders (about 45 minutes; `make test` runs a part)
 	DWCONV_RACE_CASES=: DWCONV_RUN_CPU_SECONDS=7200 $(PY) -m pytest tests/test_emulator.py -k "race"
 
 lint: $(VENV)/.ready  ## hadolint the Dockerfiles, shellcheck the shell scripts

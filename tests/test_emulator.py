@@ -860,7 +860,7 @@ def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # weight gradients, channel multipliers (the backward-inputs' loops over a group's members), a
 # thread group's blocks going on to a next item and the plane stream's blocks walking chunks (about
 # 4 minutes of CPU, at nice 19 beside the other tests). `make race-check` runs the whole sweep
-# (DWCONV_RACE_CASES=:, about 18 minutes).
+# (DWCONV_RACE_CASES=:, about 45 minutes).
 RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75,88,90,94,96")
 RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
 
