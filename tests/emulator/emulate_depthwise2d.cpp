@@ -12,8 +12,6 @@
 
 #include <ATen/native/cuda/DepthwiseConv2dLaunch.cuh>
 
-#include <numeric>
-
 using namespace at::native::dwconv;
 
 namespace {
@@ -484,14 +482,13 @@ void check_plane_stream(const std::string& pass, const std::string& tag, const P
     std::vector<PlaneStreamLaunch> plans = {*one_sm};
     if (const auto wide = plan_plane_stream<T>(g, sm90_gpu(one_sm->stream.chunks))) plans.push_back(*wide);
     // The most planes under the plan's that keep chunks whole vectors of src and dst.
-    const int64_t quantum = std::lcm(16 / std::gcd(g.src_h * g.src_w * int64_t(sizeof(T)), int64_t(16)),
-                                     16 / std::gcd(g.dst_h * g.dst_w * int64_t(sizeof(T)), int64_t(16)));
+    const int64_t quantum = plane_stream_quantum(g, sizeof(T));
     const int64_t fewer_planes = (one_sm->stream.planes - 1) / quantum * quantum;
     if (fewer_planes > 0) {
       PlaneStreamLaunch fewer = *one_sm;
       fewer.stream.planes = static_cast<int>(fewer_planes);
       fewer.stream.chunks = (g.batch * g.dst_channels + fewer_planes - 1) / fewer_planes;
-      fewer.shared_bytes = size_t(fewer_planes) * (2 * g.src_h * g.src_w + g.dst_h * g.dst_w) * sizeof(T);
+      fewer.shared_bytes = plane_stream_shared_bytes(g, fewer_planes, sizeof(T));
       plans.push_back(fewer);
     }
     for (const auto& plan : plans) {

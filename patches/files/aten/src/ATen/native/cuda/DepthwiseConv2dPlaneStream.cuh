@@ -193,6 +193,17 @@ PlaneStreamKernel<scalar_t, kBackward> plane_stream_kernel_for(int kernel, int s
   });
 }
 
+// The fewest planes whose src and whose dst are whole 16-byte vectors: a chunk's planes are a multiple.
+inline int64_t plane_stream_quantum(const PassGeometry& g, int64_t element_size) {
+  const auto vectors_of = [](int64_t plane_bytes) { return 16 / std::gcd(plane_bytes, int64_t(16)); };
+  return std::lcm(vectors_of(g.src_h * g.src_w * element_size), vectors_of(g.dst_h * g.dst_w * element_size));
+}
+
+// A block's shared memory for chunks of `planes` planes: two chunks of src and one of dst.
+inline size_t plane_stream_shared_bytes(const PassGeometry& g, int64_t planes, int64_t element_size) {
+  return static_cast<size_t>(planes * (2 * g.src_h * g.src_w + g.dst_h * g.dst_w) * element_size);
+}
+
 // The plan: as many planes a chunk as a block of kThreads has tiles for, no more than
 // kPlaneStreamChunkBytes of src, and a whole number of 16-byte vectors of src and of dst; a block
 // for each chunk, up to what the GPU holds at once. Null where the kernel does not take the pass,
@@ -207,8 +218,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   if (total_planes * src_plane_bytes % 16 != 0 || total_planes * dst_plane_bytes % 16 != 0) return std::nullopt;
   const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
   const int tiles = tiles_w * static_cast<int>((g.dst_h + kBlockRows - 1) / kBlockRows);
-  // The fewest planes whose src and dst are whole vectors.
-  const int64_t quantum = std::lcm(16 / std::gcd(src_plane_bytes, int64_t(16)), 16 / std::gcd(dst_plane_bytes, int64_t(16)));
+  const int64_t quantum = plane_stream_quantum(g, kBytes);
   const int64_t fitting = smaller<int64_t>(kThreads / tiles, kPlaneStreamChunkBytes / src_plane_bytes);
   // (A chunk of all the planes, fewer than the quantum, is whole vectors too: the tensors are.)
   const int64_t planes = smaller(fitting / quantum * quantum, total_planes);
@@ -216,9 +226,9 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   const int64_t chunks = (total_planes + planes - 1) / planes;
   if (chunks < gpu.sm_count) return std::nullopt;
   const int threads = static_cast<int>((planes * tiles + 31) / 32 * 32);
-  const size_t shared_bytes = static_cast<size_t>(planes * (2 * src_plane_bytes + dst_plane_bytes));
-  const int64_t per_sm =
-      resident_blocks_per_sm(gpu, threads, shared_bytes, registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h)));
+  const size_t shared_bytes = plane_stream_shared_bytes(g, planes, kBytes);
+  const int registers = registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h));
+  const int64_t per_sm = resident_blocks_per_sm(gpu, threads, shared_bytes, registers);
   const int64_t blocks = smaller(chunks, per_sm * gpu.sm_count);
   PlaneStreamLaunch launch;
   launch.grid = dim3(static_cast<unsigned>(blocks));
