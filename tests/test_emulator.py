@@ -125,12 +125,13 @@ KERNELS_CHECKED = [
     for kernel in ("tiled NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row stores", "tiled NHWC",
                    "register-tiled NHWC", "streamed NHWC", "tensor-core NHWC",
                    "large-filter NCHW", "large-filter NCHW row stores", "large-filter NHWC", "pixel NCHW",
-                   "pixel NHWC", "plane-streamed NCHW", "direct NCHW", "direct NHWC")
+                   "pixel NHWC", "plane-streamed NCHW", "plane-streamed NCHW vector rows", "direct NCHW", "direct NHWC")
 ] + [f"backward-input stride-2 {layout}" for layout in ("NCHW", "NCHW row stores", "NCHW pair stores", "NHWC")] + [
     "forward register-tiled NCHW stride 2", "forward register-tiled NCHW stride 2 row stores",
     "forward register-tiled NHWC stride 2", "forward streamed NHWC stride 2", "forward tensor-core NHWC stride 2",
     "forward pixel NCHW stride 2",
-    "forward pixel NHWC stride 2", "forward plane-streamed NCHW stride 2"] + [
+    "forward pixel NHWC stride 2", "forward plane-streamed NCHW stride 2",
+    "forward plane-streamed NCHW stride 2 vector rows"] + [
     # every weight-gradient kernel's grad_weight and the grad_bias it sums on the way
     f"grad-weight {kernel}{bias}" for bias in ("", " bias")
     for kernel in ("NCHW", "row NCHW", "column NHWC", "register-tiled NCHW", "register-tiled NCHW row loads",
@@ -762,6 +763,20 @@ MUTATIONS = [
      "94:95"),  # a chunk read as other threads' copies land
     (("__syncthreads();  // the chunk's outputs are all in out_buffer", "// barrier removed"),
      "94:95"),  # outputs stored before other threads have written them
+    # Its vector rows (v50):
+    (("for (int q = src_w; q % V != 0; ++q) in_buffers[r * s.pitch + q] = scalar_t(0);", ""),
+     "100:101"),  # rows' tails left unzeroed
+    (("column -= row_units;\n            ++row;", "column -= row_units;"), "94:95"),  # a copy's row not stepped on a wrap
+    (("load_vector_or_zero(row_inside && (columns_inside >> j & 1u),", "load_vector_or_zero(row_inside,"),
+     "94:95"),  # the vector before a row's first read
+    (("constexpr int kLead = kVectorRows ? V - K / 2 : 0;", "constexpr int kLead = kVectorRows ? V - 1 : 0;"),
+     "97:98"),  # 5x5's window read from 3x3's place in its vectors
+    (("in_buffers + buffer * chunk_src + slot * src_h * s.pitch;", "in_buffers + buffer * chunk_src + slot * src_plane;"),
+     "94:95"),  # planes read at the flat planes' places
+    (("const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);",
+      "const size_t shared_bytes = plane_stream_shared_bytes(g, planes, g.src_w, kBytes);"),
+     "94:95"),  # shared memory for flat planes given to padded rows
+    (("copy_async_8(at, from + e * 2);", "copy_async_8(at, from + e * V);"), "94:95"),  # pairs copied from vectors' places
 ]
 
 

@@ -182,18 +182,32 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     # The plane stream (float): no spill at its bounds (three blocks an SM, 80 registers, at 3x3 and 5x5
     # stride 1; two, 128, at 7x7 and stride 2, which spilled at 80), no division in its loop, and each
     # chunk's outputs stored as 16-byte vectors; its hot loop is a chunk's: a thread's K^2 x 16
-    # multiply-adds, up to four instructions a value of its window (the padding's test, the zero, the
-    # shared load) and 200 for the rest (the copies, the filter's loads, the stores).
+    # multiply-adds and the window's reads beside the rest (the copies, the filter's loads, the stores).
+    # Flat planes: up to four instructions a value of the window (the padding's test, the zero, the shared
+    # load) and 200 for the rest. Vector rows (v50): a 16-byte shared load a vector of each window row
+    # and no other, up to six instructions a vector (the test, the load, four zeros) and 300 for the rest
+    # (its copies in 16 and in 8 bytes and its stores in 16 and in 8 are all in the loop's code; a pass
+    # runs one of each).
     plane_stream = [r for r in rows if r["kernel"].startswith("plane_stream_kernel<")]
-    assert len(plane_stream) == 2 * (5 + 3)  # archs x (forward: 3 sizes at stride 1, 2 at stride 2; backward-input)
+    # archs x (forward: 3 sizes at stride 1, 2 at stride 2; backward-input: 3) x (flat planes, vector rows)
+    assert len(plane_stream) == 2 * (5 + 3) * 2
     for row in plane_stream:
-        kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-2:])
+        kernel_size, stride = map(int, row["kernel"].rstrip(">").split(",")[-3:-1])
+        vector_rows = row["kernel"].endswith("true>")
         bound = 80 if kernel_size <= 5 and stride == 1 else 128
         _, stores = map(int, row["wide_global"].split("/"))
+        wide_loads, wide_stores = map(int, row["wide_shared"].split("/"))
         assert row["registers"] <= bound and row["spills"] == "0/0" and row["stack"] == 0, row
         assert row["loop_divisions"] == 0 and stores == 1, row
-        window = ((4 - 1) * stride + kernel_size) ** 2
-        assert 16 * kernel_size ** 2 < row["hot_instructions"] < 16 * kernel_size ** 2 + 4 * window + 200, row
+        window_rows = window_cols = (4 - 1) * stride + kernel_size
+        multiply_adds = 16 * kernel_size ** 2
+        if vector_rows:
+            vectors = -(-(4 - kernel_size // 2 + window_cols) // 4)
+            assert wide_loads == window_rows * vectors, row
+            assert multiply_adds < row["hot_instructions"] < multiply_adds + 6 * window_rows * vectors + 300, row
+        else:
+            assert wide_loads == 0, row
+            assert multiply_adds < row["hot_instructions"] < multiply_adds + 4 * window_rows * window_cols + 200, row
     # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
     # registers (a task's sums and the filter's 9 weight words stay in registers), but at 7x7 (49 weight
     # words) one word, stored once and reloaded once a step, outside the tasks' loop (v44: bounded by one

@@ -105,7 +105,8 @@ void dwconv_profile_quiet(int delta);
 void dwconv_profile_launch_shared(const void* begin, unsigned long bytes);
 void dwconv_profile_global_region(const void* begin, unsigned long bytes, int add);
 void dwconv_profile_threads_stopped(unsigned threads);
-void dwconv_profile_async_copy(const void* shared_dst, const void* src, int inside, const char* file, int line);
+void dwconv_profile_async_copy(const void* shared_dst, const void* src, unsigned long bytes, int inside,
+                               const char* file, int line);
 void dwconv_profile_load_matrices(const void* const* rows, int count, const char* file, int line);
 }
 inline void running_thread(int thread, unsigned threads) { dwconv_profile_running_thread(thread, threads); }
@@ -117,8 +118,8 @@ inline void global_region(const void* begin, std::size_t bytes, bool add) {
   dwconv_profile_global_region(begin, bytes, add);
 }
 inline void threads_stopped(unsigned threads) { dwconv_profile_threads_stopped(threads); }
-inline void async_copy(const void* dst, const void* src, bool inside, const char* file, int line) {
-  dwconv_profile_async_copy(dst, src, inside, file, line);
+inline void async_copy(const void* dst, const void* src, std::size_t bytes, bool inside, const char* file, int line) {
+  dwconv_profile_async_copy(dst, src, bytes, inside, file, line);
 }
 inline void load_matrices(const void* const* rows, int count, const char* file, int line) {
   dwconv_profile_load_matrices(rows, count, file, line);
@@ -130,7 +131,7 @@ inline void quiet(int) {}
 inline void launch_shared(const void*, std::size_t) {}
 inline void global_region(const void*, std::size_t, bool) {}
 inline void threads_stopped(unsigned) {}
-inline void async_copy(const void*, const void*, bool, const char*, int) {}
+inline void async_copy(const void*, const void*, std::size_t, bool, const char*, int) {}
 inline void load_matrices(const void* const*, int, const char*, int) {}
 #endif
 // A scope whose accesses the profile does not count: the emulator's own, or accesses it reports itself.
@@ -191,6 +192,7 @@ using Bookkeeping = memory_profile::Hidden;  // hidden from the memory profile t
 struct PendingCopy {
   unsigned char* dst;
   unsigned char bytes[16];
+  std::size_t size;  // 16, or 8 (copy_async_8)
   bool landed;
 };
 // The threads a block may have: the kernels' __launch_bounds__ (which the emulation cannot read
@@ -464,34 +466,39 @@ inline void land(const std::vector<PendingCopy>& copies) {
   const memory_profile::Hidden counted_when_issued;
   for (const PendingCopy& copy : copies) {
     if (copy.landed) {
-      race_check::write(copy.dst, sizeof(copy.bytes));
+      race_check::write(copy.dst, copy.size);
     } else {
-      std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+      std::memcpy(copy.dst, copy.bytes, copy.size);
     }
   }
 }
 
-// cp.async of 16 bytes: the vector at `src` where `inside`, else zeros (nothing read); `file` and
-// `line`, the call's place, for the memory profile.
-inline void copy_async_16(void* dst, const void* src, bool inside, const char* file = "", int line = 0) {
+// cp.async of `size` bytes (16 or 8): those at `src` where `inside`, else zeros (nothing read);
+// `file` and `line`, the call's place, for the memory profile.
+inline void copy_async(void* dst, const void* src, std::size_t size, bool inside, const char* file = "",
+                       int line = 0) {
   auto* to = static_cast<unsigned char*>(dst);
-  if (!in_launch_shared(to, 16)) {
+  if (!in_launch_shared(to, size)) {
     race_check::Bookkeeping quiet;
     ++stray_async_copies;
     return;
   }
-  if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % 16 != 0)) {
+  if (reinterpret_cast<std::uintptr_t>(dst) % size != 0 || (inside && reinterpret_cast<std::uintptr_t>(src) % size != 0)) {
     count_misaligned_vector_access();
   }
-  memory_profile::async_copy(dst, src, inside, file, line);
-  PendingCopy copy{to, {}, !async_copies_land_late};
+  memory_profile::async_copy(dst, src, size, inside, file, line);
+  PendingCopy copy{to, {}, size, !async_copies_land_late};
   {
     const memory_profile::Hidden counted_above;
-    if (inside) std::memcpy(copy.bytes, src, sizeof(copy.bytes));
-    if (copy.landed) std::memcpy(copy.dst, copy.bytes, sizeof(copy.bytes));
+    if (inside) std::memcpy(copy.bytes, src, size);
+    if (copy.landed) std::memcpy(copy.dst, copy.bytes, size);
   }
-  if (!copy.landed) race_check::write(copy.dst, sizeof(copy.bytes));
+  if (!copy.landed) race_check::write(copy.dst, size);
   running->open_copies.push_back(copy);
+}
+
+inline void copy_async_16(void* dst, const void* src, bool inside, const char* file = "", int line = 0) {
+  copy_async(dst, src, 16, inside, file, line);
 }
 
 inline void commit_async_copies() {

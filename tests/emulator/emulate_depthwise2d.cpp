@@ -488,17 +488,32 @@ void check_plane_stream(const std::string& pass, const std::string& tag, const P
       PlaneStreamLaunch fewer = *one_sm;
       fewer.stream.planes = static_cast<int>(fewer_planes);
       fewer.stream.chunks = (g.batch * g.dst_channels + fewer_planes - 1) / fewer_planes;
-      fewer.shared_bytes = plane_stream_shared_bytes(g, fewer_planes, sizeof(T));
+      fewer.shared_bytes = plane_stream_shared_bytes(g, fewer_planes, fewer.stream.pitch, sizeof(T));
       plans.push_back(fewer);
+    }
+    // Where vector rows may read the pass, the plan again as flat planes and as vector rows at the
+    // pitch of whole vectors and one vector wider, so that both ways of reading and the pitches the
+    // planner may choose are checked on the same pass, whichever it chose.
+    if (plane_stream_vector_rows(g)) {
+      const int whole = static_cast<int>((g.src_w + kVector16<T> - 1) / kVector16<T> * kVector16<T>);
+      for (const auto& [vector_rows, pitch] : {std::pair{false, static_cast<int>(g.src_w)}, std::pair{true, whole},
+                                               std::pair{true, whole + kVector16<T>}}) {
+        PlaneStreamLaunch other = *one_sm;
+        other.stream.vector_rows = vector_rows;
+        other.stream.pitch = pitch;
+        other.shared_bytes = plane_stream_shared_bytes(g, other.stream.planes, pitch, sizeof(T));
+        if (other.shared_bytes <= kMaxSharedBytes) plans.push_back(other);
+      }
     }
     for (const auto& plan : plans) {
       auto out = poisoned<T>(ref.v.size());
       dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
-                         plane_stream_kernel_for<T, kBackward>(g.kernel_h, g.stride_h), in.data(), weight.data(),
-                         bias, out.data(), g, plan.stream);
-      expect_close(pass + " plane-streamed NCHW" + stride_tag(g),
+                         plane_stream_kernel_for<T, kBackward>(g.kernel_h, g.stride_h, plan.stream.vector_rows),
+                         in.data(), weight.data(), bias, out.data(), g, plan.stream);
+      expect_close(pass + " plane-streamed NCHW" + stride_tag(g) + (plan.stream.vector_rows ? " vector rows" : ""),
                    tag + " planes=" + std::to_string(plan.stream.planes) + " chunks=" +
-                       std::to_string(plan.stream.chunks) + " blocks=" + std::to_string(plan.grid.x),
+                       std::to_string(plan.stream.chunks) + " blocks=" + std::to_string(plan.grid.x) +
+                       " pitch=" + std::to_string(plan.stream.pitch),
                    p.k, out, ref, false, terms);
     }
   }
@@ -1393,6 +1408,10 @@ std::vector<Case> sweep() {
   cases.push_back({2, 12, 1, 14, 15, 5, 5, 2, 2, 2, 2, 1, 1, true});   // 96: stride 2, planes of 840 bytes in pairs
   cases.push_back({1, 40, 1, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1, false});  // 97: 28x28, 5 planes a chunk, 8 chunks
   cases.push_back({4, 5, 1, 9, 11, 3, 3, 1, 1, 0, 1, 1, 1, true});     // 98: 7x11 outputs, no row padding, planes in fours
+  // Its vector rows (v50; 20, 87, 91, 92, 94 and 97 too):
+  cases.push_back({3, 20, 1, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, true});   // 99: stride 2 from rows of 7 vectors, pair stores
+  cases.push_back({7, 19, 1, 6, 6, 5, 5, 1, 1, 2, 2, 1, 1, false});    // 100: rows of 6 in pitches of 8, tails zeroed
+  cases.push_back({4, 6, 1, 10, 12, 3, 3, 1, 1, 1, 0, 1, 1, true});    // 101: even rows, padding 0 across: flat planes
   return cases;
 }
 

@@ -389,11 +389,13 @@ void dwconv_profile_global_region(const void* begin, unsigned long bytes, int ad
 void dwconv_profile_threads_stopped(unsigned threads) {
   for (unsigned first = 0; first < threads; first += 32) close_warp(first, threads);
 }
-void dwconv_profile_async_copy(const void* shared_dst, const void* src, int inside, const char* file, int line) {
+void dwconv_profile_async_copy(const void* shared_dst, const void* src, unsigned long bytes, int inside,
+                               const char* file, int line) {
   if (running_thread < 0) return;
   const Site site = named_site(file, line);
-  if (inside) record(site, reinterpret_cast<std::uintptr_t>(src), 16, Op::kCopyRead, false);
-  record(site, reinterpret_cast<std::uintptr_t>(shared_dst), 16, Op::kCopyWrite, false);
+  const auto width = static_cast<std::uint32_t>(bytes);
+  if (inside) record(site, reinterpret_cast<std::uintptr_t>(src), width, Op::kCopyRead, false);
+  record(site, reinterpret_cast<std::uintptr_t>(shared_dst), width, Op::kCopyWrite, false);
 }
 // ldmatrix .x{count} for a warp: matrix i's rows are those lanes 8i..8i+7 address, one phase a matrix.
 void dwconv_profile_load_matrices(const void* const* rows, int count, const char* file, int line) {

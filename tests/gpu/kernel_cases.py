@@ -369,9 +369,10 @@ def plane_stream_cases(element_size):
     """The plane-streamed NCHW kernel: float, square 3x3, 5x5 and 7x7 at stride 1 and 3x3 and 5x5 at
     stride 2, dilation 1, multiplier 1, src planes of 32x32 or less, where the pass has a chunk of planes
     for each of the GPU's SMs (132 at most here) and its tensors are 16-byte aligned; backward-input at
-    stride 1, as the flipped correlation. MobileNetV2's, EfficientNet-B0's and ConvNeXt-T's small
-    planes, at batches that give every GPU the plans know enough chunks; in the other dtypes, and
-    elsewhere, the register tiles or the general kernels."""
+    stride 1, as the flipped correlation; read from vector rows where rows have an even width and the
+    padding across is K // 2 (v50), else from flat planes. MobileNetV2's, EfficientNet-B0's and
+    ConvNeXt-T's small planes, at batches that give every GPU the plans know enough chunks; in the
+    other dtypes, and elsewhere, the register tiles or the general kernels."""
     rows = [  # (label, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it in float)
         ("MobileNetV2 576@14, batch 4: 16 planes a chunk", 4, 576, 14, 3, 1, 1, 1, True, True),
         ("MobileNetV2 960@7, batch 16: 64 planes a chunk", 16, 960, 7, 3, 1, 1, 1, True, True),
@@ -381,6 +382,9 @@ def plane_stream_cases(element_size):
         ("ConvNeXt-T 192@28 k7, batch 4", 4, 192, 28, 7, 1, 3, 1, True, True),
         ("ConvNeXt-T 768@7 k7, batch 16", 16, 768, 7, 7, 1, 3, 1, True, True),
         ("planes of 9x11 in fours, uneven padding", 384, 15, (9, 11), 3, 1, (0, 1), 1, True, True),
+        ("vector rows of 6 in pitches of 8", 16, 1024, 6, 5, 1, 2, 1, True, True),
+        ("ConvNeXt-T 384@14 k7, batch 8: vector rows of 14 at a pitch of 20", 8, 384, 14, 7, 1, 3, 1, True, True),
+        ("even rows, no padding across: flat planes", 64, 96, (10, 12), 3, 1, (1, 0), 1, True, True),
         ("a plane over 4 KB: the register tiles", 8, 96, 56, 3, 1, 1, 1, True, False),
         ("fewer chunks than SMs: the register tiles", 2, 96, 14, 3, 1, 1, 1, True, False),
         ("multiplier 2", 4, 288, 14, 3, 1, 1, 2, True, False),

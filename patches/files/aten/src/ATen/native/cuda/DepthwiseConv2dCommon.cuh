@@ -323,15 +323,20 @@ __device__ __forceinline__ void store_vector(scalar_t* address, const Vector16<s
 // commit_async_copies(), and wait_async_copies<kPending>() returns once all but its kPending
 // newest groups have landed. They take no registers while in flight, so a kernel can have the
 // next step's input on its way during a whole step. A copy lands where only this thread's wait
-// makes it visible to this thread; other threads see it after the wait and a barrier. Earlier
-// GPUs copy at once. The CPU emulator supplies its own (DWCONV_EMULATED_ASYNC_COPIES), which lands
-// the copies at the wait in some blocks and at the copy in others, so that a missing wait or a
-// slot overwritten while others read it shows.
+// makes it visible to this thread; other threads see it after the wait and a barrier (copy_async_8:
+// the same for 8 bytes). Earlier GPUs copy at once. The CPU emulator supplies its own
+// (DWCONV_EMULATED_ASYNC_COPIES), which lands the copies at the wait in some blocks and at the copy
+// in others, so that a missing wait or a slot overwritten while others read it shows.
 #ifdef DWCONV_EMULATED_ASYNC_COPIES
 template <typename T>
 __device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, const T* src, bool inside,
                                                   const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   dwconv_emu::copy_async_16(shared_dst, src, inside, file, line);
+}
+template <typename T>
+__device__ __forceinline__ void copy_async_8(T* shared_dst, const T* src, const char* file = __builtin_FILE(),
+                                             int line = __builtin_LINE()) {
+  dwconv_emu::copy_async(shared_dst, src, 8, true, file, line);
 }
 __device__ __forceinline__ void commit_async_copies() {
   dwconv_emu::commit_async_copies();
@@ -351,6 +356,17 @@ __device__ __forceinline__ void copy_async_or_zero(Vector16<T>* shared_dst, cons
                : "memory");
 #else
   *shared_dst = load_vector_or_zero(inside, src);
+#endif
+}
+// The 8 bytes at `src` into `shared_dst` (both 8-byte aligned): rows that are whole pairs of floats
+// but not whole 16-byte vectors (cp.async.ca: the .cg form takes 16-byte copies only).
+template <typename T>
+__device__ __forceinline__ void copy_async_8(T* shared_dst, const T* src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(src) : "memory");
+#else
+  memcpy(shared_dst, src, 8);
 #endif
 }
 __device__ __forceinline__ void commit_async_copies() {

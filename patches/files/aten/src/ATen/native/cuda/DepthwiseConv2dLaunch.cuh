@@ -190,7 +190,7 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
     case PassKernel::kPlaneStream: {
       if constexpr (std::is_same_v<scalar_t, float>) {  // the choice gives it float only
         const auto& plan = std::get<PlaneStreamLaunch>(choice.plan);
-        const auto kernel = plane_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h);
+        const auto kernel = plane_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h, plan.stream.vector_rows);
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.stream);
       }
