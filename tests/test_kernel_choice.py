@@ -171,6 +171,39 @@ def test_the_channels_last_register_tiles_take_the_instance_bounded_for_three_bl
     assert convnext.kernel == kernel_cases.CHANNELS_LAST_REGISTER_TILED and convnext.args[-1] == "false"
 
 
+def test_the_plane_stream_reads_vector_rows_where_their_reads_take_fewer_wavefronts(kernel_choice):
+    """v50: the plane stream's fp32 passes of the bench's small planes read vector rows (src rows at a
+    pitch of whole 16-byte vectors, read as vectors) where src and dst rows are even, the padding across is
+    K // 2 and a window row's reads take fewer shared-memory wavefronts so than from flat planes: 14x14
+    (at a pitch of 20, conflict-free) and 28x28 at stride 1, 28x28 at stride 2. Flat planes at 7x7 (odd
+    rows), at 14x14 stride 2 (its rows of tiles 8 rows apart put a quarter warp's vectors in 2 of the 8
+    bank groups) and everywhere with plane_stream_vector_rows off, in the same grid and block."""
+    def plan(call, pass_, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line("float", pass_, call, H100, disabled)], "--plans")
+        return plan_report.Launch.parse(answer)
+
+    def shared_bytes(planes, size, stride, pitch):
+        return planes * (2 * size * pitch + (size // stride) ** 2) * 4
+
+    rows = [  # (channels, size, kernel, stride, planes a chunk, the pitch of vector rows or None)
+        (576, 14, 3, 1, 16, 20), (672, 14, 5, 1, 16, 20), (384, 14, 7, 1, 16, 20), (192, 28, 3, 1, 5, 28),
+        (192, 28, 7, 1, 5, 28), (240, 28, 3, 2, 5, 28), (576, 14, 3, 2, 20, None), (672, 14, 5, 2, 20, None),
+        (960, 7, 3, 1, 64, None), (768, 7, 7, 1, 64, None)]
+    for channels, size, kernel, stride, planes, pitch in rows:
+        call = kernel_cases.Call("bench", 64, channels, (size, size), (kernel, kernel), (stride, stride),
+                                 (kernel // 2, kernel // 2))
+        for pass_ in ("forward", "backward-input") if stride == 1 else ("forward",):
+            on, off = plan(call, pass_), plan(call, pass_, ("plane_stream_vector_rows",))
+            filter_ = (str(kernel), str(stride))
+            direction = "true" if pass_ == "backward-input" else "false"
+            assert on.kernel == off.kernel == kernel_cases.PLANE_STREAM, (call, pass_)
+            assert on.args == (direction, *filter_, "true" if pitch else "false"), (call, pass_)
+            assert off.args == (direction, *filter_, "false"), (call, pass_)
+            assert (on.grid, on.block) == (off.grid, off.block), (call, pass_)
+            assert on.shared_bytes == shared_bytes(planes, size, stride, pitch or size), (call, pass_)
+            assert off.shared_bytes == shared_bytes(planes, size, stride, size), (call, pass_)
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)

@@ -119,7 +119,8 @@ std::string instance_bools(const GradWeightChoice& choice) {
 
 // All the template arguments after the element type of the instance a choice launches, where the
 // plan picks among instances the pass's filter and stride do not tell apart (the tensor-core
-// kernel's tiles and register bound, the channels_last register tiles' bound), else "".
+// kernel's tiles and register bound, the channels_last register tiles' bound, the plane stream's
+// vector rows), else "".
 std::string instance_arguments(const PassChoice& choice, bool backward) {
   const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
   const std::string filter = std::to_string(choice.geometry.kernel_h) + "," + std::to_string(choice.geometry.stride_h);
@@ -128,6 +129,9 @@ std::string instance_arguments(const PassChoice& choice, bool backward) {
   }
   if (choice.kernel == PassKernel::kChannelsLastRegisterTiled) {
     return "int," + flag(backward) + "," + filter + "," + flag(std::get<ChannelsLastLaunch>(choice.plan).three_blocks);
+  }
+  if (const auto* plan = std::get_if<PlaneStreamLaunch>(&choice.plan)) {
+    return flag(backward) + "," + filter + "," + flag(plan->stream.vector_rows);
   }
   return "";
 }

@@ -437,7 +437,8 @@ KERNEL_CHOICE_TABLES = {
 # register tiles and the weight gradient's grad_output are staged, window_shared_opt_in how wide
 # the window weight gradient's blocks are, and channels_last_mma_three_blocks and
 # channels_last_register_tiled_three_blocks the register bound of the tensor-core kernel (3x3) and of
-# the channels_last register tiles (3x3 and 5x5): 3 blocks an SM or 2, not which kernel runs.
+# the channels_last register tiles (3x3 and 5x5): 3 blocks an SM or 2, and plane_stream_vector_rows
+# how the plane stream reads its rows, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -474,6 +475,7 @@ KERNEL_PATH_ROWS = [
     ("pixel", "cl", 1, 24, (14, 14), (3, 3), 1, (1, 1), {"forward": PIXEL, "backward-input": PIXEL}),
     ("plane_stream", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1),
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM}),
+    ("plane_stream_vector_rows", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {}),
 ]
 
 
@@ -483,7 +485,7 @@ PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks",
                            "channels_last_register_tiled_three_blocks"}
 # Paths compiled for float only.
-PATHS_OF_FLOAT = {"plane_stream"}
+PATHS_OF_FLOAT = {"plane_stream", "plane_stream_vector_rows"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 

@@ -195,7 +195,9 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
     // Small float planes, a pass that fills the GPU: chunks of whole planes streamed.
     if constexpr (std::is_same_v<scalar_t, float>) {
       if (index32 && aligned && paths.on(KernelPath::PlaneStream)) {
-        if (auto plan = plan_plane_stream<scalar_t>(g, gpu)) return PassChoice{PassKernel::kPlaneStream, g, *plan};
+        if (auto plan = plan_plane_stream<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows))) {
+          return PassChoice{PassKernel::kPlaneStream, g, *plan};
+        }
       }
     }
     if (index32 && paths.register_tiles(KernelPath::RegisterTiled, g)) {

@@ -42,6 +42,7 @@ enum class KernelPath : int {
   ChannelsLastMmaThreeBlocks,      // the channels_last_mma 3x3 one-tile instances bounded for three blocks an SM
   ChannelsLastRegisterTiledThreeBlocks,  // channels_last_register_tiled's bf16/fp16 3x3/5x5 ones, the same
   PlaneStream,                     // forward and backward-input, NCHW float, small planes, chunks of planes streamed
+  PlaneStreamVectorRows,           // the plane stream's src rows at a pitch of 16-byte vectors, read as vectors
   kCount
 };
 
@@ -51,7 +52,8 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "tile_vector_loads", "channels_last_register_tiled", "channels_last_ring_grad_weight", "channels_last_stream",
     "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
-    "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream"};
+    "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream",
+    "plane_stream_vector_rows"};
 
 using KernelPathMask = std::uint32_t;
 

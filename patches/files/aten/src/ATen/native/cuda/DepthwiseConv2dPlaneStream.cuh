@@ -330,9 +330,10 @@ inline int64_t plane_stream_row_wavefronts(const PassGeometry& g, const PlaneStr
 // kPlaneStreamChunkBytes of src, and a whole number of 16-byte vectors of src and of dst; a block
 // for each chunk, up to what the GPU holds at once. Null where the kernel does not take the pass,
 // where the tensors are not a whole number of vectors, and where the pass has fewer chunks than the GPU
-// has SMs (small grids: the pixel kernel's or the register tiles').
+// has SMs (small grids: the pixel kernel's or the register tiles'). Flat planes only without
+// `vector_rows` (the plane_stream_vector_rows path off).
 template <typename scalar_t>
-std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const GpuLimits& gpu) {
+std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const GpuLimits& gpu, bool vector_rows = true) {
   constexpr int64_t kBytes = sizeof(scalar_t);
   if (!has_plane_stream(g, kBytes)) return std::nullopt;
   const int64_t src_plane_bytes = g.src_h * g.src_w * kBytes, dst_plane_bytes = g.dst_h * g.dst_w * kBytes;
@@ -353,7 +354,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   const auto blocks_per_sm = [&](int64_t pitch) {
     return resident_blocks_per_sm(gpu, threads, plane_stream_shared_bytes(g, planes, pitch, kBytes), registers);
   };
-  if (plane_stream_vector_rows(g)) {
+  if (vector_rows && plane_stream_vector_rows(g)) {
     // Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
     // fewest wavefronts (the first of equals), within the 48 KB a block may take and keeping the blocks
     // an SM holds; flat planes where they take fewer still (14x14 at stride 2: its rows of tiles 8 rows
