@@ -873,10 +873,12 @@ def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # The sweep's cases that `make test` runs under the race check: every kernel checked and dispatched,
 # the streamed and tensor-core kernels at 3x3, 5x5 and 7x7 with inf and NaN, the ring and window
 # weight gradients, channel multipliers (the backward-inputs' loops over a group's members), a
-# thread group's blocks going on to a next item and the plane stream's blocks walking chunks (about
+# thread group's blocks going on to a next item and the plane stream's blocks walking chunks, of
+# flat planes and of vector rows at both strides (about
 # 4 minutes of CPU, at nice 19 beside the other tests). `make race-check` runs the whole sweep
 # (DWCONV_RACE_CASES=:, about 45 minutes).
-RACE_CASES = os.environ.get("DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75,88,90,94,96")
+RACE_CASES = os.environ.get(
+    "DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75,88,90,94,96,99,102")
 RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
 
 

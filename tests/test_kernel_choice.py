@@ -174,10 +174,10 @@ def test_the_channels_last_register_tiles_take_the_instance_bounded_for_three_bl
 def test_the_plane_stream_reads_vector_rows_where_their_reads_take_fewer_wavefronts(kernel_choice):
     """v50: the plane stream's fp32 passes of the bench's small planes read vector rows (src rows at a
     pitch of whole 16-byte vectors, read as vectors) where src and dst rows are even, the padding across is
-    K // 2 and a window row's reads take fewer shared-memory wavefronts so than from flat planes: 14x14
+    K // 2 and a window row's reads take fewer shared-memory wavefronts than from flat planes: 14x14
     (at a pitch of 20, conflict-free) and 28x28 at stride 1, 28x28 at stride 2. Flat planes at 7x7 (odd
-    rows), at 14x14 stride 2 (its rows of tiles 8 rows apart put a quarter warp's vectors in 2 of the 8
-    bank groups) and everywhere with plane_stream_vector_rows off, in the same grid and block."""
+    rows), at 14x14 stride 2 (odd dst rows, 7) and everywhere with plane_stream_vector_rows off, in the
+    same grid and block."""
     def plan(call, pass_, disabled=()):
         answer, = plan_report.run_driver(kernel_choice, [query_line("float", pass_, call, H100, disabled)], "--plans")
         return plan_report.Launch.parse(answer)

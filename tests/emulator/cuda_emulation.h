@@ -397,9 +397,9 @@ inline void sync_threads(const char* file, int line) {
   suspend(*self);
   race_check::acquire(token);
   if constexpr (race_check::kOn) {  // a copy in flight may land in this barrier interval too
-    for (const PendingCopy& copy : self->open_copies) race_check::write(copy.dst, sizeof(copy.bytes));
+    for (const PendingCopy& copy : self->open_copies) race_check::write(copy.dst, copy.size);
     for (const auto& group : self->copy_groups) {
-      for (const PendingCopy& copy : group) race_check::write(copy.dst, sizeof(copy.bytes));
+      for (const PendingCopy& copy : group) race_check::write(copy.dst, copy.size);
     }
   }
 }
@@ -741,7 +741,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
     }
   }
   if (misaligned_vector_accesses != 0) {
-    throw std::runtime_error("emulated launch made 16-byte accesses off a 16-byte boundary");
+    throw std::runtime_error("emulated launch made vector accesses or copies off a 16-byte boundary (8-byte copies: 8)");
   }
   if (stray_async_copies != 0) {
     throw std::runtime_error("emulated launch made asynchronous copies outside its shared memory");

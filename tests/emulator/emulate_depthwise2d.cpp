@@ -1412,6 +1412,8 @@ std::vector<Case> sweep() {
   cases.push_back({3, 20, 1, 28, 28, 3, 3, 2, 2, 1, 1, 1, 1, true});   // 99: stride 2 from rows of 7 vectors, pair stores
   cases.push_back({7, 19, 1, 6, 6, 5, 5, 1, 1, 2, 2, 1, 1, false});    // 100: rows of 6 in pitches of 8, tails zeroed
   cases.push_back({4, 6, 1, 10, 12, 3, 3, 1, 1, 1, 0, 1, 1, true});    // 101: even rows, padding 0 across: flat planes
+  cases.push_back({2, 8, 1, 28, 28, 5, 5, 2, 2, 2, 2, 1, 1, false});   // 102: 5x5 stride 2 from vector rows, 4 vectors a row
+  cases.push_back({3, 10, 1, 20, 24, 3, 3, 2, 2, 1, 1, 1, 1, true});   // 103: stride 2 to rows of 12, inf and NaN inputs
   return cases;
 }
 

@@ -357,11 +357,11 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   if (vector_rows && plane_stream_vector_rows(g)) {
     // Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
     // fewest wavefronts (the first of equals), within the 48 KB a block may take and keeping the blocks
-    // an SM holds; flat planes where they take fewer still (14x14 at stride 2: its rows of tiles 8 rows
-    // apart put a quarter warp's vectors in 2 of the 8 bank groups).
+    // an SM holds with flat planes (on SMs of 100 KB, a 6x14 plane's padded rows would cost one); flat
+    // planes where they take fewer still.
     constexpr int64_t V = kVector16<scalar_t>;
     const int64_t whole = (g.src_w + V - 1) / V * V;
-    const int64_t most_blocks = blocks_per_sm(whole);
+    const int64_t most_blocks = blocks_per_sm(g.src_w);
     int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, kBytes);
     for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
       if (plane_stream_shared_bytes(g, planes, pitch, kBytes) > kMaxSharedBytes) break;
