@@ -495,7 +495,7 @@ void check_plane_stream(const std::string& pass, const std::string& tag, const P
     // pitch of whole vectors and one vector wider, so that both ways of reading and the pitches the
     // planner may choose are checked on the same pass, whichever it chose.
     if (plane_stream_vector_rows(g)) {
-      const int whole = static_cast<int>((g.src_w + kVector16<T> - 1) / kVector16<T> * kVector16<T>);
+      const int whole = static_cast<int>(plane_stream_whole_pitch(g, sizeof(T)));
       for (const auto& [vector_rows, pitch] : {std::pair{false, static_cast<int>(g.src_w)}, std::pair{true, whole},
                                                std::pair{true, whole + kVector16<T>}}) {
         PlaneStreamLaunch other = *one_sm;

@@ -81,6 +81,18 @@ inline bool plane_stream_vector_rows(const PassGeometry& g) {
   return g.src_w % 2 == 0 && g.dst_w % 2 == 0 && g.pad_w == g.kernel_w / 2;
 }
 
+// The vectors of `values` values a thread reads of each window row from vector rows: from the vector
+// boundary `values` columns before its tile's first column at the stride through the window's last.
+constexpr int plane_stream_window_vectors(int kernel, int stride, int values) {
+  return (values - kernel / 2 + (kBlockCols - 1) * stride + kernel + values - 1) / values;
+}
+
+// The narrowest pitch of vector rows: a src row rounded up to whole 16-byte vectors.
+inline int64_t plane_stream_whole_pitch(const PassGeometry& g, int64_t element_size) {
+  const int64_t values = 16 / element_size;
+  return (g.src_w + values - 1) / values * values;
+}
+
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, bool kVectorRows>
 __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kStride)) plane_stream_kernel(
     const scalar_t* __restrict__ src,
@@ -98,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
   // Vector rows read a window row from the vector boundary V columns before the tile's first at the
   // stride: its first column is value kLead of the kWindowVectors vectors read.
   constexpr int kLead = kVectorRows ? V - K / 2 : 0;
-  constexpr int kWindowVectors = (kLead + kWindowCols + V - 1) / V;
+  constexpr int kWindowVectors = plane_stream_window_vectors(K, kStride, V);
   constexpr int kRowValues = kVectorRows ? kWindowVectors * V : kWindowCols;
   static_assert(kWindowCols <= 32, "the window's columns are a 32-bit mask");
   static_assert(!kVectorRows || (std::is_same_v<scalar_t, acc_t> && K / 2 < V), "vector rows: float, padding below V");
@@ -306,7 +318,7 @@ inline int64_t plane_stream_row_wavefronts(const PassGeometry& g, const PlaneStr
                                            bool vector_rows, int64_t element_size) {
   const int64_t values = 16 / element_size;
   const int64_t window_cols = (kBlockCols - 1) * g.stride_w + g.kernel_w;
-  const int64_t window_vectors = (values - g.kernel_w / 2 + window_cols + values - 1) / values;
+  const int64_t window_vectors = plane_stream_window_vectors(g.kernel_w, g.stride_w, values);
   const int lanes = vector_rows ? 8 : 32;
   const int threads = s.planes * s.tiles;
   int64_t wavefronts = 0;
@@ -360,7 +372,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
     // an SM holds with flat planes (on SMs of 100 KB, a 6x14 plane's padded rows would cost one); flat
     // planes where they take fewer still.
     constexpr int64_t V = kVector16<scalar_t>;
-    const int64_t whole = (g.src_w + V - 1) / V * V;
+    const int64_t whole = plane_stream_whole_pitch(g, kBytes);
     const int64_t most_blocks = blocks_per_sm(g.src_w);
     int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, kBytes);
     for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
