@@ -747,7 +747,7 @@ MUTATIONS = [
     (("if (!kBackward && bias != nullptr) start", "if (false) start"), "94:95"),  # no bias
     (("x[q] = row_inside && (columns_inside >> q & 1u) ?", "x[q] = row_inside ?"), "94:95"),  # a column's padding read
     (("const bool row_inside = within(y, src_h);", "const bool row_inside = y >= 0;"), "94:95"),  # rows past the plane read
-    (("window_y0 = y0 * kStride - g.pad_h", "window_y0 = y0 - g.pad_h"), "96:97"),  # stride 2's rows
+    (("first_row(y0 * kStride - g.pad_h)", "first_row(y0 - g.pad_h)"), "96:97"),  # stride 2's rows
     (("copy_chunk(chunk + gridDim.x, buffer ^ 1);", "copy_chunk(chunk + gridDim.x, buffer);"),
      "94:95"),  # the next chunk copied over the one being read
     (("wait_async_copies<1>();\n    __syncthreads();  // every thread's copies of the chunk have landed",
@@ -764,9 +764,9 @@ MUTATIONS = [
     (("__syncthreads();  // the chunk's outputs are all in out_buffer", "// barrier removed"),
      "94:95"),  # outputs stored before other threads have written them
     # Its vector rows (v50):
-    (("for (int q = src_w; q % V != 0; ++q) in_buffers[r * s.pitch + q] = scalar_t(0);", ""),
+    (("for (int q = src_w; q % V != 0; ++q) rows_at[r * pitch + q] = scalar_t(0);", ""),
      "100:101"),  # rows' tails left unzeroed
-    (("column -= row_units;\n            ++row;", "column -= row_units;"), "94:95"),  # a copy's row not stepped on a wrap
+    (("column -= row_units;\n          ++row;", "column -= row_units;"), "94:95"),  # a copy's row not stepped on a wrap
     (("load_vector_or_zero(row_inside && (columns_inside >> j & 1u),", "load_vector_or_zero(row_inside,"),
      "94:95"),  # the vector before a row's first read
     (("constexpr int kLead = kVectorRows ? V - K / 2 : 0;", "constexpr int kLead = kVectorRows ? V - 1 : 0;"),

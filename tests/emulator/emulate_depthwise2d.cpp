@@ -1055,6 +1055,80 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// The plane-streamed weight gradient (float NCHW, 32-bit indexing only, as on the GPU), with and
+// without the bias sums, planned for a one-SM GPU (a block walks several entries of its slice) and for
+// one of an SM a chunk (an entry a slice); the one-SM plan again with groups of fewer channels (a
+// part-filled last group) and with an entry a slice (the most slices); and where vector rows may read
+// the pass, as flat planes and as vector rows at the pitch of whole vectors and one vector wider.
+template <typename T, typename index_t>
+void check_plane_stream_grad_weight(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t> && std::is_same_v<T, float>) {
+    const auto g = p.geometry();
+    const auto one_sm = plan_plane_stream_grad_weight<T>(g, sm90_gpu(1));
+    if (!one_sm) return;
+    const auto go = p.grad_output.store<T>(false);
+    const auto in = p.input.store<T>(false);
+    std::vector<PlaneStreamGradWeightLaunch> plans = {*one_sm};
+    if (const auto wide = plan_plane_stream_grad_weight<T>(g, sm90_gpu(one_sm->work.stream.chunks))) {
+      plans.push_back(*wide);
+    }
+    const auto resized = [&](PlaneStreamGradWeightLaunch plan) {
+      PlaneStream& s = plan.work.stream;
+      const int threads = static_cast<int>((int64_t(s.planes) * s.tiles + 31) / 32 * 32);
+      plan.block = dim3(static_cast<unsigned>(threads));
+      plan.shared_bytes = plane_stream_grad_weight_shared_bytes(g, s.planes, s.pitch, threads, sizeof(T));
+      plan.work.sums_per_round = static_cast<int>(std::min<int64_t>(
+          int64_t(g.kernel_h) * g.kernel_w + 1, static_cast<int64_t>(plan.shared_bytes / sizeof(T)) / (threads + 1)));
+      plan.grid.x = static_cast<unsigned>((g.dst_channels + s.planes - 1) / s.planes);
+      plan.grid.y = static_cast<unsigned>((g.batch + plan.work.batch_per_slice - 1) / plan.work.batch_per_slice);
+      return plan;
+    };
+    const int64_t quantum = plane_stream_quantum(g, sizeof(T));
+    if (const int64_t fewer = (one_sm->work.stream.planes - 1) / quantum * quantum; fewer > 0) {
+      PlaneStreamGradWeightLaunch plan = *one_sm;
+      plan.work.stream.planes = static_cast<int>(fewer);
+      plans.push_back(resized(plan));
+    }
+    if (one_sm->work.batch_per_slice > 1) {
+      PlaneStreamGradWeightLaunch plan = *one_sm;
+      plan.work.batch_per_slice = 1;
+      plans.push_back(resized(plan));
+    }
+    if (plane_stream_vector_src_rows(g)) {
+      const int whole = static_cast<int>(plane_stream_whole_pitch(g, sizeof(T)));
+      for (const auto& [vector_rows, pitch] : {std::pair{false, static_cast<int>(g.src_w)}, std::pair{true, whole},
+                                               std::pair{true, whole + kVector16<T>}}) {
+        PlaneStreamGradWeightLaunch plan = *one_sm;
+        plan.work.stream.vector_rows = vector_rows;
+        plan.work.stream.pitch = pitch;
+        plan = resized(plan);
+        if (plan.shared_bytes <= opt_in_shared_bytes(sm90_gpu(1))) plans.push_back(plan);
+      }
+    }
+    for (const bool vector_rows : {false, true}) {
+      // The planners' GPUs are all sm_90 SMs, whose blocks may take opt_in_shared_bytes.
+      DWCONV_OPT_IN_SHARED_BYTES(plane_stream_grad_weight_kernel_for<T>(g.kernel_h, g.stride_h, vector_rows),
+                                 opt_in_shared_bytes(sm90_gpu(1)));
+    }
+    for (const auto& plan : plans) {
+      for (const bool with_bias : {false, true}) {
+        const PlaneStream& s = plan.work.stream;
+        GradWeightSums<T> sums(p, plan.grid.y);
+        dwconv_emu::launch(plan.grid, plan.block, plan.shared_bytes,
+                           plane_stream_grad_weight_kernel_for<T>(g.kernel_h, g.stride_h, s.vector_rows), go.data(),
+                           in.data(), sums.partial.data(), with_bias ? sums.partial_bias.data() : nullptr, g,
+                           plan.work);
+        check_finished_grad_weight<T>(
+            "grad-weight plane-streamed NCHW" + stride_tag(g) + (s.vector_rows ? " vector rows" : ""),
+            tag + " planes=" + std::to_string(s.planes) + " groups=" + std::to_string(plan.grid.x) +
+                " entries/slice=" + std::to_string(plan.work.batch_per_slice) + " pitch=" + std::to_string(s.pitch) +
+                " sums/round=" + std::to_string(plan.work.sums_per_round) + (with_bias ? " bias" : ""),
+            p, sums, plan.grid.y, with_bias);
+      }
+    }
+  }
+}
+
 template <typename T, typename index_t>
 void check_grad_weight(const Problem& p, const char* dtype) {
   const auto g = p.geometry();
@@ -1073,6 +1147,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   if constexpr (emulates(KernelHeader::kWalkGradWeight)) check_walk_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kMmaGradWeight)) check_mma_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kLargeFilter)) check_large_filter_grad_weight<T, index_t>(p, tag);
+  if constexpr (emulates(KernelHeader::kPlaneStream)) check_plane_stream_grad_weight<T, index_t>(p, tag);
   if constexpr (emulates(KernelHeader::kGeneral)) {
     for (bool channels_last : {false, true}) {
       const auto plan = plan_grad_weight(g, !channels_last, sm90_gpu(kEmulatedSMs));
@@ -1414,6 +1489,11 @@ std::vector<Case> sweep() {
   cases.push_back({4, 6, 1, 10, 12, 3, 3, 1, 1, 1, 0, 1, 1, true});    // 101: even rows, padding 0 across: flat planes
   cases.push_back({2, 8, 1, 28, 28, 5, 5, 2, 2, 2, 2, 1, 1, false});   // 102: 5x5 stride 2 from vector rows, 4 vectors a row
   cases.push_back({3, 10, 1, 20, 24, 3, 3, 2, 2, 1, 1, 1, 1, true});   // 103: stride 2 to rows of 12, inf and NaN inputs
+  // The plane-streamed weight gradient (v51; 0, 20, 87, 91 and 94-103 too): planes of one value, whose
+  // block's sums take more shared memory than its buffers; groups of 16 channels, the last of 4, 7x7 at a
+  // pitch of whole vectors:
+  cases.push_back({8, 4, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, true});      // 104: 1x1 planes, 4 a group
+  cases.push_back({3, 36, 1, 14, 14, 7, 7, 1, 1, 3, 3, 1, 1, false});  // 105: three groups, entries in slices
   return cases;
 }
 

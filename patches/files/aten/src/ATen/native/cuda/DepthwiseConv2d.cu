@@ -81,6 +81,10 @@
 //   strides (its input tiles and 4x4 blocks of grad_output are the forward kernel's; on
 //   planes one tile covers whose rows have no 16-byte access, 14x14 and 7x7, an instance that
 //   copies grad_output whole into shared memory first);
+//   plane_stream_grad_weight_kernel (DepthwiseConv2dPlaneStream.cuh) serves the plane stream's
+//   passes ahead of it where a pass has a chunk for every SM: a block owns a group of channels and a
+//   slice of the batch, and walks the slice's entries, each its group's planes of input and
+//   grad_output as two contiguous runs copied asynchronously while it sums the entry before;
 //   grad_weight_walk_kernel (DepthwiseConv2dWalkGradWeight.cuh) serves channels_last 3x3 at
 //   stride 1 and 2 (multiplier 1, float and the half types, whole 16-byte channel vectors): a
 //   thread's two channels of one column walk down a band, its window and sums in registers, the

@@ -80,6 +80,7 @@ enum class GradWeightKernel {
   kColumn,
   kLargeFilter,
   kChannelsLastMma,
+  kPlaneStream,
 };
 
 inline const char* kernel_name(PassKernel kernel) {
@@ -115,6 +116,7 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kColumn: return "grad_weight_column_kernel";
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
     case GradWeightKernel::kChannelsLastMma: return "grad_weight_mma_kernel";
+    case GradWeightKernel::kPlaneStream: return "plane_stream_grad_weight_kernel";
   }
   return "?";
 }
@@ -143,7 +145,8 @@ struct PassChoice {
 struct GradWeightChoice {
   GradWeightKernel kernel;
   std::variant<GradWeightPlan, RowGradWeightLaunch, RegisterGradWeightLaunch, ColumnGradWeightLaunch,
-               ChannelsLastGradWeightLaunch, RingGradWeightLaunch, LargeFilterGradWeightLaunch>
+               ChannelsLastGradWeightLaunch, RingGradWeightLaunch, LargeFilterGradWeightLaunch,
+               PlaneStreamGradWeightLaunch>
       plan;
 };
 
@@ -301,6 +304,14 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   const auto* input = reinterpret_cast<const void*>(t.input);
   if (index32 && t.nchw && paths.on(KernelPath::Row) && has_row_kernel(g) && aligned) {
     return {GradWeightKernel::kRow, plan_row_grad_weight(g, t.element_size, gpu)};
+  }
+  // Small float planes, a pass that fills the GPU: a group's planes streamed an entry at a time.
+  if constexpr (std::is_same_v<scalar_t, float>) {
+    if (index32 && t.nchw && aligned && paths.on(KernelPath::PlaneStreamGradWeight)) {
+      if (auto plan = plan_plane_stream_grad_weight<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows))) {
+        return {GradWeightKernel::kPlaneStream, *plan};
+      }
+    }
   }
   if (index32 && t.nchw && paths.register_tiles(KernelPath::RegisterTiledGradWeight, g)) {
     if (auto plan = plan_register_grad_weight<acc_t>(g, gpu, register_tile_row_access(g, grad_output, t.element_size),

@@ -43,6 +43,7 @@ enum class KernelPath : int {
   ChannelsLastRegisterTiledThreeBlocks,  // channels_last_register_tiled's bf16/fp16 3x3/5x5 ones, the same
   PlaneStream,                     // forward and backward-input, NCHW float, small planes, chunks of planes streamed
   PlaneStreamVectorRows,           // the plane stream's src rows at a pitch of 16-byte vectors, read as vectors
+  PlaneStreamGradWeight,           // the weight gradient, NCHW float, small planes, a group's planes streamed an entry at a time
   kCount
 };
 
@@ -53,7 +54,7 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
     "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream",
-    "plane_stream_vector_rows"};
+    "plane_stream_vector_rows", "plane_stream_grad_weight"};
 
 using KernelPathMask = std::uint32_t;
 

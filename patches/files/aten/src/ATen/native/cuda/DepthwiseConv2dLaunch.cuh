@@ -321,6 +321,17 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
                     p.partial_bias, g, plan.work);
       break;
     }
+    case GradWeightKernel::kPlaneStream: {
+      if constexpr (std::is_same_v<scalar_t, float>) {  // the choice gives it float only
+        const auto& plan = std::get<PlaneStreamGradWeightLaunch>(choice.plan);
+        const auto kernel = plane_stream_grad_weight_kernel_for<scalar_t>(g.kernel_h, g.stride_h,
+                                                                          plan.work.stream.vector_rows);
+        if (plan.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));
+        DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
+                      p.partial_bias, g, plan.work);
+      }
+      break;
+    }
     case GradWeightKernel::kLargeFilter: {
       const auto& plan = std::get<LargeFilterGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_large_filter_kernel<scalar_t, int32_t>;

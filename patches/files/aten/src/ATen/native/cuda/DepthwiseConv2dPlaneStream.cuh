@@ -74,11 +74,17 @@ inline bool has_plane_stream(const PassGeometry& g, int element_size) {
          g.src_channels == g.dst_channels && g.src_h * g.src_w * element_size <= kPlaneStreamMaxPlaneBytes;
 }
 
-// Vector rows (PlaneStream::vector_rows) for a pass has_plane_stream takes: src and dst rows of an even
-// width (a src row is whole 8-byte pairs; a tile row is stored in one or two stores) and the padding
-// across K / 2, so that a window's first column lies K / 2 after the vector boundary before it.
+// Src rows that vector rows can hold: an even width (a row is whole 8-byte pairs) and the padding across
+// K / 2, so that a window's first column lies K / 2 after the vector boundary before it. The weight
+// gradient reads only src as vector rows.
+inline bool plane_stream_vector_src_rows(const PassGeometry& g) {
+  return g.src_w % 2 == 0 && g.pad_w == g.kernel_w / 2;
+}
+
+// Vector rows (PlaneStream::vector_rows) for a forward or backward-input pass has_plane_stream takes:
+// src rows as above, and dst rows of an even width (a tile row is stored in one or two stores).
 inline bool plane_stream_vector_rows(const PassGeometry& g) {
-  return g.src_w % 2 == 0 && g.dst_w % 2 == 0 && g.pad_w == g.kernel_w / 2;
+  return plane_stream_vector_src_rows(g) && g.dst_w % 2 == 0;
 }
 
 // The vectors of `values` values a thread reads of each window row from vector rows: from the vector
@@ -93,6 +99,136 @@ inline int64_t plane_stream_whole_pitch(const PassGeometry& g, int64_t element_s
   return (g.src_w + values - 1) / values * values;
 }
 
+// A thread's window in its plane: the rows and columns of src that its kBlockRows x kBlockCols tile of
+// dst meets through a K x K filter at kStride, read from flat planes a value at a time or from vector
+// rows a 16-byte vector at a time. The forward and backward-input (plane_stream_kernel) and the weight
+// gradient (plane_stream_grad_weight_kernel) walk the same windows.
+template <typename scalar_t, int K, int kStride, bool kVectorRows>
+struct PlaneWindow {
+  using acc_t = at::acc_type<scalar_t, true>;
+  static constexpr int V = kVector16<scalar_t>;
+  static constexpr int kRows = (kBlockRows - 1) * kStride + K;
+  static constexpr int kCols = (kBlockCols - 1) * kStride + K;
+  // Vector rows read a window row from the vector boundary V columns before the tile's first at the
+  // stride: its first column is value kLead of the kVectors vectors read.
+  static constexpr int kLead = kVectorRows ? V - K / 2 : 0;
+  static constexpr int kVectors = plane_stream_window_vectors(K, kStride, V);
+  static constexpr int kRowValues = kVectorRows ? kVectors * V : kCols;
+  static_assert(kCols <= 32, "the window's columns are a 32-bit mask");
+  static_assert(!kVectorRows || (std::is_same_v<scalar_t, acc_t> && K / 2 < V), "vector rows: float, padding below V");
+
+  int first_row, first_column;  // of src: the window's, less kLead columns
+  // Flat planes: bit q, the window's column q lies in the plane. Vector rows: bit j, vector j starts in
+  // it (a vector starting inside and ending past it reads the row's zeroed tail).
+  uint32_t columns_inside = 0;
+
+  // The window of the tile whose first dst row and column are y0 and x0.
+  __device__ __forceinline__ PlaneWindow(const PassGeometry& g, int y0, int x0)
+      : first_row(y0 * kStride - g.pad_h), first_column(x0 * kStride - g.pad_w - kLead) {
+    const int src_w = static_cast<int>(g.src_w);
+    if constexpr (kVectorRows) {
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j) columns_inside |= uint32_t(within(first_column + j * V, src_w)) << j;
+    } else {
+#pragma unroll
+      for (int q = 0; q < kCols; ++q) columns_inside |= uint32_t(within(first_column + q, src_w)) << q;
+    }
+  }
+
+  // visit(i, kh, x) for each row of the window and each tile row i that filter row kh pairs it with, in
+  // row order: x holds the row's values from kLead columns before the window's first, zeros in the
+  // padding, so that tile column j meets filter column kw at x[kLead + j * kStride + kw]. `plane` holds
+  // src_h rows `pitch` values apart.
+  template <typename Visit>
+  __device__ __forceinline__ void walk(const scalar_t* plane, int pitch, int src_h, Visit&& visit) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int y = first_row + r;
+      const bool row_inside = within(y, src_h);
+      const int row = y * pitch + first_column;  // read only where the row and the column lie in the plane
+      acc_t x[kRowValues];
+      if constexpr (kVectorRows) {
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j) {
+          const auto vector = load_vector_or_zero(row_inside && (columns_inside >> j & 1u), plane + row + j * V);
+#pragma unroll
+          for (int e = 0; e < V; ++e) x[j * V + e] = vector.v[e];
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < kCols; ++q) {
+          x[q] = row_inside && (columns_inside >> q & 1u) ? static_cast<acc_t>(plane[row + q]) : acc_t(0);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+        const int filter_row = r - i * kStride;  // known at compile time: the loops are unrolled
+        if (filter_row >= 0 && filter_row < K) visit(i, filter_row, x);
+      }
+    }
+  }
+};
+
+// This thread's copies of a run of whole src rows (of planes in NCHW: one run of memory) into shared
+// memory as rows `pitch` values apart: as 16-byte vectors from flat planes (pitch src_w), and for vector
+// rows in units of 16 bytes where a row is whole vectors, else 8. Unit e of a run is unit e % row_units
+// of its row e / row_units; a thread's units are blockDim.x apart, the same in every run, so that it
+// steps their rows and columns instead of dividing.
+template <typename scalar_t, bool kVectorRows>
+struct PlaneRowCopies {
+  static constexpr int V = kVector16<scalar_t>;
+  int src_w, pitch, unit, row_units;
+  int first_row, first_column, step_rows, step_columns;
+
+  __device__ __forceinline__ PlaneRowCopies(int src_w_, int pitch_)
+      : src_w(src_w_),
+        pitch(pitch_),
+        unit(kVectorRows && src_w_ % V != 0 ? 2 : V),
+        row_units(kVectorRows ? src_w_ / unit : 1),
+        first_row(static_cast<int>(threadIdx.x) / row_units),
+        first_column(static_cast<int>(threadIdx.x) % row_units),
+        step_rows(static_cast<int>(blockDim.x) / row_units),
+        step_columns(static_cast<int>(blockDim.x) % row_units) {}
+
+  // The tail of each of `rows` rows' last vector, past the row: zeros that the copies never write.
+  __device__ __forceinline__ void zero_row_tails(scalar_t* rows_at, int rows) const {
+    if (kVectorRows && src_w % V != 0) {
+      for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        for (int q = src_w; q % V != 0; ++q) rows_at[r * pitch + q] = scalar_t(0);
+      }
+    }
+  }
+
+  // `rows` rows from `from` into `to`, as cp.async copies (the caller commits them as a group).
+  __device__ __forceinline__ void copy(const scalar_t* from, scalar_t* to, int rows) const {
+    if constexpr (kVectorRows) {
+      int row = first_row, column = first_column;
+      for (int e = threadIdx.x; e < rows * row_units; e += blockDim.x) {
+        scalar_t* const at = to + row * pitch + column * unit;
+        if (unit == V) {
+          copy_async_or_zero(reinterpret_cast<Vector16<scalar_t>*>(at), from + e * V, true);
+        } else {
+          copy_async_8(at, from + e * 2);
+        }
+        row += step_rows;
+        column += step_columns;
+        if (column >= row_units) {  // at most one wrap: step_columns < row_units
+          column -= row_units;
+          ++row;
+        }
+      }
+    } else {
+      copy_vectors_async(from, to, rows * src_w / V);
+    }
+  }
+
+  // `vectors` 16-byte vectors from `from` to `to`, both one run, this thread's share as cp.async copies.
+  __device__ __forceinline__ static void copy_vectors_async(const scalar_t* from, scalar_t* to, int vectors) {
+    auto* const to_vectors = reinterpret_cast<Vector16<scalar_t>*>(to);
+    for (int v = threadIdx.x; v < vectors; v += blockDim.x) copy_async_or_zero(to_vectors + v, from + v * V, true);
+  }
+};
+
 template <typename scalar_t, bool kBackward, int kKernel, int kStride, bool kVectorRows>
 __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kStride)) plane_stream_kernel(
     const scalar_t* __restrict__ src,
@@ -101,19 +237,11 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
     scalar_t* __restrict__ dst,
     const PassGeometry g,
     const PlaneStream s) {
-  using acc_t = at::acc_type<scalar_t, true>;
-  constexpr int V = kVector16<scalar_t>;
+  using Window = PlaneWindow<scalar_t, kKernel, kStride, kVectorRows>;
+  using acc_t = typename Window::acc_t;
+  constexpr int V = Window::V;
   constexpr int K = kKernel;
   constexpr int kTaps = K * K;
-  constexpr int kWindowRows = (kBlockRows - 1) * kStride + K;
-  constexpr int kWindowCols = (kBlockCols - 1) * kStride + K;
-  // Vector rows read a window row from the vector boundary V columns before the tile's first at the
-  // stride: its first column is value kLead of the kWindowVectors vectors read.
-  constexpr int kLead = kVectorRows ? V - K / 2 : 0;
-  constexpr int kWindowVectors = plane_stream_window_vectors(K, kStride, V);
-  constexpr int kRowValues = kVectorRows ? kWindowVectors * V : kWindowCols;
-  static_assert(kWindowCols <= 32, "the window's columns are a 32-bit mask");
-  static_assert(!kVectorRows || (std::is_same_v<scalar_t, acc_t> && K / 2 < V), "vector rows: float, padding below V");
   static_assert(!kBackward || kStride == 1, "backward-input is a stride-1 correlation");
   DWCONV_SHARED_BYTES(shared_bytes);
 
@@ -130,60 +258,16 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
   const int slot = static_cast<int>(threadIdx.x) / s.tiles;
   const int tile = static_cast<int>(threadIdx.x) - slot * s.tiles;
   const int y0 = tile / s.tiles_w * kBlockRows, x0 = tile % s.tiles_w * kBlockCols;
-  const int window_y0 = y0 * kStride - g.pad_h, window_x0 = x0 * kStride - g.pad_w - kLead;
-  // Flat planes: bit q, the window's column q lies in the plane. Vector rows: bit j, vector j starts in
-  // it (a vector starting inside and ending past it reads the row's zeroed tail).
-  uint32_t columns_inside = 0;
-  if constexpr (kVectorRows) {
-#pragma unroll
-    for (int j = 0; j < kWindowVectors; ++j) columns_inside |= uint32_t(within(window_x0 + j * V, src_w)) << j;
-  } else {
-#pragma unroll
-    for (int q = 0; q < kWindowCols; ++q) columns_inside |= uint32_t(within(window_x0 + q, src_w)) << q;
-  }
-
-  // Vector rows: a row moves in units of 16 bytes where it is whole vectors, else 8. Unit e of a chunk
-  // is unit e % row_units of its row e / row_units; a thread's units are blockDim.x apart, the same in
-  // every chunk, so that it steps their rows and columns instead of dividing.
-  const int unit = kVectorRows && src_w % V != 0 ? 2 : V;
-  const int row_units = kVectorRows ? src_w / unit : 1;
-  const int first_row = static_cast<int>(threadIdx.x) / row_units, first_column = static_cast<int>(threadIdx.x) % row_units;
-  const int step_rows = static_cast<int>(blockDim.x) / row_units, step_columns = static_cast<int>(blockDim.x) % row_units;
-  if (kVectorRows && src_w % V != 0) {
-    // The tail of each row's last vector, past the row: zeros that the copies never write.
-    for (int r = threadIdx.x; r < 2 * s.planes * src_h; r += blockDim.x) {
-      for (int q = src_w; q % V != 0; ++q) in_buffers[r * s.pitch + q] = scalar_t(0);
-    }
-  }
+  const Window window(g, y0, x0);
+  const PlaneRowCopies<scalar_t, kVectorRows> copies(src_w, s.pitch);
+  copies.zero_row_tails(in_buffers, 2 * s.planes * src_h);
 
   // Chunk `chunk`'s src into buffer `buffer`, as one group of copies (an empty one past the last chunk).
   const auto copy_chunk = [&](int64_t chunk, int buffer) {
     if (chunk < s.chunks) {
       const int first = static_cast<int>(chunk) * s.planes;
       const int chunk_planes = smaller(s.planes, total_planes - first);
-      const scalar_t* const from = src + static_cast<int64_t>(first) * src_plane;
-      scalar_t* const to = in_buffers + buffer * chunk_src;
-      if constexpr (kVectorRows) {
-        int row = first_row, column = first_column;
-        for (int e = threadIdx.x; e < chunk_planes * src_h * row_units; e += blockDim.x) {
-          scalar_t* const at = to + row * s.pitch + column * unit;
-          if (unit == V) {
-            copy_async_or_zero(reinterpret_cast<Vector16<scalar_t>*>(at), from + e * V, true);
-          } else {
-            copy_async_8(at, from + e * 2);
-          }
-          row += step_rows;
-          column += step_columns;
-          if (column >= row_units) {
-            column -= row_units;
-            ++row;
-          }
-        }
-      } else {
-        const int vectors = chunk_planes * src_plane / V;
-        auto* const to_vectors = reinterpret_cast<Vector16<scalar_t>*>(to);
-        for (int v = threadIdx.x; v < vectors; v += blockDim.x) copy_async_or_zero(to_vectors + v, from + v * V, true);
-      }
+      copies.copy(src + static_cast<int64_t>(first) * src_plane, in_buffers + buffer * chunk_src, chunk_planes * src_h);
     }
     commit_async_copies();
   };
@@ -219,36 +303,13 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
         for (int j = 0; j < kBlockCols; ++j) acc[i][j] = start;
       }
       const scalar_t* const plane = in_buffers + buffer * chunk_src + slot * src_h * s.pitch;
+      window.walk(plane, s.pitch, src_h, [&](int i, int kh, const acc_t (&x)[Window::kRowValues]) {
 #pragma unroll
-      for (int r = 0; r < kWindowRows; ++r) {
-        const int y = window_y0 + r;
-        const bool row_inside = within(y, src_h);
-        const int row = y * s.pitch + window_x0;  // read only where the row and the column lie in the plane
-        acc_t x[kRowValues];
-        if constexpr (kVectorRows) {
+        for (int kw = 0; kw < K; ++kw) {
 #pragma unroll
-          for (int j = 0; j < kWindowVectors; ++j) {
-            const auto vector = load_vector_or_zero(row_inside && (columns_inside >> j & 1u), plane + row + j * V);
-#pragma unroll
-            for (int e = 0; e < V; ++e) x[j * V + e] = vector.v[e];
-          }
-        } else {
-#pragma unroll
-          for (int q = 0; q < kWindowCols; ++q) {
-            x[q] = row_inside && (columns_inside >> q & 1u) ? static_cast<acc_t>(plane[row + q]) : acc_t(0);
-          }
+          for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[Window::kLead + j * kStride + kw] * w[kh * K + kw];
         }
-#pragma unroll
-        for (int i = 0; i < kBlockRows; ++i) {
-          const int filter_row = r - i * kStride;  // known at compile time: the loops are unrolled
-          if (filter_row < 0 || filter_row >= K) continue;
-#pragma unroll
-          for (int kw = 0; kw < K; ++kw) {
-#pragma unroll
-            for (int j = 0; j < kBlockCols; ++j) acc[i][j] += x[kLead + j * kStride + kw] * w[filter_row * K + kw];
-          }
-        }
-      }
+      });
       scalar_t* const out = out_buffer + slot * dst_plane;
 #pragma unroll
       for (int i = 0; i < kBlockRows; ++i) {
@@ -338,6 +399,30 @@ inline int64_t plane_stream_row_wavefronts(const PassGeometry& g, const PlaneStr
   return vector_rows ? wavefronts * window_vectors : wavefronts;
 }
 
+// Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
+// fewest wavefronts (the first of equals), within `most_bytes` of shared memory a block (bytes_at(pitch))
+// and keeping the blocks an SM holds with flat planes (blocks_at(pitch): on SMs of 100 KB, a 6x14 plane's
+// padded rows would cost one); flat planes where those take fewer still. `stream` holds flat planes'
+// plan, and is given the rows chosen.
+template <typename BytesAt, typename BlocksAt>
+void choose_plane_stream_rows(const PassGeometry& g, PlaneStream& stream, int64_t element_size, size_t most_bytes,
+                              BytesAt&& bytes_at, BlocksAt&& blocks_at) {
+  const int64_t V = 16 / element_size;
+  const int64_t whole = plane_stream_whole_pitch(g, element_size);
+  const int64_t most_blocks = blocks_at(g.src_w);
+  int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, element_size);
+  for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
+    if (bytes_at(pitch) > most_bytes) break;
+    if (blocks_at(pitch) < most_blocks) break;
+    const int64_t wavefronts = plane_stream_row_wavefronts(g, stream, pitch, true, element_size);
+    if (wavefronts < fewest) {
+      fewest = wavefronts;
+      stream.pitch = static_cast<int>(pitch);
+      stream.vector_rows = true;
+    }
+  }
+}
+
 // The plan: as many planes a chunk as a block of kThreads has tiles for, no more than
 // kPlaneStreamChunkBytes of src, and a whole number of 16-byte vectors of src and of dst; a block
 // for each chunk, up to what the GPU holds at once. Null where the kernel does not take the pass,
@@ -367,24 +452,9 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
     return resident_blocks_per_sm(gpu, threads, plane_stream_shared_bytes(g, planes, pitch, kBytes), registers);
   };
   if (vector_rows && plane_stream_vector_rows(g)) {
-    // Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
-    // fewest wavefronts (the first of equals), within the 48 KB a block may take and keeping the blocks
-    // an SM holds with flat planes (on SMs of 100 KB, a 6x14 plane's padded rows would cost one); flat
-    // planes where they take fewer still.
-    constexpr int64_t V = kVector16<scalar_t>;
-    const int64_t whole = plane_stream_whole_pitch(g, kBytes);
-    const int64_t most_blocks = blocks_per_sm(g.src_w);
-    int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, kBytes);
-    for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
-      if (plane_stream_shared_bytes(g, planes, pitch, kBytes) > kMaxSharedBytes) break;
-      if (blocks_per_sm(pitch) < most_blocks) break;
-      const int64_t wavefronts = plane_stream_row_wavefronts(g, stream, pitch, true, kBytes);
-      if (wavefronts < fewest) {
-        fewest = wavefronts;
-        stream.pitch = static_cast<int>(pitch);
-        stream.vector_rows = true;
-      }
-    }
+    choose_plane_stream_rows(g, stream, kBytes, kMaxSharedBytes,
+                             [&](int64_t pitch) { return plane_stream_shared_bytes(g, planes, pitch, kBytes); },
+                             blocks_per_sm);
   }
   const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);
   const int64_t per_sm = blocks_per_sm(stream.pitch);
@@ -393,6 +463,230 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   launch.grid = dim3(static_cast<unsigned>(blocks));
   launch.block = dim3(static_cast<unsigned>(threads));
   launch.stream = stream;
+  launch.shared_bytes = shared_bytes;
+  return launch;
+}
+
+// ---------------------------------------------------------------------------
+// The plane-streamed weight gradient (v51): float NCHW, the plane stream's filters, strides and planes.
+//
+// grad_weight_register_tiled_kernel takes these planes a block of one channel's batch entries at a
+// time, staged, then summed, then the next: on the H200 (2026-11-27) its fp32 weight gradients of 14x14
+// and 7x7 planes ran at 6-20 % of the DRAM floor, twice the time of their forwards. Here a block owns a
+// group of `planes` consecutive channels and a slice of the batch: for each batch entry n of its slice,
+// the group's planes of input and of grad_output are one contiguous run of each tensor (planes n x C +
+// c0, ...), copied as cp.async into one of two buffers while the block sums the entry before from the
+// other. A thread keeps one tile's K^2 tap sums and grad_output's sum (the bias gradient's) in registers
+// over the whole slice: tile t % tiles of channel t / tiles, the plane stream's tiles and windows. At the
+// end each channel's tile sums are added in tile order through shared memory into its slice's sums,
+// which grad_weight_finish_kernel adds in slice order: the same bits every run.
+
+struct PlaneStreamGradWeight {
+  PlaneStream stream;   // planes: channels a group, the planes of a chunk (an entry's planes of a group)
+  int batch_per_slice;  // slice blockIdx.y of group blockIdx.x walks entries [y x batch_per_slice, ...)
+  int sums_per_round;   // tap sums the block adds across its threads at a time (its shared memory's rows)
+};
+
+struct PlaneStreamGradWeightLaunch {
+  dim3 grid, block;  // grid: (channel groups, batch slices); block: a thread a tile of a group's planes
+  PlaneStreamGradWeight work;
+  size_t shared_bytes;
+};
+
+template <typename scalar_t, int kKernel, int kStride, bool kVectorRows>
+__global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kStride)) plane_stream_grad_weight_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    const PassGeometry g,
+    const PlaneStreamGradWeight work) {
+  using Window = PlaneWindow<scalar_t, kKernel, kStride, kVectorRows>;
+  using acc_t = typename Window::acc_t;
+  using Copies = PlaneRowCopies<scalar_t, kVectorRows>;
+  constexpr int K = kKernel;
+  constexpr int kTaps = K * K;
+  DWCONV_SHARED_BYTES(shared_bytes);
+  const PlaneStream& s = work.stream;
+
+  const int src_h = static_cast<int>(g.src_h), src_w = static_cast<int>(g.src_w);
+  const int dst_h = static_cast<int>(g.dst_h), dst_w = static_cast<int>(g.dst_w);
+  const int channels = static_cast<int>(g.dst_channels);
+  const int src_plane = src_h * src_w, dst_plane = dst_h * dst_w;
+  const int group_first = static_cast<int>(blockIdx.x) * s.planes;  // the group's first channel
+  const int group_planes = smaller(s.planes, channels - group_first);
+  const int entry_src = s.planes * src_h * s.pitch, entry_dst = s.planes * dst_plane;  // whole vectors each
+  scalar_t* const input_buffers = reinterpret_cast<scalar_t*>(shared_bytes);  // [2][entry_src]
+  scalar_t* const grad_output_buffers = input_buffers + 2 * entry_src;       // [2][entry_dst]
+
+  const int slot = static_cast<int>(threadIdx.x) / s.tiles;  // the thread's channel in the group
+  const int tile = static_cast<int>(threadIdx.x) - slot * s.tiles;
+  const int y0 = tile / s.tiles_w * kBlockRows, x0 = tile % s.tiles_w * kBlockCols;
+  const Window window(g, y0, x0);
+  const Copies copies(src_w, s.pitch);
+  copies.zero_row_tails(input_buffers, 2 * s.planes * src_h);
+  const int64_t batch_begin = static_cast<int64_t>(blockIdx.y) * work.batch_per_slice;
+  const int64_t batch_end = smaller<int64_t>(g.batch, batch_begin + work.batch_per_slice);
+
+  // Entry n's planes of the group, input and grad_output, into buffer `buffer` as one group of copies
+  // (an empty one past the slice's last entry).
+  const auto copy_entry = [&](int64_t n, int buffer) {
+    if (n < batch_end) {
+      const int64_t first_plane = n * channels + group_first;
+      copies.copy(input + first_plane * src_plane, input_buffers + buffer * entry_src, group_planes * src_h);
+      Copies::copy_vectors_async(grad_output + first_plane * dst_plane, grad_output_buffers + buffer * entry_dst,
+                                 group_planes * dst_plane / Window::V);
+    }
+    commit_async_copies();
+  };
+
+  const bool computes = slot < group_planes;
+  const bool crosses_edge = y0 + kBlockRows > dst_h || x0 + kBlockCols > dst_w;
+  acc_t sums[kTaps + 1];  // the taps', then grad_output's own (the bias gradient's)
+#pragma unroll
+  for (int v = 0; v <= kTaps; ++v) sums[v] = acc_t(0);
+
+  int buffer = 0;
+  copy_entry(batch_begin, buffer);
+  for (int64_t n = batch_begin; n < batch_end; ++n, buffer ^= 1) {
+    copy_entry(n + 1, buffer ^ 1);  // its buffers' last readers were entry n - 1's, before the barrier ending it
+    wait_async_copies<1>();
+    __syncthreads();  // entry n's planes have landed, all of the block's copies
+
+    if (computes) {
+      const scalar_t* const go_plane = grad_output_buffers + buffer * entry_dst + slot * dst_plane;
+      acc_t go[kBlockRows][kBlockCols];
+#pragma unroll
+      for (int i = 0; i < kBlockRows; ++i) {
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) {
+          const bool inside = y0 + i < dst_h && x0 + j < dst_w;
+          go[i][j] = inside ? static_cast<acc_t>(go_plane[(y0 + i) * dst_w + x0 + j]) : acc_t(0);
+          sums[kTaps] += go[i][j];
+        }
+      }
+      const scalar_t* const plane = input_buffers + buffer * entry_src + slot * src_h * s.pitch;
+      whole_or_edge(crosses_edge, [&](auto edge) {
+        constexpr bool kEdge = decltype(edge)::value;
+        window.walk(plane, s.pitch, src_h, [&](int i, int kh, const acc_t (&x)[Window::kRowValues]) {
+          if (kEdge && y0 + i >= dst_h) return;
+#pragma unroll
+          for (int j = 0; j < kBlockCols; ++j) {
+            if (kEdge && x0 + j >= dst_w) break;
+#pragma unroll
+            for (int kw = 0; kw < K; ++kw) sums[kh * K + kw] += go[i][j] * x[Window::kLead + j * kStride + kw];
+          }
+        });
+      });
+    }
+    __syncthreads();  // no thread reads entry n's buffers any more: entry n + 2's copies may fill them
+  }
+  wait_async_copies<0>();  // the last group, past the slice's last entry, is empty
+
+  // Each channel's sums: its tiles' added in tile order, sums_per_round sums at a time in the buffers'
+  // place, a row of blockDim.x + 1 values a sum (a thread's value at its index), so that the lanes
+  // adding consecutive sums of a channel read consecutive banks.
+  const int threads = static_cast<int>(blockDim.x);
+  const int row = threads + 1;
+  const int values = partial_bias != nullptr ? kTaps + 1 : kTaps;
+  acc_t* const rows = reinterpret_cast<acc_t*>(shared_bytes);
+  for (int v0 = 0; v0 < values; v0 += work.sums_per_round) {
+    const int count = smaller(work.sums_per_round, values - v0);
+    __syncthreads();  // the round before's totals have all been read
+#pragma unroll
+    for (int v = 0; v <= kTaps; ++v) {
+      if (v >= v0 && v < v0 + count) rows[(v - v0) * row + threadIdx.x] = sums[v];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < count * group_planes; e += threads) {
+      const int v = e % count, channel = e / count;
+      const acc_t* const tile_sums = rows + v * row + channel * s.tiles;
+      acc_t total = tile_sums[0];
+      for (int t = 1; t < s.tiles; ++t) total += tile_sums[t];
+      const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + group_first + channel;
+      if (v0 + v < kTaps) {
+        partial[at * kTaps + v0 + v] = total;
+      } else {
+        partial_bias[at] = total;
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+using PlaneStreamGradWeightKernel = void (*)(const scalar_t*, const scalar_t*, at::acc_type<scalar_t, true>*,
+                                             at::acc_type<scalar_t, true>*, PassGeometry, PlaneStreamGradWeight);
+
+// The instance for a filter size and stride (has_plane_stream's) and a plan's vector rows, or null.
+template <typename scalar_t>
+PlaneStreamGradWeightKernel<scalar_t> plane_stream_grad_weight_kernel_for(int kernel, int stride, bool vector_rows) {
+  if (vector_rows) {
+    return register_tiled_instance<true>(kernel, stride, [](auto k, auto s) {
+      return &plane_stream_grad_weight_kernel<scalar_t, decltype(k)::value, decltype(s)::value, true>;
+    });
+  }
+  return register_tiled_instance<true>(kernel, stride, [](auto k, auto s) {
+    return &plane_stream_grad_weight_kernel<scalar_t, decltype(k)::value, decltype(s)::value, false>;
+  });
+}
+
+// A weight-gradient block's shared memory for groups of `planes` channels, src rows `pitch` values
+// apart: two entries' input and grad_output planes, and at least one row of sums for the block's
+// `threads` (tiny planes).
+inline size_t plane_stream_grad_weight_shared_bytes(const PassGeometry& g, int64_t planes, int64_t pitch,
+                                                     int threads, int64_t element_size) {
+  const int64_t values = std::max(2 * planes * (g.src_h * pitch + g.dst_h * g.dst_w), int64_t(threads) + 1);
+  return static_cast<size_t>(values * element_size);
+}
+
+// The weight gradient's plan: groups of as many channels as a block of kThreads has tiles for, fewer
+// where two entries' planes of them would pass the shared memory a block may take (opt_in_shared_bytes,
+// past 48 KB: these blocks are bound by registers to three an SM or fewer), a whole number of 16-byte
+// vectors in every entry (the channels too, else null); a batch slice a block, as many as fill the GPU's
+// resident blocks. Null where the kernel does not take the pass and where the pass has fewer chunks
+// (entries x groups) than the GPU has SMs (batch 1: the register tiles'). Flat planes only without
+// `vector_rows` (the plane_stream_vector_rows path off).
+template <typename scalar_t>
+std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
+                                                                         bool vector_rows = true) {
+  constexpr int64_t kBytes = sizeof(scalar_t);
+  if (!has_plane_stream(g, kBytes)) return std::nullopt;
+  const int64_t quantum = plane_stream_quantum(g, kBytes);
+  if (g.dst_channels % quantum != 0) return std::nullopt;  // an entry's group would not start on a vector
+  const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
+  const int tiles = tiles_w * static_cast<int>((g.dst_h + kBlockRows - 1) / kBlockRows);
+  const size_t most_bytes = opt_in_shared_bytes(gpu);
+  const auto threads_for = [&](int64_t planes) { return static_cast<int>((planes * tiles + 31) / 32 * 32); };
+  const auto bytes_for = [&](int64_t planes, int64_t pitch) {
+    return plane_stream_grad_weight_shared_bytes(g, planes, pitch, threads_for(planes), kBytes);
+  };
+  int64_t planes = smaller<int64_t>(kThreads / tiles / quantum * quantum, g.dst_channels);
+  while (planes > 0 && bytes_for(planes, g.src_w) > most_bytes) planes -= quantum;
+  if (planes < 1) return std::nullopt;
+  const int64_t groups = (g.dst_channels + planes - 1) / planes;
+  const int64_t chunks = g.batch * groups;
+  if (chunks < gpu.sm_count) return std::nullopt;
+  const int threads = threads_for(planes);
+  PlaneStream stream{static_cast<int>(planes), tiles_w, tiles, chunks, static_cast<int>(g.src_w), false};
+  const int registers = registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h));
+  const auto blocks_per_sm = [&](int64_t pitch) {
+    return resident_blocks_per_sm(gpu, threads, bytes_for(planes, pitch), registers);
+  };
+  if (vector_rows && plane_stream_vector_src_rows(g)) {
+    choose_plane_stream_rows(g, stream, kBytes, most_bytes, [&](int64_t pitch) { return bytes_for(planes, pitch); },
+                             blocks_per_sm);
+  }
+  const size_t shared_bytes = bytes_for(planes, stream.pitch);
+  const int64_t resident = blocks_per_sm(stream.pitch) * gpu.sm_count;
+  const int64_t slices_wanted = std::clamp<int64_t>((resident + groups - 1) / groups, 1, g.batch);
+  const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
+  const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
+  const int sums_per_round = static_cast<int>(smaller<int64_t>(
+      int64_t(g.kernel_h) * g.kernel_w + 1, static_cast<int64_t>(shared_bytes / kBytes) / (threads + 1)));
+  PlaneStreamGradWeightLaunch launch;
+  launch.grid = dim3(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
+  launch.block = dim3(static_cast<unsigned>(threads));
+  launch.work = PlaneStreamGradWeight{stream, static_cast<int>(batch_per_slice), sums_per_round};
   launch.shared_bytes = shared_bytes;
   return launch;
 }
