@@ -139,7 +139,8 @@ KERNELS_CHECKED = [
                    "register-tiled NCHW stride 2 row loads", "register-tiled NCHW stride 2 staged grad_output",
                    "register NHWC",
                    "large-filter NCHW", "large-filter NHWC", "strided NHWC", "ring NHWC", "window NHWC", "walk NHWC",
-                   "tensor-core NHWC")] + [
+                   "tensor-core NHWC", "plane-streamed NCHW", "plane-streamed NCHW vector rows",
+                   "plane-streamed NCHW stride 2", "plane-streamed NCHW stride 2 vector rows")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
     for layout in ("NCHW", "NHWC")]
 
@@ -777,6 +778,23 @@ MUTATIONS = [
       "const size_t shared_bytes = plane_stream_shared_bytes(g, planes, g.src_w, kBytes);"),
      "94:95"),  # shared memory for flat planes given to padded rows
     (("copy_async_8(at, from + e * 2);", "copy_async_8(at, from + e * V);"), "94:95"),  # pairs copied from vectors' places
+    # The plane-streamed weight gradient (v51; cases 94-105):
+    (("copy_entry(n + 1, buffer ^ 1);", "copy_entry(n + 1, buffer);"), "94:95"),  # the next entry over the one summed
+    (("__syncthreads();  // no thread reads entry n's buffers any more", "// barrier removed"),
+     "94:95"),  # an entry's buffers refilled while other threads sum them
+    (("const int64_t first_plane = n * channels + group_first;", "const int64_t first_plane = n * channels;"),
+     "94:95"),  # every group reading the first group's planes
+    (("if (kEdge && y0 + i >= dst_h) return;", ""), "103:104"),  # grad_output rows past the plane, 0 x inf
+    (("if (kEdge && x0 + j >= dst_w) break;", ""), "100:101"),  # ... and columns
+    (("sums[kTaps] += go[i][j];", ""), "94:95"),  # no bias gradient
+    (("for (int t = 1; t < s.tiles; ++t) total += tile_sums[t];",
+      "for (int t = 1; t + 1 < s.tiles; ++t) total += tile_sums[t];"), "94:95"),  # a channel's last tile left out
+    (("const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + group_first + channel;",
+      "const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + channel;"), "94:95"),  # sums at group 0's
+    (("__syncthreads();  // the round before's totals have all been read", "// barrier removed"),
+     "95:96"),  # a round's sums written over the round before's as they are read
+    (("int64_t(threads) + 1);", "int64_t(0));"), "104:105"),  # tiny planes: no room for a row of sums
+    (("if (g.dst_channels % quantum != 0) return std::nullopt;", ""), "88:89"),  # groups off 16-byte boundaries
 ]
 
 

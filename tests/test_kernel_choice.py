@@ -232,7 +232,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 25 and names <= defined, names - defined
+    assert len(names) == 26 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -387,7 +387,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     one (bf16 and fp16 5x5 and 7x7 at stride 1) or the window kernel for the channels_last weight
     gradient, the streamed kernel or the register-tiled one for the other channels_last
     passes, and the tensor-core one for those of bf16 and fp16, the plane stream for the other fp32
-    NCHW passes of planes of 32x32 or less) for the rest, or at
+    NCHW passes of planes of 32x32 or less, the weight gradient's too) for the rest, or at
     batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
@@ -395,9 +395,10 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
         return ({"grad-weight": k.COLUMN_GRAD_WEIGHT if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW),)
     if layer.kernel > 7:
         return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
+    small_float_planes = not cl and ELEMENT_BYTES[problem.dtype] == 4 and layer.length <= 32 and problem.batch > 1
     if pass_ == "grad-weight":
         if not cl:
-            return (k.REGISTER_TILED_GRAD_WEIGHT,)
+            return (k.PLANE_STREAM_GRAD_WEIGHT if small_float_planes else k.REGISTER_TILED_GRAD_WEIGHT,)
         if layer.kernel == 3:
             return (k.WALK_GRAD_WEIGHT,)
         tensor_cores = ELEMENT_BYTES[problem.dtype] == 2 and layer.stride == 1
@@ -405,7 +406,7 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     if pass_ == "backward-input" and layer.stride == 2:
         return (k.STRIDE2_CHANNELS_LAST if cl else k.STRIDE2_NCHW,)
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
-    if not cl and ELEMENT_BYTES[problem.dtype] == 4 and layer.length <= 32 and problem.batch > 1:
+    if small_float_planes:
         tiles = (k.PLANE_STREAM,)
     if cl and tensor_core_layer(problem):
         tiles = (k.CHANNELS_LAST_MMA, *tiles)
@@ -460,13 +461,13 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
     """The launch shapes the plan report shows (DepthwiseConv2dLaunch.cuh's, as the .cu launches
     them) for every bench pass on each GPU size: within the kernels' launch bound of 256 threads,
     48 KB of dynamic shared memory and the grid's limits, and at least one block an SM can hold.
-    Past 48 KB only the window weight gradient, which opts in, and only as far as an SM still holds
-    as many of its blocks as of 48 KB ones."""
+    Past 48 KB only the window weight gradient and the plane-streamed one, which opt in, and only as far
+    as an SM still holds as many of their blocks as of 48 KB ones."""
     def shared_memory_fits(launch, sm):
         if launch.shared_bytes <= 48 * 1024:
             return True
         blocks_of = lambda shared_bytes: sm.shared_bytes // (shared_bytes + sm.reserved_per_block)  # noqa: E731
-        return (launch.kernel == kernel_cases.WINDOW_GRAD_WEIGHT
+        return (launch.kernel in (kernel_cases.WINDOW_GRAD_WEIGHT, kernel_cases.PLANE_STREAM_GRAD_WEIGHT)
                 and blocks_of(launch.shared_bytes) >= blocks_of(48 * 1024) >= 1)
 
     for gpu, launches in bench_launches.items():
@@ -552,10 +553,12 @@ def test_small_planes_stage_grad_output_for_the_register_tiled_weight_gradient(k
     """v34: in NCHW at batch 64, rows of 14 (no row access) take the instance that copies grad_output
     into shared memory, and its planes' room on top of the tiles; rows of 56 (row access), a 56x56
     plane 4 bytes off (no row access, one tile, but one plane a block), a 112x112 plane 4 bytes off
-    (4 tiles down the plane), 14x14 at batch 4 (4 planes a block) and the path switched off do not."""
+    (4 tiles down the plane), 14x14 at batch 4 (4 planes a block) and the path switched off do not. (The
+    plane-streamed weight gradient, which takes the float passes of small planes first, switched off.)"""
     def launch(size, grad_output_offset=0, disabled=(), batch=64):
         line = plan_report.call_line("float", "grad-weight", "nchw", batch, 384, size, (3, 3), (1, 1), (1, 1), (1, 1),
-                                     grad_output_offset=grad_output_offset, disabled=disabled)
+                                     grad_output_offset=grad_output_offset,
+                                     disabled=("plane_stream_grad_weight", *disabled))
         return plan_report.Launch.parse(plan_report.run_driver(kernel_choice, [line], "--plans")[0])
 
     staged, unstaged = launch((14, 14)), launch((14, 14), disabled=("staged_grad_output",))

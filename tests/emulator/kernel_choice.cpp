@@ -135,10 +135,16 @@ std::string instance_arguments(const PassChoice& choice, bool backward) {
   }
   return "";
 }
-std::string instance_arguments(const GradWeightChoice&, bool) { return ""; }
+std::string instance_arguments(const GradWeightChoice& choice, const PassGeometry& g) {
+  if (const auto* plan = std::get_if<PlaneStreamGradWeightLaunch>(&choice.plan)) {
+    return std::to_string(g.kernel_h) + "," + std::to_string(g.stride_h) + "," +
+           (plan->work.stream.vector_rows ? "true" : "false");
+  }
+  return "";
+}
 
 template <typename Choice>
-std::string described(const Choice& choice, const LaunchShape& shape, bool backward = false) {
+std::string described(const Choice& choice, const LaunchShape& shape, const std::string& arguments) {
   std::string text = kernel_name(choice.kernel);
   if (print_plans) {
     auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
@@ -146,7 +152,6 @@ std::string described(const Choice& choice, const LaunchShape& shape, bool backw
             " shared=" + std::to_string(shape.shared_bytes);
     const std::string bools = instance_bools(choice);
     if (!bools.empty()) text += " bools=" + bools;
-    const std::string arguments = instance_arguments(choice, backward);
     if (!arguments.empty()) text += " args=" + arguments;
   }
   return text;
@@ -186,12 +191,12 @@ std::string choose(const Call& k) {
   };
   if (k.pass == "forward") {
     const auto choice = choose_forward<scalar_t>(fwd, pass_operands(input, output), disabled, k.gpu);
-    return described(choice, launch_shape(choice, k.gpu));
+    return described(choice, launch_shape(choice, k.gpu), instance_arguments(choice, false));
   }
   if (k.pass == "backward-input") {
     const auto choice = choose_backward_input<scalar_t>(fwd, pass_operands(grad_output, grad_input), disabled,
                                                         k.gpu);
-    return described(choice, launch_shape(choice, k.gpu), true);
+    return described(choice, launch_shape(choice, k.gpu), instance_arguments(choice, true));
   }
   if (k.pass == "grad-weight" || k.pass == "grad-weight+bias") {
     const GradWeightOperands operands{
@@ -203,7 +208,7 @@ std::string choose(const Call& k) {
         grad_output.needs_64bit_indexing() || input.needs_64bit_indexing() || weight_needs_64bit,
         k.pass == "grad-weight+bias"};
     const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.gpu);
-    return described(choice, launch_shape(choice));
+    return described(choice, launch_shape(choice), instance_arguments(choice, fwd));
   }
   fail("pass must be forward, backward-input, grad-weight or grad-weight+bias, not " + k.pass);
 }

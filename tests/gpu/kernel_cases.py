@@ -35,13 +35,14 @@ STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
 STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 PIXEL = "pixel_kernel"
 PLANE_STREAM = "plane_stream_kernel"
+PLANE_STREAM_GRAD_WEIGHT = "plane_stream_grad_weight_kernel"
 
 # The tables of the tiled kernels switch the pixel path off: their calls are small, so most are grids
 # the GPU holds at once, which the pixel kernel takes (pixel_cases).
 PIXEL_OFF = ("pixel",)
-# The register-tiled table switches the plane stream off too: it takes that table's float calls of
-# small planes that fill the GPU (plane_stream_cases).
-TILES_OFF = PIXEL_OFF + ("plane_stream",)
+# The register-tiled table switches the plane stream off too, and its weight gradient: they take that
+# table's float calls of small planes that fill the GPU (plane_stream_cases).
+TILES_OFF = PIXEL_OFF + ("plane_stream", "plane_stream_grad_weight")
 
 
 def pair(value):
@@ -366,36 +367,42 @@ def pixel_cases(element_size):
 
 
 def plane_stream_cases(element_size):
-    """The plane-streamed NCHW kernel: float, square 3x3, 5x5 and 7x7 at stride 1 and 3x3 and 5x5 at
+    """The plane-streamed NCHW kernels: float, square 3x3, 5x5 and 7x7 at stride 1 and 3x3 and 5x5 at
     stride 2, dilation 1, multiplier 1, src planes of 32x32 or less, where the pass has a chunk of planes
     for each of the GPU's SMs (132 at most here) and its tensors are 16-byte aligned; backward-input at
     stride 1, as the flipped correlation; read from vector rows where rows have an even width and the
-    padding across is K // 2 (v50), else from flat planes. MobileNetV2's, EfficientNet-B0's and
-    ConvNeXt-T's small planes, at batches that give every GPU the plans know enough chunks; in the
-    other dtypes, and elsewhere, the register tiles or the general kernels."""
-    rows = [  # (label, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it in float)
-        ("MobileNetV2 576@14, batch 4: 16 planes a chunk", 4, 576, 14, 3, 1, 1, 1, True, True),
-        ("MobileNetV2 960@7, batch 16: 64 planes a chunk", 16, 960, 7, 3, 1, 1, 1, True, True),
-        ("EfficientNet-B0 672@14 k5, batch 4", 4, 672, 14, 5, 1, 2, 1, True, True),
-        ("EfficientNet-B0 240@28 k3 s2, batch 8: 5 planes a chunk", 8, 240, 28, 3, 2, 1, 1, True, True),
-        ("EfficientNet-B0 672@14 k5 s2, batch 4: 20 planes a chunk", 4, 672, 14, 5, 2, 2, 1, True, True),
-        ("ConvNeXt-T 192@28 k7, batch 4", 4, 192, 28, 7, 1, 3, 1, True, True),
-        ("ConvNeXt-T 768@7 k7, batch 16", 16, 768, 7, 7, 1, 3, 1, True, True),
-        ("planes of 9x11 in fours, uneven padding", 384, 15, (9, 11), 3, 1, (0, 1), 1, True, True),
-        ("vector rows of 6 in pitches of 8", 16, 1024, 6, 5, 1, 2, 1, True, True),
-        ("ConvNeXt-T 384@14 k7, batch 8: vector rows of 14 at a pitch of 20", 8, 384, 14, 7, 1, 3, 1, True, True),
-        ("even rows, no padding across: flat planes", 64, 96, (10, 12), 3, 1, (1, 0), 1, True, True),
-        ("a plane over 4 KB: the register tiles", 8, 96, 56, 3, 1, 1, 1, True, False),
-        ("fewer chunks than SMs: the register tiles", 2, 96, 14, 3, 1, 1, 1, True, False),
-        ("multiplier 2", 4, 288, 14, 3, 1, 1, 2, True, False),
-        ("data off a 16-byte boundary", 4, 576, 14, 3, 1, 1, 1, False, False),
-        ("7x7 at stride 2 is not compiled", 8, 240, 28, 7, 2, 3, 1, True, False),
+    padding across is K // 2 (v50), else from flat planes. The weight gradient (v51) where its chunks (a
+    batch entry's planes of a group of channels) are as many and the channels a whole number of 16-byte
+    vectors' planes. MobileNetV2's, EfficientNet-B0's and ConvNeXt-T's small planes, at batches that give
+    every GPU the plans know enough chunks; in the other dtypes, and elsewhere, the register tiles or the
+    general kernels."""
+    rows = [  # (label, batch, channels, size, kernel, stride, padding, multiplier, aligned, takes it in float,
+        # the weight gradient takes it in float: None where that depends on the GPU's SMs)
+        ("MobileNetV2 576@14, batch 4: 16 planes a chunk", 4, 576, 14, 3, 1, 1, 1, True, True, True),
+        ("MobileNetV2 960@7, batch 16: 64 planes a chunk", 16, 960, 7, 3, 1, 1, 1, True, True, True),
+        ("EfficientNet-B0 672@14 k5, batch 4", 4, 672, 14, 5, 1, 2, 1, True, True, True),
+        ("EfficientNet-B0 240@28 k3 s2, batch 8: 5 planes a chunk", 8, 240, 28, 3, 2, 1, 1, True, True, True),
+        ("EfficientNet-B0 672@14 k5 s2, batch 4: 20 planes a chunk", 4, 672, 14, 5, 2, 2, 1, True, True, None),
+        ("ConvNeXt-T 192@28 k7, batch 4", 4, 192, 28, 7, 1, 3, 1, True, True, True),
+        ("ConvNeXt-T 768@7 k7, batch 16", 16, 768, 7, 7, 1, 3, 1, True, True, True),
+        ("planes of 9x11 in fours, uneven padding; 15 channels", 384, 15, (9, 11), 3, 1, (0, 1), 1, True, True, False),
+        ("vector rows of 6 in pitches of 8", 16, 1024, 6, 5, 1, 2, 1, True, True, True),
+        ("ConvNeXt-T 384@14 k7, batch 8: vector rows of 14 at a pitch of 20", 8, 384, 14, 7, 1, 3, 1, True, True, True),
+        ("even rows, no padding across: flat planes", 64, 96, (10, 12), 3, 1, (1, 0), 1, True, True, True),
+        ("a plane over 4 KB: the register tiles", 8, 96, 56, 3, 1, 1, 1, True, False, False),
+        ("fewer chunks than SMs: the register tiles", 2, 96, 14, 3, 1, 1, 1, True, False, False),
+        ("multiplier 2", 4, 288, 14, 3, 1, 1, 2, True, False, False),
+        ("data off a 16-byte boundary", 4, 576, 14, 3, 1, 1, 1, False, False, False),
+        ("7x7 at stride 2 is not compiled", 8, 240, 28, 7, 2, 3, 1, True, False, False),
     ]
     return [
         Expectation(Call(label, n, c, size, kernel, stride, padding, 1, m, "nchw", 1 - aligned, 1 - aligned),
                     {"forward": {PLANE_STREAM: takes and element_size == 4},
-                     "backward-input": {PLANE_STREAM: takes and element_size == 4 and stride == 1}}, PIXEL_OFF)
-        for label, n, c, size, kernel, stride, padding, m, aligned, takes in rows
+                     "backward-input": {PLANE_STREAM: takes and element_size == 4 and stride == 1},
+                     **({} if takes_grad_weight is None else
+                        {"grad-weight": {PLANE_STREAM_GRAD_WEIGHT: takes_grad_weight and element_size == 4}})},
+                    PIXEL_OFF)
+        for label, n, c, size, kernel, stride, padding, m, aligned, takes, takes_grad_weight in rows
     ]
 
 
@@ -476,6 +483,7 @@ KERNEL_PATH_ROWS = [
     ("plane_stream", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1),
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM}),
     ("plane_stream_vector_rows", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {}),
+    ("plane_stream_grad_weight", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {"grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
 ]
 
 
@@ -485,7 +493,7 @@ PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks",
                            "channels_last_register_tiled_three_blocks"}
 # Paths compiled for float only.
-PATHS_OF_FLOAT = {"plane_stream", "plane_stream_vector_rows"}
+PATHS_OF_FLOAT = {"plane_stream", "plane_stream_vector_rows", "plane_stream_grad_weight"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 

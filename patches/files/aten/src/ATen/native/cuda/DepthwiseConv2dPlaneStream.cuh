@@ -401,7 +401,7 @@ inline int64_t plane_stream_row_wavefronts(const PassGeometry& g, const PlaneStr
 
 // Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
 // fewest wavefronts (the first of equals), within `most_bytes` of shared memory a block (bytes_at(pitch))
-// and keeping the blocks an SM holds with flat planes (blocks_at(pitch): on SMs of 100 KB, a 6x14 plane's
+// and keeping the blocks an SM holds with flat planes (blocks_at(pitch, vector_rows): on SMs of 100 KB, a 6x14 plane's
 // padded rows would cost one); flat planes where those take fewer still. `stream` holds flat planes'
 // plan, and is given the rows chosen.
 template <typename BytesAt, typename BlocksAt>
@@ -409,11 +409,11 @@ void choose_plane_stream_rows(const PassGeometry& g, PlaneStream& stream, int64_
                               BytesAt&& bytes_at, BlocksAt&& blocks_at) {
   const int64_t V = 16 / element_size;
   const int64_t whole = plane_stream_whole_pitch(g, element_size);
-  const int64_t most_blocks = blocks_at(g.src_w);
+  const int64_t most_blocks = blocks_at(g.src_w, false);
   int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, element_size);
   for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
     if (bytes_at(pitch) > most_bytes) break;
-    if (blocks_at(pitch) < most_blocks) break;
+    if (blocks_at(pitch, true) < most_blocks) break;
     const int64_t wavefronts = plane_stream_row_wavefronts(g, stream, pitch, true, element_size);
     if (wavefronts < fewest) {
       fewest = wavefronts;
@@ -448,7 +448,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   const int threads = static_cast<int>((planes * tiles + 31) / 32 * 32);
   PlaneStream stream{static_cast<int>(planes), tiles_w, tiles, chunks, static_cast<int>(g.src_w), false};
   const int registers = registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h));
-  const auto blocks_per_sm = [&](int64_t pitch) {
+  const auto blocks_per_sm = [&](int64_t pitch, bool /*vector_rows: the same bounds*/) {
     return resident_blocks_per_sm(gpu, threads, plane_stream_shared_bytes(g, planes, pitch, kBytes), registers);
   };
   if (vector_rows && plane_stream_vector_rows(g)) {
@@ -457,7 +457,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
                              blocks_per_sm);
   }
   const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);
-  const int64_t per_sm = blocks_per_sm(stream.pitch);
+  const int64_t per_sm = blocks_per_sm(stream.pitch, stream.vector_rows);
   const int64_t blocks = smaller(chunks, per_sm * gpu.sm_count);
   PlaneStreamLaunch launch;
   launch.grid = dim3(static_cast<unsigned>(blocks));
@@ -493,8 +493,16 @@ struct PlaneStreamGradWeightLaunch {
   size_t shared_bytes;
 };
 
+// Blocks of kThreads an SM the weight gradient's instances ask for, and its planner counts on: three (80
+// registers) at 3x3 stride 1 and at 5x5 stride 1 from vector rows; two (128) elsewhere: its K^2 tap sums
+// and a 4x4 tile of grad_output took nvcc 13.0 past 80 at 5x5 from flat planes (8-12 bytes spilled).
+constexpr int plane_stream_grad_weight_min_blocks(int kernel, int stride, bool vector_rows) {
+  return stride == 1 && (kernel == 3 || (kernel == 5 && vector_rows)) ? 3 : 2;
+}
+
 template <typename scalar_t, int kKernel, int kStride, bool kVectorRows>
-__global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kStride)) plane_stream_grad_weight_kernel(
+__global__ void __launch_bounds__(kThreads, plane_stream_grad_weight_min_blocks(kKernel, kStride, kVectorRows))
+plane_stream_grad_weight_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
     at::acc_type<scalar_t, true>* __restrict__ partial,
@@ -598,8 +606,15 @@ __global__ void __launch_bounds__(kThreads, plane_stream_min_blocks(kKernel, kSt
       if (v >= v0 && v < v0 + count) rows[(v - v0) * row + threadIdx.x] = sums[v];
     }
     __syncthreads();
-    for (int e = threadIdx.x; e < count * group_planes; e += threads) {
-      const int v = e % count, channel = e / count;
+    // Total e: sum v = e % count of channel e / count, walked with carries (no division in the loop).
+    const int step_v = threads % count, step_channel = threads / count;
+    int v = static_cast<int>(threadIdx.x) % count, channel = static_cast<int>(threadIdx.x) / count;
+    for (; channel < group_planes; v += step_v, channel += step_channel) {
+      if (v >= count) {
+        v -= count;
+        ++channel;
+        if (channel >= group_planes) break;
+      }
       const acc_t* const tile_sums = rows + v * row + channel * s.tiles;
       acc_t total = tile_sums[0];
       for (int t = 1; t < s.tiles; ++t) total += tile_sums[t];
@@ -668,8 +683,9 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   if (chunks < gpu.sm_count) return std::nullopt;
   const int threads = threads_for(planes);
   PlaneStream stream{static_cast<int>(planes), tiles_w, tiles, chunks, static_cast<int>(g.src_w), false};
-  const int registers = registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h));
-  const auto blocks_per_sm = [&](int64_t pitch) {
+  const auto blocks_per_sm = [&](int64_t pitch, bool rows_of_vectors) {
+    const int registers =
+        registers_within_bounds(plane_stream_grad_weight_min_blocks(g.kernel_h, g.stride_h, rows_of_vectors));
     return resident_blocks_per_sm(gpu, threads, bytes_for(planes, pitch), registers);
   };
   if (vector_rows && plane_stream_vector_src_rows(g)) {
@@ -677,7 +693,7 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
                              blocks_per_sm);
   }
   const size_t shared_bytes = bytes_for(planes, stream.pitch);
-  const int64_t resident = blocks_per_sm(stream.pitch) * gpu.sm_count;
+  const int64_t resident = blocks_per_sm(stream.pitch, stream.vector_rows) * gpu.sm_count;
   const int64_t slices_wanted = std::clamp<int64_t>((resident + groups - 1) / groups, 1, g.batch);
   const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
   const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
