@@ -786,7 +786,7 @@ MUTATIONS = [
      "94:95"),  # every group reading the first group's planes
     (("if (kEdge && y0 + i >= dst_h) return;", ""), "103:104"),  # grad_output rows past the plane, 0 x inf
     (("if (kEdge && x0 + j >= dst_w) break;", ""), "100:101"),  # ... and columns
-    (("sums[kTaps] += go[i][j];", ""), "94:95"),  # no bias gradient
+    (("acc_t(0);\n          sums[kTaps] += go[i][j];", "acc_t(0);"), "94:95"),  # no bias gradient
     (("for (int t = 1; t < s.tiles; ++t) total += tile_sums[t];",
       "for (int t = 1; t + 1 < s.tiles; ++t) total += tile_sums[t];"), "94:95"),  # a channel's last tile left out
     (("const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + group_first + channel;",

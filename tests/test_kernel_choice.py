@@ -204,6 +204,48 @@ def test_the_plane_stream_reads_vector_rows_where_their_reads_take_fewer_wavefro
             assert off.shared_bytes == shared_bytes(planes, size, stride, size), (call, pass_)
 
 
+def test_the_plane_streamed_weight_gradient_groups_channels_and_fills_one_wave(kernel_choice):
+    """v51: the fp32 NCHW weight gradients of the bench's small planes (batch 64) take the plane stream's
+    weight gradient on every GPU the plans know: groups of as many channels as a block of 256 threads has
+    tiles for, fewer where two entries' planes would pass the shared memory a block may take (past 48 KB:
+    the opt-in share, 56 KB on an sm_90 SM), a whole number of 16-byte vectors of planes; vector rows where
+    they take fewer wavefronts a plane (14x14 at a pitch of 20 in groups of 15, where flat planes take 16;
+    28x28 at 28), flat planes at 7x7 (odd rows) and everywhere with plane_stream_vector_rows off; and no
+    more batch slices than the GPU holds beside the groups in one wave (its registers' bound counted), and
+    no fewer than half of them (slices of whole entries, each but the last as many)."""
+    def plan(call, gpu, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line("float", "grad-weight", call, gpu, disabled)],
+                                         "--plans")
+        return plan_report.Launch.parse(answer)
+
+    def two_entries(planes, size, stride, pitch):  # bytes: input rows at the pitch, grad_output flat
+        return 2 * planes * (size * pitch + (size // stride) ** 2) * 4
+
+    rows = [  # (channels, size, kernel, stride; on an H100: channels a group, vector rows, their pitch; registers)
+        (576, 14, 3, 1, 15, True, 20, 80), (672, 14, 5, 1, 15, True, 20, 80), (384, 14, 7, 1, 15, True, 20, 128),
+        (192, 28, 3, 1, 4, True, 28, 80), (192, 28, 7, 1, 4, True, 28, 128), (960, 7, 3, 1, 64, False, 7, 80),
+        (768, 7, 7, 1, 64, False, 7, 128)]
+    for channels, size, kernel, stride, planes, vector_rows, pitch, registers in rows:
+        call = kernel_cases.Call("bench", 64, channels, (size, size), (kernel, kernel), (stride, stride),
+                                 (kernel // 2, kernel // 2))
+        on, off = plan(call, H100), plan(call, H100, ("plane_stream_vector_rows",))
+        assert on.kernel == off.kernel == kernel_cases.PLANE_STREAM_GRAD_WEIGHT, call
+        assert on.args == (str(kernel), str(stride), "true" if vector_rows else "false"), call
+        assert off.args == (str(kernel), str(stride), "false"), call
+        tiles = (-(-size // 4)) ** 2
+        assert on.block == (-(-planes * tiles // 32) * 32, 1, 1) and on.grid[0] == -(-channels // planes), call
+        assert on.shared_bytes == max(two_entries(planes, size, stride, pitch), 4 * (on.block[0] + 1)), call
+        flat_planes = 256 // tiles if two_entries(256 // tiles, size, stride, size) <= 56 * 1024 else planes
+        assert off.grid[0] == -(-channels // flat_planes) and off.shared_bytes == two_entries(flat_planes, size, stride, size)
+        for gpu in GPUS:
+            launch = plan(call, gpu)
+            assert launch.kernel == kernel_cases.PLANE_STREAM_GRAD_WEIGHT, (call, gpu)
+            resident = launch.blocks_per_sm(gpu.sm, registers) * gpu.sm_count
+            groups, slices = launch.grid[:2]
+            fitting = min(64, resident // groups)  # the slices one wave holds beside the groups
+            assert (launch.blocks <= resident or slices == 1) and 2 * slices >= fitting, (call, gpu, launch)
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)

@@ -1059,7 +1059,8 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
 // without the bias sums, planned for a one-SM GPU (a block walks several entries of its slice) and for
 // one of an SM a chunk (an entry a slice); the one-SM plan again with groups of fewer channels (a
 // part-filled last group) and with an entry a slice (the most slices); and where vector rows may read
-// the pass, as flat planes and as vector rows at the pitch of whole vectors and one vector wider.
+// the pass, as flat planes and as vector rows at the pitch of whole vectors and one vector wider (with
+// as many planes as fit there).
 template <typename T, typename index_t>
 void check_plane_stream_grad_weight(const Problem& p, const std::string& tag) {
   if constexpr (std::is_same_v<index_t, int32_t> && std::is_same_v<T, float>) {
@@ -1102,6 +1103,10 @@ void check_plane_stream_grad_weight(const Problem& p, const std::string& tag) {
         plan.work.stream.vector_rows = vector_rows;
         plan.work.stream.pitch = pitch;
         plan = resized(plan);
+        while (plan.shared_bytes > opt_in_shared_bytes(sm90_gpu(1)) && plan.work.stream.planes > quantum) {
+          plan.work.stream.planes -= static_cast<int>(quantum);  // as the planner's rows of more bytes
+          plan = resized(plan);
+        }
         if (plan.shared_bytes <= opt_in_shared_bytes(sm90_gpu(1))) plans.push_back(plan);
       }
     }

@@ -400,23 +400,32 @@ inline int64_t plane_stream_row_wavefronts(const PassGeometry& g, const PlaneStr
 }
 
 // Vector rows at the pitch of whole vectors, up to three past the row's, whose window rows take the
-// fewest wavefronts (the first of equals), within `most_bytes` of shared memory a block (bytes_at(pitch))
-// and keeping the blocks an SM holds with flat planes (blocks_at(pitch, vector_rows): on SMs of 100 KB, a 6x14 plane's
-// padded rows would cost one); flat planes where those take fewer still. `stream` holds flat planes'
-// plan, and is given the rows chosen.
-template <typename BytesAt, typename BlocksAt>
+// fewest wavefronts a plane (the first of equals), with planes_at(pitch) planes a chunk (the forward's:
+// flat planes' at every pitch; the weight gradient's: as many as fit, no fewer than three quarters of
+// flat planes'), within `most_bytes` of shared memory a block (bytes_at(planes, pitch)) and keeping the
+// blocks an SM holds with flat planes (blocks_at(planes, pitch, vector_rows): on SMs of 100 KB, a 6x14
+// plane's padded rows would cost one); flat planes where those take fewer still. `stream` holds flat
+// planes' plan, and is given the rows and planes chosen.
+template <typename PlanesAt, typename BytesAt, typename BlocksAt>
 void choose_plane_stream_rows(const PassGeometry& g, PlaneStream& stream, int64_t element_size, size_t most_bytes,
-                              BytesAt&& bytes_at, BlocksAt&& blocks_at) {
+                              PlanesAt&& planes_at, BytesAt&& bytes_at, BlocksAt&& blocks_at) {
   const int64_t V = 16 / element_size;
   const int64_t whole = plane_stream_whole_pitch(g, element_size);
-  const int64_t most_blocks = blocks_at(g.src_w, false);
-  int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, element_size);
+  const int64_t flat_planes = stream.planes;
+  const int64_t most_blocks = blocks_at(flat_planes, g.src_w, false);
+  // The fewest so far: `fewest` wavefronts for `fewest_planes` planes.
+  int64_t fewest = plane_stream_row_wavefronts(g, stream, g.src_w, false, element_size), fewest_planes = flat_planes;
   for (int64_t pitch = whole; pitch <= whole + 3 * V; pitch += V) {
-    if (bytes_at(pitch) > most_bytes) break;
-    if (blocks_at(pitch, true) < most_blocks) break;
-    const int64_t wavefronts = plane_stream_row_wavefronts(g, stream, pitch, true, element_size);
-    if (wavefronts < fewest) {
+    const int64_t planes = planes_at(pitch);
+    if (planes * 4 < flat_planes * 3 || bytes_at(planes, pitch) > most_bytes) break;
+    if (blocks_at(planes, pitch, true) < most_blocks) break;
+    PlaneStream rows = stream;
+    rows.planes = static_cast<int>(planes);
+    const int64_t wavefronts = plane_stream_row_wavefronts(g, rows, pitch, true, element_size);
+    if (wavefronts * fewest_planes < fewest * planes) {
       fewest = wavefronts;
+      fewest_planes = planes;
+      stream.planes = static_cast<int>(planes);
       stream.pitch = static_cast<int>(pitch);
       stream.vector_rows = true;
     }
@@ -452,9 +461,10 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
     return resident_blocks_per_sm(gpu, threads, plane_stream_shared_bytes(g, planes, pitch, kBytes), registers);
   };
   if (vector_rows && plane_stream_vector_rows(g)) {
-    choose_plane_stream_rows(g, stream, kBytes, kMaxSharedBytes,
-                             [&](int64_t pitch) { return plane_stream_shared_bytes(g, planes, pitch, kBytes); },
-                             blocks_per_sm);
+    choose_plane_stream_rows(
+        g, stream, kBytes, kMaxSharedBytes, [&](int64_t) { return planes; },
+        [&](int64_t, int64_t pitch) { return plane_stream_shared_bytes(g, planes, pitch, kBytes); },
+        [&](int64_t, int64_t pitch, bool rows_of_vectors) { return blocks_per_sm(pitch, rows_of_vectors); });
   }
   const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);
   const int64_t per_sm = blocks_per_sm(stream.pitch, stream.vector_rows);
@@ -657,8 +667,9 @@ inline size_t plane_stream_grad_weight_shared_bytes(const PassGeometry& g, int64
 // The weight gradient's plan: groups of as many channels as a block of kThreads has tiles for, fewer
 // where two entries' planes of them would pass the shared memory a block may take (opt_in_shared_bytes,
 // past 48 KB: these blocks are bound by registers to three an SM or fewer), a whole number of 16-byte
-// vectors in every entry (the channels too, else null); a batch slice a block, as many as fill the GPU's
-// resident blocks. Null where the kernel does not take the pass and where the pass has fewer chunks
+// vectors in every entry (the channels too, else null); vector rows where their window rows take fewer
+// wavefronts a plane, in groups of as many planes as fit at their pitch (14x14: 15 at a pitch of 20,
+// where flat planes take 16); a batch slice a block, as many as the GPU's resident blocks hold in one wave. Null where the kernel does not take the pass and where the pass has fewer chunks
 // (entries x groups) than the GPU has SMs (batch 1: the register tiles'). Flat planes only without
 // `vector_rows` (the plane_stream_vector_rows path off).
 template <typename scalar_t>
@@ -675,26 +686,32 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   const auto bytes_for = [&](int64_t planes, int64_t pitch) {
     return plane_stream_grad_weight_shared_bytes(g, planes, pitch, threads_for(planes), kBytes);
   };
-  int64_t planes = smaller<int64_t>(kThreads / tiles / quantum * quantum, g.dst_channels);
-  while (planes > 0 && bytes_for(planes, g.src_w) > most_bytes) planes -= quantum;
-  if (planes < 1) return std::nullopt;
-  const int64_t groups = (g.dst_channels + planes - 1) / planes;
-  const int64_t chunks = g.batch * groups;
-  if (chunks < gpu.sm_count) return std::nullopt;
-  const int threads = threads_for(planes);
-  PlaneStream stream{static_cast<int>(planes), tiles_w, tiles, chunks, static_cast<int>(g.src_w), false};
-  const auto blocks_per_sm = [&](int64_t pitch, bool rows_of_vectors) {
+  // The most planes, a whole number of quanta, whose two entries fit at `pitch`.
+  const auto planes_at = [&](int64_t pitch) {
+    int64_t planes = smaller<int64_t>(kThreads / tiles / quantum * quantum, g.dst_channels);
+    while (planes > 0 && bytes_for(planes, pitch) > most_bytes) planes -= quantum;
+    return planes;
+  };
+  const int64_t flat_planes = planes_at(g.src_w);
+  if (flat_planes < 1) return std::nullopt;
+  const auto blocks_per_sm = [&](int64_t planes, int64_t pitch, bool rows_of_vectors) {
     const int registers =
         registers_within_bounds(plane_stream_grad_weight_min_blocks(g.kernel_h, g.stride_h, rows_of_vectors));
-    return resident_blocks_per_sm(gpu, threads, bytes_for(planes, pitch), registers);
+    return resident_blocks_per_sm(gpu, threads_for(planes), bytes_for(planes, pitch), registers);
   };
+  PlaneStream stream{static_cast<int>(flat_planes), tiles_w, tiles, 0, static_cast<int>(g.src_w), false};
   if (vector_rows && plane_stream_vector_src_rows(g)) {
-    choose_plane_stream_rows(g, stream, kBytes, most_bytes, [&](int64_t pitch) { return bytes_for(planes, pitch); },
-                             blocks_per_sm);
+    choose_plane_stream_rows(g, stream, kBytes, most_bytes, planes_at, bytes_for, blocks_per_sm);
   }
-  const size_t shared_bytes = bytes_for(planes, stream.pitch);
-  const int64_t resident = blocks_per_sm(stream.pitch, stream.vector_rows) * gpu.sm_count;
-  const int64_t slices_wanted = std::clamp<int64_t>((resident + groups - 1) / groups, 1, g.batch);
+  const int64_t groups = (g.dst_channels + stream.planes - 1) / stream.planes;
+  stream.chunks = g.batch * groups;
+  if (stream.chunks < gpu.sm_count) return std::nullopt;
+  const int threads = threads_for(stream.planes);
+  const size_t shared_bytes = bytes_for(stream.planes, stream.pitch);
+  const int64_t resident = blocks_per_sm(stream.planes, stream.pitch, stream.vector_rows) * gpu.sm_count;
+  // As many slices as the GPU holds at once beside the groups, no more: a second wave of a few blocks,
+  // each walking a whole slice, would take as long as the first.
+  const int64_t slices_wanted = std::clamp<int64_t>(resident / groups, 1, g.batch);
   const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
   const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
   const int sums_per_round = static_cast<int>(smaller<int64_t>(
