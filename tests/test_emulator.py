@@ -786,15 +786,21 @@ MUTATIONS = [
      "94:95"),  # every group reading the first group's planes
     (("if (kEdge && y0 + i >= dst_h) return;", ""), "103:104"),  # grad_output rows past the plane, 0 x inf
     (("if (kEdge && x0 + j >= dst_w) break;", ""), "100:101"),  # ... and columns
-    (("acc_t(0);\n          sums[kTaps] += go[i][j];", "acc_t(0);"), "94:95"),  # no bias gradient
+    (("for (int j = 0; j < kBlockCols; ++j) sums[kBiasSum] += go[i][j];", ""), "94:95"),  # no bias gradient
+    (("const bool go_rows_of_vectors = dst_w % kBlockCols == 0;", "const bool go_rows_of_vectors = true;"),
+     "94:95"),  # grad_output rows of 14 read as vectors (off 16-byte boundaries)
+    (("load_vector_or_zero(y0 + i < dst_h, go_row);", "load_vector_or_zero(true, go_row);"),
+     "103:104"),  # grad_output rows past the plane summed for the bias
     (("for (int t = 1; t < s.tiles; ++t) total += tile_sums[t];",
       "for (int t = 1; t + 1 < s.tiles; ++t) total += tile_sums[t];"), "94:95"),  # a channel's last tile left out
     (("const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + group_first + channel;",
       "const int64_t at = static_cast<int64_t>(blockIdx.y) * channels + channel;"), "94:95"),  # sums at group 0's
     (("__syncthreads();  // the round before's totals have all been read", "// barrier removed"),
      "95:96"),  # a round's sums written over the round before's as they are read
-    (("int64_t(threads) + 1);", "int64_t(0));"), "104:105"),  # tiny planes: no room for a row of sums
     (("if (g.dst_channels % quantum != 0) return std::nullopt;", ""), "88:89"),  # groups off 16-byte boundaries
+    (("for (; channel < group_planes; v += step_v, channel += step_channel) {",
+      "for (; channel < s.planes; v += step_v, channel += step_channel) {"),
+     "94:95"),  # the last group's sums of a full group's channels, written past the sums' end
 ]
 
 

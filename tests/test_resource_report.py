@@ -210,12 +210,13 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
             assert multiply_adds < row["hot_instructions"] < multiply_adds + 4 * window_rows * window_cols + 200, row
     # The plane-streamed weight gradient (float, v51): its bounds (three blocks an SM at 3x3 stride 1 and
     # at 5x5 stride 1 from vector rows, else two), no division in its loops, vector rows read as one
-    # 16-byte shared load a vector of each window row, and a hot loop that is an entry's: the walk is
+    # 16-byte shared load a vector of each window row and a 16-byte load a row of grad_output's tile (where
+    # dst rows are whole vectors: 4, in the code of both), and a hot loop that is an entry's: the walk is
     # compiled twice (the tile's code for the plane's edge, which meets only real outputs, and for the
-    # rest), each a thread's K^2 x 16 multiply-adds and its window's reads, and up to 600 instructions
-    # beside (the two tensors' copies, the grad_output tile). Flat planes at 7x7 and at 5x5 stride 2 keep
-    # up to three words past their bound of 128 (sm_90 7x7: one, stored before the entries' loop and
-    # reloaded once an entry, after its barrier); every other instance none.
+    # rest), each a thread's K^2 x 16 multiply-adds and its window's reads, and up to 800 instructions
+    # beside (the two tensors' copies, the grad_output tile read both ways: a pass runs one). Flat planes at 7x7 and at 5x5 stride 2 may
+    # keep up to three words past their bound of 128 (7x7: two, stored before the entries' loop and
+    # reloaded once or twice an entry, after its barrier); every other instance none.
     grad_weight = [r for r in rows if r["kernel"].startswith("plane_stream_grad_weight_kernel<")]
     assert len(grad_weight) == 2 * 5 * 2  # archs x (3 sizes at stride 1, 2 at stride 2) x (flat planes, vector rows)
     for row in grad_weight:
@@ -233,12 +234,12 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         multiply_adds = 16 * kernel_size ** 2
         if vector_rows:  # up to six instructions a vector, five a value of flat planes (the mask's test too)
             vectors = -(-(4 - kernel_size // 2 + window_cols) // 4)
-            assert wide_loads == 2 * window_rows * vectors, row  # the edge's code and the rest's
+            assert wide_loads == 2 * window_rows * vectors + 4, row  # the edge's code and the rest's
             reads = 6 * window_rows * vectors
         else:
-            assert wide_loads == 0, row
+            assert wide_loads == 4, row
             reads = 5 * window_rows * window_cols
-        assert 2 * multiply_adds < row["hot_instructions"] < 2 * (multiply_adds + reads) + 600, row
+        assert 2 * multiply_adds < row["hot_instructions"] < 2 * (multiply_adds + reads) + 800, row
     # The tensor-core kernels (bfloat16 and half): no spill and no stack at their bound of 128
     # registers (a task's sums and the filter's 9 weight words stay in registers), but at 7x7 (49 weight
     # words) one word, stored once and reloaded once a step, outside the tasks' loop (v44: bounded by one

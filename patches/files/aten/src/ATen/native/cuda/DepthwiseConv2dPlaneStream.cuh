@@ -560,7 +560,10 @@ plane_stream_grad_weight_kernel(
 
   const bool computes = slot < group_planes;
   const bool crosses_edge = y0 + kBlockRows > dst_h || x0 + kBlockCols > dst_w;
-  acc_t sums[kTaps + 1];  // the taps', then grad_output's own (the bias gradient's)
+  static_assert(kBlockCols == Window::V, "a tile row of grad_output is one 16-byte vector");
+  const bool go_rows_of_vectors = dst_w % kBlockCols == 0;
+  constexpr int kBiasSum = kTaps;  // grad_output's own sum (the bias gradient's), after the taps'
+  acc_t sums[kTaps + 1];
 #pragma unroll
   for (int v = 0; v <= kTaps; ++v) sums[v] = acc_t(0);
 
@@ -573,15 +576,24 @@ plane_stream_grad_weight_kernel(
 
     if (computes) {
       const scalar_t* const go_plane = grad_output_buffers + buffer * entry_dst + slot * dst_plane;
+      // The tile's grad_output: a row a 16-byte load where dst rows are whole vectors (every tile row then
+      // starts on one), else value by value; zeros past the plane.
       acc_t go[kBlockRows][kBlockCols];
 #pragma unroll
       for (int i = 0; i < kBlockRows; ++i) {
+        const scalar_t* const go_row = go_plane + (y0 + i) * dst_w + x0;
+        if (go_rows_of_vectors) {
+          const auto vector = load_vector_or_zero(y0 + i < dst_h, go_row);
 #pragma unroll
-        for (int j = 0; j < kBlockCols; ++j) {
-          const bool inside = y0 + i < dst_h && x0 + j < dst_w;
-          go[i][j] = inside ? static_cast<acc_t>(go_plane[(y0 + i) * dst_w + x0 + j]) : acc_t(0);
-          sums[kTaps] += go[i][j];
+          for (int j = 0; j < kBlockCols; ++j) go[i][j] = vector.v[j];
+        } else {
+#pragma unroll
+          for (int j = 0; j < kBlockCols; ++j) {
+            go[i][j] = y0 + i < dst_h && x0 + j < dst_w ? static_cast<acc_t>(go_row[j]) : acc_t(0);
+          }
         }
+#pragma unroll
+        for (int j = 0; j < kBlockCols; ++j) sums[kBiasSum] += go[i][j];
       }
       const scalar_t* const plane = input_buffers + buffer * entry_src + slot * src_h * s.pitch;
       whole_or_edge(crosses_edge, [&](auto edge) {
