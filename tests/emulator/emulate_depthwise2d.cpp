@@ -1075,11 +1075,10 @@ void check_plane_stream_grad_weight(const Problem& p, const std::string& tag) {
     }
     const auto resized = [&](PlaneStreamGradWeightLaunch plan) {
       PlaneStream& s = plan.work.stream;
-      const int threads = static_cast<int>((int64_t(s.planes) * s.tiles + 31) / 32 * 32);
+      const int threads = plane_stream_threads(s.planes, s.tiles);
       plan.block = dim3(static_cast<unsigned>(threads));
       plan.shared_bytes = plane_stream_grad_weight_shared_bytes(g, s.planes, s.pitch, threads, sizeof(T));
-      plan.work.sums_per_round = static_cast<int>(std::min<int64_t>(
-          int64_t(g.kernel_h) * g.kernel_w + 1, static_cast<int64_t>(plan.shared_bytes / sizeof(T)) / (threads + 1)));
+      plan.work.sums_per_round = plane_stream_grad_weight_sums_per_round(g, plan.shared_bytes, threads, sizeof(T));
       plan.grid.x = static_cast<unsigned>((g.dst_channels + s.planes - 1) / s.planes);
       plan.grid.y = static_cast<unsigned>((g.batch + plan.work.batch_per_slice - 1) / plan.work.batch_per_slice);
       return plan;

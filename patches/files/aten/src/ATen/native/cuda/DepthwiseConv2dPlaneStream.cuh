@@ -357,6 +357,11 @@ PlaneStreamKernel<scalar_t, kBackward> plane_stream_kernel_for(int kernel, int s
   });
 }
 
+// A block's threads for chunks of `planes` planes of `tiles` tiles: a thread a tile, in whole warps.
+inline int plane_stream_threads(int64_t planes, int tiles) {
+  return static_cast<int>((planes * tiles + 31) / 32 * 32);
+}
+
 // The fewest planes whose src and whose dst are whole 16-byte vectors: a chunk's planes are a multiple.
 inline int64_t plane_stream_quantum(const PassGeometry& g, int64_t element_size) {
   const auto vectors_of = [](int64_t plane_bytes) { return 16 / std::gcd(plane_bytes, int64_t(16)); };
@@ -454,7 +459,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   if (planes < 1) return std::nullopt;
   const int64_t chunks = (total_planes + planes - 1) / planes;
   if (chunks < gpu.sm_count) return std::nullopt;
-  const int threads = static_cast<int>((planes * tiles + 31) / 32 * 32);
+  const int threads = plane_stream_threads(planes, tiles);
   PlaneStream stream{static_cast<int>(planes), tiles_w, tiles, chunks, static_cast<int>(g.src_w), false};
   const int registers = registers_within_bounds(plane_stream_min_blocks(g.kernel_h, g.stride_h));
   const auto blocks_per_sm = [&](int64_t pitch, bool /*vector_rows: the same bounds*/) {
@@ -676,14 +681,23 @@ inline size_t plane_stream_grad_weight_shared_bytes(const PassGeometry& g, int64
   return static_cast<size_t>(values * element_size);
 }
 
+// The tap sums (and the bias's) a weight-gradient block of `threads` adds across its threads at a time: as
+// many rows of threads + 1 values as its shared memory holds.
+inline int plane_stream_grad_weight_sums_per_round(const PassGeometry& g, size_t shared_bytes, int threads,
+                                                   int64_t element_size) {
+  return static_cast<int>(smaller<int64_t>(int64_t(g.kernel_h) * g.kernel_w + 1,
+                                           static_cast<int64_t>(shared_bytes / element_size) / (threads + 1)));
+}
+
 // The weight gradient's plan: groups of as many channels as a block of kThreads has tiles for, fewer
 // where two entries' planes of them would pass the shared memory a block may take (opt_in_shared_bytes,
 // past 48 KB: these blocks are bound by registers to three an SM or fewer), a whole number of 16-byte
 // vectors in every entry (the channels too, else null); vector rows where their window rows take fewer
 // wavefronts a plane, in groups of as many planes as fit at their pitch (14x14: 15 at a pitch of 20,
-// where flat planes take 16); a batch slice a block, as many as the GPU's resident blocks hold in one wave. Null where the kernel does not take the pass and where the pass has fewer chunks
-// (entries x groups) than the GPU has SMs (batch 1: the register tiles'). Flat planes only without
-// `vector_rows` (the plane_stream_vector_rows path off).
+// where flat planes take 16); a batch slice a block, as many as the GPU's resident blocks hold in one
+// wave. Null where the kernel does not take the pass and where the pass has fewer chunks (entries x
+// groups) than the GPU has SMs (batch 1: the register tiles'). Flat planes only without `vector_rows`
+// (the plane_stream_vector_rows path off).
 template <typename scalar_t>
 std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
                                                                          bool vector_rows = true) {
@@ -694,7 +708,7 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
   const int tiles = tiles_w * static_cast<int>((g.dst_h + kBlockRows - 1) / kBlockRows);
   const size_t most_bytes = opt_in_shared_bytes(gpu);
-  const auto threads_for = [&](int64_t planes) { return static_cast<int>((planes * tiles + 31) / 32 * 32); };
+  const auto threads_for = [&](int64_t planes) { return plane_stream_threads(planes, tiles); };
   const auto bytes_for = [&](int64_t planes, int64_t pitch) {
     return plane_stream_grad_weight_shared_bytes(g, planes, pitch, threads_for(planes), kBytes);
   };
@@ -726,8 +740,7 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   const int64_t slices_wanted = std::clamp<int64_t>(resident / groups, 1, g.batch);
   const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
   const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
-  const int sums_per_round = static_cast<int>(smaller<int64_t>(
-      int64_t(g.kernel_h) * g.kernel_w + 1, static_cast<int64_t>(shared_bytes / kBytes) / (threads + 1)));
+  const int sums_per_round = plane_stream_grad_weight_sums_per_round(g, shared_bytes, threads, kBytes);
   PlaneStreamGradWeightLaunch launch;
   launch.grid = dim3(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
   launch.block = dim3(static_cast<unsigned>(threads));
