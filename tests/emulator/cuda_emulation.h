@@ -8,7 +8,7 @@
 //   launch, so a barrier missing between a write and a read shows whichever thread reads first.
 //   A barrier some threads reach and others pass by ending fails the launch (a GPU would hang), and
 //   so do threads waiting at different __syncthreads() calls (the CUDA guide leaves that undefined);
-// - __shfl_down_sync() is a meeting of the warp's 32 lanes, as a barrier is of the block's threads:
+// - __shfl_down_sync() and __shfl_up_sync() are meetings of the warp's 32 lanes, as a barrier is of the block's threads:
 //   each lane runs to it, then all read. Whole warps only, as the kernels use it (a full mask, in a
 //   warp of 32 threads: not a block's part-filled last warp); a shuffle some of a warp's lanes reach
 //   fails the launch;
@@ -251,7 +251,7 @@ struct Fiber {
   // At a warp meeting: which operation; for a shuffle, the mask, the value this lane offers, the
   // lane it reads, and what it read; for ldmatrix, the row this lane addresses; for mma, its
   // fragments of A, B and C and how a 16-bit value widens; what a matrix operation gives it.
-  enum class WarpOp { kShuffleDown, kLoadMatrices, kMultiplyAdd };
+  enum class WarpOp { kShuffleDown, kShuffleUp, kLoadMatrices, kMultiplyAdd };
   WarpOp warp_op = WarpOp::kShuffleDown;
   const void* matrix_row = nullptr;
   unsigned char matrix_row_bytes[16] = {};  // read by this lane, as the GPU reads them
@@ -411,22 +411,35 @@ inline unsigned linear_thread_index() {
   return thread_index.x + block_dim.x * (thread_index.y + block_dim.y * thread_index.z);
 }
 
-// __shfl_down_sync: lane l reads lane l + delta's value, its own where that is past the warp.
+// A shuffle (`op`): this lane offers `value` and reads lane `source`'s.
 template <typename T>
-T shfl_down_sync(unsigned mask, T value, unsigned delta) {
+T shuffle_sync(Fiber::WarpOp op, unsigned mask, T value, unsigned source) {
   static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(std::uint64_t));
   Fiber* self = running;
-  const unsigned lane = linear_thread_index() % kWarpLanes;
   self->shuffle_mask = mask;
-  self->shuffle_source = lane + delta < kWarpLanes ? lane + delta : lane;
+  self->shuffle_source = source;
   self->shuffle_offered = 0;
   std::memcpy(&self->shuffle_offered, &value, sizeof(T));
-  self->warp_op = Fiber::WarpOp::kShuffleDown;
+  self->warp_op = op;
   self->state = Fiber::State::kAtShuffle;
   suspend(*self);
   T read;
   std::memcpy(&read, &self->shuffle_read, sizeof(T));
   return read;
+}
+
+// __shfl_down_sync: lane l reads lane l + delta's value, its own where that is past the warp.
+template <typename T>
+T shfl_down_sync(unsigned mask, T value, unsigned delta) {
+  const unsigned lane = linear_thread_index() % kWarpLanes;
+  return shuffle_sync(Fiber::WarpOp::kShuffleDown, mask, value, lane + delta < kWarpLanes ? lane + delta : lane);
+}
+
+// __shfl_up_sync: lane l reads lane l - delta's value, its own where that is before the warp.
+template <typename T>
+T shfl_up_sync(unsigned mask, T value, unsigned delta) {
+  const unsigned lane = linear_thread_index() % kWarpLanes;
+  return shuffle_sync(Fiber::WarpOp::kShuffleUp, mask, value, lane >= delta ? lane - delta : lane);
 }
 
 // ldmatrix .x{count}: this lane's row address in; its word of each of the `count` matrices out.
@@ -588,6 +601,10 @@ inline void resolve_multiply_add(unsigned threads, Fiber* const* lanes) {
   }
 }
 
+inline bool is_shuffle(Fiber::WarpOp op) {
+  return op == Fiber::WarpOp::kShuffleDown || op == Fiber::WarpOp::kShuffleUp;
+}
+
 // Every warp whose lanes are at a meeting (a shuffle or a matrix operation) exchanges their
 // values, and its lanes run on.
 inline void resolve_shuffles(unsigned threads) {
@@ -602,20 +619,20 @@ inline void resolve_shuffles(unsigned threads) {
                               " threads (a whole warp's mask names lanes it lacks)");
     }
     if (at_shuffle < kWarpLanes) {
-      fail_block(threads, "a warp operation (__shfl_down_sync(), ldmatrix or mma.sync) reached by some of a warp's "
+      fail_block(threads, "a warp operation (a shuffle, ldmatrix or mma.sync) reached by some of a warp's "
                           "lanes, not all (a GPU would hang)");
     }
     Fiber* lanes[kWarpLanes];
     for (unsigned l = 0; l < kWarpLanes; ++l) {
       lanes[l] = fibers[first + l].get();
       if (lanes[l]->warp_op != lanes[0]->warp_op) fail_block(threads, "a warp's lanes meet at different warp operations");
-      if (lanes[l]->warp_op != Fiber::WarpOp::kShuffleDown && lanes[l]->matrix_call != lanes[0]->matrix_call) {
+      if (!is_shuffle(lanes[l]->warp_op) && lanes[l]->matrix_call != lanes[0]->matrix_call) {
         fail_block(threads, "a warp's lanes meet at different ldmatrix or mma.sync calls (lines " +
                                 std::to_string(lanes[0]->matrix_call) + " and " + std::to_string(lanes[l]->matrix_call) +
                                 ")");
       }
     }
-    if (lanes[0]->warp_op != Fiber::WarpOp::kShuffleDown) {
+    if (!is_shuffle(lanes[0]->warp_op)) {
       if (lanes[0]->warp_op == Fiber::WarpOp::kLoadMatrices) {
         resolve_load_matrices(threads, lanes);
       } else {
@@ -758,6 +775,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #define gridDim dwconv_emu::grid_dim
 #define __syncthreads() dwconv_emu::sync_threads(__FILE__, __LINE__)
 #define __shfl_down_sync(mask, value, delta) dwconv_emu::shfl_down_sync(mask, value, delta)
+#define __shfl_up_sync(mask, value, delta) dwconv_emu::shfl_up_sync(mask, value, delta)
 #define __global__
 #define __device__
 #define __host__

@@ -1034,6 +1034,35 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// Both gradients from the row kernels' one kernel, where it takes the pass (32-bit indexing only, as
+// on the GPU), with and without the bias sums, planned for a one-SM GPU (a slice a channel: threads
+// walking several passes) and a large one (slices ending inside rows).
+template <typename T, typename index_t>
+void check_row_backward(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_row_backward(g)) return;
+    const auto go = p.grad_output.store<T>(false);
+    const auto in = p.input.store<T>(false);
+    const auto weight = p.weight.store<T>(false);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      for (const bool with_bias : {false, true}) {
+        const auto plan = plan_row_backward(g, sizeof(T), gpu);
+        auto grad_input = poisoned<T>(p.grad_input.v.size());
+        GradWeightSums<T> sums(p, plan.grid.y);
+        dwconv_emu::launch(plan.grid, dim3(kThreads), 0, row_backward_kernel_for<T, index_t>(g.kernel_w), go.data(),
+                           in.data(), weight.data(), grad_input.data(), sums.partial.data(),
+                           with_bias ? sums.partial_bias.data() : nullptr, g, plan.chunks_per_row,
+                           plan.chunks_per_slice);
+        const std::string detail = tag + " chunks/slice=" + std::to_string(plan.chunks_per_slice) +
+                                   (with_bias ? " bias" : "");
+        expect_close("backward row NCHW grad-input", detail, p.k, grad_input, p.grad_input, false, p.k.kw);
+        check_finished_grad_weight<T>("backward row NCHW grad-weight", detail, p, sums, plan.grid.y, with_bias);
+      }
+    }
+  }
+}
+
 // The column weight gradient, where it takes the pass (32-bit indexing only, as on the GPU),
 // planned for a one-SM GPU and a large one.
 template <typename T, typename index_t>
@@ -1140,6 +1169,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
   const std::string tag = std::string(dtype) + (sizeof(index_t) == 8 ? " i64" : " i32");
   if constexpr (emulates(KernelHeader::kConv1d)) {
     check_row_grad_weight<T, index_t>(p, tag);
+    check_row_backward<T, index_t>(p, tag);
     check_column_grad_weight<T, index_t>(p, tag);
   }
   if constexpr (emulates(KernelHeader::kRegisterTiled)) {
@@ -1274,6 +1304,29 @@ void check_dispatched(const Problem& p, const char* dtype) {
     const GradWeightOperands grad_weight{output.is_contiguous() && input.is_contiguous(),
                                          output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
                                          address_of(go), address_of(in), int(sizeof(T)), index64, p.k.bias};
+    // Both gradients from one kernel, as DepthwiseConv2d.cu runs them where one takes the pass.
+    {
+      auto grad_input_data = poisoned<T>(p.grad_input.v.size());
+      const BackwardOperands operands{output.is_contiguous() && input.is_contiguous(), address_of(go), address_of(in),
+                                      address_of(grad_input_data), int(sizeof(T)), index64};
+      if (const auto plan = choose_both_gradients<T>(g, operands, 0, kDispatchGpu)) {
+        using acc_t = at::acc_type<T, true>;
+        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * g.dst_channels * taps);
+        auto partial_bias = poisoned<acc_t>(p.k.bias ? size_t(plan->grid.y) * g.dst_channels : 0);
+        auto gw = poisoned<T>(p.grad_weight.v.size()), gb = poisoned<T>(p.grad_bias.v.size());
+        launch_row_backward<T>(*plan, g,
+                               BackwardPointers<T>{go.data(), in.data(), weight.data(), grad_input_data.data(),
+                                                   partial.data(), gw.data(),
+                                                   p.k.bias ? partial_bias.data() : nullptr,
+                                                   p.k.bias ? gb.data() : nullptr},
+                               kDispatchGpu, 0);
+        const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
+        expect("backward grad-input", kRowBackwardKernelName, grad_input_data, p.grad_input, cl, taps * p.k.m);
+        expect("backward grad-weight", kRowBackwardKernelName, gw, p.grad_weight, false, terms);
+        if (p.k.bias) expect("backward grad-bias", kRowBackwardKernelName, gb, p.grad_bias, false, terms);
+      }
+    }
+
     // The weight gradient for kDispatchGpu, then for a GPU of a single SM where that takes another
     // kernel (the plane-streamed one wants problems that fill the GPU; the sweep's are small).
     std::vector<GradWeightKernel> taken;
@@ -1505,6 +1558,15 @@ std::vector<Case> sweep() {
   // pitch of whole vectors:
   cases.push_back({8, 4, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, true});      // 104: 1x1 planes, 4 a group
   cases.push_back({3, 36, 1, 14, 14, 7, 7, 1, 1, 3, 3, 1, 1, false});  // 105: three groups, entries in slices
+  // Both conv1d gradients from one kernel (v52; 2, 14, 36, 40 and 93 too): no padding, so that grad_output's
+  // rows are shorter and the values past their ends meet the input's last inf and NaN; a filter of 2 on odd
+  // rows; padding K - 1 on both sides, so that grad_output's rows are longer, on rows of 207 (at every offset
+  // in a chunk): with 3 taps a row's last chunk, at offset C - 1, ends at its last grad_output value, and with
+  // 4 a chunk fewer would not reach it:
+  cases.push_back({2, 8, 1, 1, 200, 1, 4, 1, 1, 0, 0, 1, 1, true});    // 106: 197 outputs
+  cases.push_back({3, 2, 1, 1, 131, 1, 2, 1, 1, 0, 1, 1, 1, false});   // 107: rows of 131, 132 outputs
+  cases.push_back({2, 8, 1, 1, 207, 1, 4, 1, 1, 0, 3, 1, 1, true});    // 108: 210 outputs
+  cases.push_back({2, 8, 1, 1, 207, 1, 3, 1, 1, 0, 2, 1, 1, false});   // 109: 209 outputs
   return cases;
 }
 

@@ -329,6 +329,37 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
   });
 }
 
+// grad_input and grad_weight (and grad_bias where it is defined) from one kernel, where one takes the
+// pass (choose_both_gradients: a conv1d the row kernels take); false, with nothing written, where none does.
+bool both_gradients_into(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& grad_input,
+                         const Tensor& grad_weight, const Tensor& grad_bias, const PassGeometry& g) {
+  const BackwardOperands operands{grad_output.is_contiguous() && input.is_contiguous() && grad_input.is_contiguous(),
+                                  address_of(grad_output), address_of(input), address_of(grad_input),
+                                  static_cast<int>(grad_output.element_size()),
+                                  needs_64bit_indexing({&grad_output, &input, &grad_input})};
+  const GpuLimits gpu = gpu_limits();
+  bool launched = false;
+  AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_backward_cuda", [&] {
+    using acc_t = at::acc_type<scalar_t, true>;
+    const auto plan = choose_both_gradients<scalar_t>(g, operands, disabled_paths(), gpu);
+    if (!plan) return;
+    const auto partial_options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
+    const int64_t slices = plan->grid.y;
+    const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
+    const bool with_bias = grad_bias.defined();
+    const Tensor partial_bias = with_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
+    const BackwardPointers<scalar_t> pointers{
+        grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
+        grad_input.mutable_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
+        grad_weight.mutable_data_ptr<scalar_t>(), with_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
+        with_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
+    launch_row_backward<scalar_t>(*plan, g, pointers, gpu, at::cuda::getCurrentCUDAStream());
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    launched = true;
+  });
+  return launched;
+}
+
 // The shared checks (depthwise_checks, as the Meta kernels make them), then the device: the output's sizes.
 std::vector<int64_t> checked_output_sizes(const Tensor& input, const Tensor& weight, IntArrayRef kernel_size,
                                           IntArrayRef stride, IntArrayRef padding, IntArrayRef dilation) {
@@ -428,17 +459,18 @@ std::tuple<Tensor, Tensor, Tensor> backward_in(
   const Tensor grad_output = grad_output_.contiguous(layout);
   const auto g = forward_geometry(self_, weight_, args, out_sizes);
 
-  Tensor grad_input;
-  if (output_mask[0]) {
-    grad_input = at::empty(self_.sizes(), grad_output.options().memory_format(layout));
-    if (grad_input.numel() > 0) {
-      backward_input_into(grad_output, weight_.contiguous(), grad_input, g);
-    }
-  }
-  Tensor grad_weight, grad_bias;
+  Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = at::empty(self_.sizes(), grad_output.options().memory_format(layout));
+  if (output_mask[1]) grad_weight = at::empty(weight_.sizes(), grad_output.options());
   if (output_mask[2]) grad_bias = at::empty({weight_.size(0)}, grad_output.options());
+  // Both gradients asked for (autograd's backward): one kernel, where one computes them together.
+  if (output_mask[0] && output_mask[1] && grad_output.numel() > 0 &&
+      both_gradients_into(grad_output, self_.contiguous(layout), weight_.contiguous(), grad_input, grad_weight,
+                          grad_bias, g)) {
+    return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
+  }
+  if (output_mask[0] && grad_input.numel() > 0) backward_input_into(grad_output, weight_.contiguous(), grad_input, g);
   if (output_mask[1]) {
-    grad_weight = at::empty(weight_.sizes(), grad_output.options());
     if (grad_output.numel() == 0) {
       grad_weight.zero_();  // an empty batch contributes nothing
       if (output_mask[2]) grad_bias.zero_();

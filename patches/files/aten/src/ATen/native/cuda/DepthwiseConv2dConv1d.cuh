@@ -384,6 +384,170 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
 }
 
 // ---------------------------------------------------------------------------
+// Both gradients of a conv1d in one kernel (v52), as autograd asks for them: grad_input, and the
+// weight and bias sums, from one read of grad_output and one of the input, where row_kernel's
+// backward-input and grad_weight_row_kernel each read grad_output: three tensors moved where the two
+// passes move four. NCHW rows, multiplier 1, padding below K (has_row_backward).
+//
+// A block is grad_weight_row_kernel's: a channel and a slice of its (n, chunk) order, thread tid the
+// slice's chunks tid, tid + kThreads, ... (kRowBackwardLaneChunks at most), all loaded before any sum.
+// The chunks are grad_input's: kRowChunk outputs from x0, on a kRowChunk boundary of grad_input in
+// memory, and so of the input (the same shape, both 16-byte aligned). A chunk
+//  - computes grad_input[x0 + k] = sum_t go[first + k + t] * w[K - 1 - t], first = x0 + pad - (K - 1),
+//    from its grad_output window (its own words and the next lane's, as row_kernel's backward-input);
+//  - adds into the weight's sums grad_output's first kRowChunk values of that window, first .. (the
+//    chunks' ranges tile each grad_output row), each times the inputs it met in the forward,
+//    x0 - (K - 1) + k + j: the chunk's own inputs and the K - 1 before them, the previous lane's last
+//    (__shfl_up_sync; a warp's first lane loads them).
+// A row's chunks run from grad_input's first to the one whose range reaches grad_output's last value,
+// pad values past grad_input's row (row_backward_chunks_per_row): those past the row store nothing.
+
+constexpr int row_backward_lane_chunks(int element_size) { return element_size == 4 ? 4 : 2; }
+template <typename scalar_t>
+constexpr int kRowBackwardLaneChunks = row_backward_lane_chunks(sizeof(scalar_t));
+
+// 32-bit words of the K - 1 inputs before a chunk, and the 16-byte vectors that end at the chunk and hold them.
+template <typename scalar_t, int kTaps>
+constexpr int kRowBeforeWords = ((kTaps - 1) * static_cast<int>(sizeof(scalar_t)) + 3) / 4;
+template <typename scalar_t, int kTaps>
+constexpr int kRowBeforeVectors = (kRowBeforeWords<scalar_t, kTaps> + 3) / 4;
+
+// A chunk's weight-gradient inputs as words: the ones before it, then its own.
+template <typename scalar_t, int kTaps>
+struct RowBeforeAndOwnWords {
+  uint32_t v[kRowBeforeWords<scalar_t, kTaps> + kRowOwnWords<scalar_t>];
+};
+
+template <typename scalar_t, typename index_t, int kTaps>
+__global__ void __launch_bounds__(kThreads, 2) row_backward_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    const scalar_t* __restrict__ weight,
+    scalar_t* __restrict__ grad_input,
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    const PassGeometry g,
+    const int chunks_per_row,
+    const int64_t chunks_per_slice) {
+  static_assert(std::is_same_v<index_t, int32_t>, "the row kernels index in 32 bits");
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kVector16<scalar_t>;
+  constexpr int kChunk = kRowChunk<scalar_t>;
+  constexpr int kWindow = kRowWindow<scalar_t, kTaps>;
+  constexpr int kLaneChunks = kRowBackwardLaneChunks<scalar_t>;
+  constexpr int kOwnWords = kRowOwnWords<scalar_t>;
+  constexpr int kBeforeWords = kRowBeforeWords<scalar_t, kTaps>;
+  constexpr int kBeforeVectorWords = 4 * kRowBeforeVectors<scalar_t, kTaps>;
+  // The values of the words before a chunk that lie before its K - 1 inputs there.
+  constexpr int kBeforeSkip = kBeforeWords * 4 / static_cast<int>(sizeof(scalar_t)) - (kTaps - 1);
+  __shared__ acc_t warp_sums[kWarps][kTaps + 1];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid % kWarpLanes;
+  const int src_w = static_cast<int>(g.src_w), dst_w = static_cast<int>(g.dst_w);
+  const int channels = static_cast<int>(g.dst_channels);
+  const int c = static_cast<int>(blockIdx.x);
+  const int begin = static_cast<int>(blockIdx.y * chunks_per_slice);
+  const int end = static_cast<int>(smaller(g.batch * chunks_per_row, begin + chunks_per_slice));
+  acc_t taps[kTaps];
+#pragma unroll
+  for (int j = 0; j < kTaps; ++j) taps[j] = static_cast<acc_t>(weight[c * kTaps + j]);
+  acc_t acc[kTaps + 1];
+#pragma unroll
+  for (int j = 0; j <= kTaps; ++j) acc[j] = acc_t(0);
+  // Chunk `chunk` of image n's rows as backward-input's correlation sees it: src grad_output, dst
+  // grad_input, y0 the chunk's x0, `first` its grad_output window's (image 0's where not live:
+  // nothing is read there).
+  const auto chunk_at = [&](int n, int chunk, bool live) {
+    const int row = (live ? n : 0) * channels + c;
+    return row_chunk_span<scalar_t>(row * dst_w, row * src_w, chunk, kTaps - 1 - static_cast<int>(g.pad_w));
+  };
+  GridWalk<int, 2> walk(begin + tid, kThreads, {0, chunks_per_row});
+  for (int pass = begin; pass < end; pass += kThreads * kLaneChunks) {  // the same passes for every lane
+    int n = walk.at[0], chunk = walk.at[1];  // the pass's first chunk, for the sums
+    uint32_t in_own[kLaneChunks][kOwnWords];
+    uint32_t go_own[kLaneChunks][kOwnWords];
+#pragma unroll
+    for (int u = 0; u < kLaneChunks; ++u, walk.advance()) {  // on to the next pass's first chunk
+      const bool live = pass + tid + u * kThreads < end;  // else nothing read: from the rows' ends on
+      const RowChunkSpan at = chunk_at(walk.at[0], walk.at[1], live);
+      load_row_words<kOwnWords>(in_own[u], input + at.dst_start, live ? at.y0 : src_w, src_w);
+      load_row_words<kOwnWords>(go_own[u], grad_output + at.src_start, live ? at.own : dst_w, dst_w);
+    }
+#pragma unroll
+    for (int u = 0; u < kLaneChunks; ++u) {
+      if (u > 0) {  // walk's step again, from the pass's first chunk
+        chunk += walk.step[1];
+        n += walk.step[0] + (chunk >= chunks_per_row ? 1 : 0);
+        if (chunk >= chunks_per_row) chunk -= chunks_per_row;
+      }
+      const int item = pass + tid + u * kThreads;
+      const RowChunkSpan at = chunk_at(n, chunk, item < end);
+      const int x0 = at.y0;
+      const bool works = item < end && (x0 < src_w || at.first < dst_w);
+      acc_t window[kWindow];  // grad_output from `first` on
+      take_row_window<scalar_t, kTaps>(
+          window, go_own[u], works && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),
+          grad_output + at.src_start, at.first, at.own, dst_w);
+      // The K - 1 inputs before the chunk: the previous lane's last, whose chunk is the one before in
+      // this row (a row's first chunk has none inside the row), or, for a warp's first lane, loaded.
+      RowBeforeAndOwnWords<scalar_t, kTaps> inputs;
+#pragma unroll
+      for (int w = 0; w < kBeforeWords; ++w) {
+        inputs.v[w] = __shfl_up_sync(0xffffffffu, in_own[u][kOwnWords - kBeforeWords + w], 1);
+      }
+      if (lane == 0 && works && chunk > 0) {
+        uint32_t before[kBeforeVectorWords];
+        load_row_words<kBeforeVectorWords>(before, input + at.dst_start, x0 - kBeforeVectorWords * 4 /
+                                                                              static_cast<int>(sizeof(scalar_t)), src_w);
+#pragma unroll
+        for (int w = 0; w < kBeforeWords; ++w) inputs.v[w] = before[kBeforeVectorWords - kBeforeWords + w];
+      }
+#pragma unroll
+      for (int w = 0; w < kOwnWords; ++w) inputs.v[kBeforeWords + w] = in_own[u][w];
+      if (works) {
+        // Where a window leaves its row, the values outside are never summed (0 x inf would be NaN).
+        whole_or_edge(at.first < 0 || at.first + kWindow > dst_w || x0 - (kTaps - 1) < 0 || x0 + kChunk > src_w,
+                      [&](auto edge) {
+          constexpr bool kEdge = decltype(edge)::value;
+          acc_t grad[kChunk];
+#pragma unroll
+          for (int k = 0; k < kChunk; ++k) {
+            grad[k] = acc_t(0);
+#pragma unroll
+            for (int t = 0; t < kTaps; ++t) {
+              if (!kEdge || row_window_inside(at.first, k + t, dst_w)) grad[k] += window[k + t] * taps[kTaps - 1 - t];
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < kChunk; ++k) {
+            if (kEdge && !row_window_inside(at.first, k, dst_w)) continue;
+            const acc_t go = window[k];
+#pragma unroll
+            for (int j = 0; j < kTaps; ++j) {
+              if (!kEdge || row_window_inside(x0 - (kTaps - 1), k + j, src_w)) {
+                acc[j] += go * widen_value<scalar_t, acc_t>(inputs, kBeforeSkip + k + j);
+              }
+            }
+            acc[kTaps] += go;
+          }
+          if (x0 >= 0 && x0 + kChunk <= src_w) {
+            store_row_chunk(grad_input + at.dst_start + x0, grad);
+          } else {
+#pragma unroll
+            for (int k = 0; k < kChunk; ++k) {
+              if (x0 + k >= 0 && x0 + k < src_w) grad_input[at.dst_start + x0 + k] = static_cast<scalar_t>(grad[k]);
+            }
+          }
+        });
+      }
+    }
+  }
+  const acc_t total = sum_over_block(warp_sums, acc, tid);
+  if (tid < kTaps) partial[(static_cast<int64_t>(blockIdx.y) * channels + c) * kTaps + tid] = total;
+  if (tid == kTaps && partial_bias != nullptr) partial_bias[static_cast<int64_t>(blockIdx.y) * channels + c] = total;
+}
+
+// ---------------------------------------------------------------------------
 // Column kernels: conv1d in the transposed layout (channels_last planes of one row, as a (N, L, C)
 // projection output is seen as (N, C, 1, L)), multiplier 1, the row kernels' filters, channels a
 // whole number of 16-byte vectors, 16-byte aligned data and weight, 32-bit indexing. A thread owns one
@@ -639,6 +803,12 @@ auto grad_weight_row_kernel_for(int taps) {
       taps, [](auto k) { return &grad_weight_row_kernel<scalar_t, index_t, decltype(k)::value>; });
 }
 
+template <typename scalar_t, typename index_t>
+auto row_backward_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &row_backward_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
 template <typename scalar_t, typename index_t, bool kBackward>
 auto column_kernel_for(int taps) {
   return conv1d_kernel_for_taps(
@@ -673,13 +843,13 @@ struct RowGradWeightLaunch {
   int64_t chunks_per_slice;
 };
 
-// Slices of a channel's batch x chunks: as few as give every thread at most kRowLaneChunks chunks
-// (one pass of the block), more where the channels alone would not fill two waves of the GPU's SMs,
-// while every thread has a chunk.
-inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
-  const int chunks_per_row = row_chunks(g.dst_w, row_chunk_outputs(element_size));
+// Slices of a channel's batch x chunks_per_row chunks: as few as give every thread at most
+// lane_chunks chunks (one pass of the block), more where the channels alone would not fill two
+// waves of the GPU's SMs, while every thread has a chunk.
+inline RowGradWeightLaunch plan_row_slices(const PassGeometry& g, int chunks_per_row, int lane_chunks,
+                                           const GpuLimits& gpu) {
   const int64_t chunks = g.batch * chunks_per_row;
-  const int64_t one_pass = int64_t(kThreads) * row_lane_chunks(element_size);
+  const int64_t one_pass = int64_t(kThreads) * lane_chunks;
   const int64_t fewest = (chunks + one_pass - 1) / one_pass;
   const int64_t wanted = (4 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
   const int64_t most = std::clamp<int64_t>(std::max(fewest, std::min(wanted, chunks / kThreads)), 1, 65535);
@@ -687,6 +857,29 @@ inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int eleme
   const int64_t slices = (chunks + chunks_per_slice - 1) / chunks_per_slice;
   return {dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), chunks_per_row,
           chunks_per_slice};
+}
+
+inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
+  return plan_row_slices(g, row_chunks(g.dst_w, row_chunk_outputs(element_size)), row_lane_chunks(element_size), gpu);
+}
+
+// Whether both gradients of a pass (g: the forward geometry) come from row_backward_kernel: the row
+// kernels' conv1d, both rows (input and grad_output) 64 or more wide, multiplier 1, and padding below
+// K, so that a row's first chunk of grad_input also reaches grad_output's first value. The caller checks
+// the rest: grad_output, the input and grad_input NCHW-contiguous and 16-byte aligned, 32-bit indexing.
+inline bool has_row_backward(const PassGeometry& g) {
+  return is_conv1d_pass(g) && g.multiplier == 1 && g.pad_w < g.kernel_w && g.src_w >= kRowMinWidth &&
+         g.dst_w >= kRowMinWidth;
+}
+
+// A row's chunks of grad_input for row_backward_kernel: enough for the row and the pad outputs past it
+// whose chunks hold grad_output's last values, wherever the row's first element falls in a chunk.
+inline int row_backward_chunks_per_row(const PassGeometry& g, int element_size) {
+  return row_chunks(g.src_w + g.pad_w, row_chunk_outputs(element_size));
+}
+
+inline RowGradWeightLaunch plan_row_backward(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
+  return plan_row_slices(g, row_backward_chunks_per_row(g, element_size), row_backward_lane_chunks(element_size), gpu);
 }
 
 // A segment a thread, at most max_blocks blocks (the threads then walk the rest).

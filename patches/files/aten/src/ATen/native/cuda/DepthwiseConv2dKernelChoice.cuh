@@ -50,6 +50,14 @@ struct GradWeightOperands {
   bool with_bias = false;  // grad_bias asked for too: the kernels sum it as they read grad_output
 };
 
+// What the choice of one kernel for both gradients reads of grad_output, the input and grad_input.
+struct BackwardOperands {
+  bool nchw;  // all three NCHW-contiguous
+  std::uintptr_t grad_output, input, grad_input;
+  int element_size;
+  bool index64;
+};
+
 // The forward and backward-input kernels, each named as its __global__ function (kernel_name).
 enum class PassKernel {
   kDirect,
@@ -120,6 +128,9 @@ inline const char* kernel_name(GradWeightKernel kernel) {
   }
   return "?";
 }
+
+// The kernel that computes grad_input and the weight gradient together.
+inline constexpr const char* kRowBackwardKernelName = "row_backward_kernel";
 
 struct DirectLaunch {};  // the grid follows from dst alone
 struct ColumnLaunch {
@@ -356,6 +367,22 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   }
   const GradWeightPlan plan = plan_grad_weight(g, t.nchw, gpu);
   return {plan.channels_last ? GradWeightKernel::kChannelsLast : GradWeightKernel::kNchw, plan};
+}
+
+// Both gradients of the forward pass g from one kernel, where one takes them (the conv1d row kernels'
+// row_backward_kernel), with its plan; else nothing, and each gradient takes its own pass. The row
+// path switched off switches it off too.
+template <typename scalar_t>
+std::optional<RowGradWeightLaunch> choose_both_gradients(const PassGeometry& g, const BackwardOperands& t,
+                                                         KernelPathMask disabled, const GpuLimits& gpu) {
+  const EnabledPaths paths(disabled);
+  const bool aligned = is_16_byte_aligned(t.grad_output) && is_16_byte_aligned(t.input) &&
+                       is_16_byte_aligned(t.grad_input);
+  if (t.index64 || !t.nchw || !aligned || !paths.on(KernelPath::Row) || !paths.on(KernelPath::RowBackward) ||
+      !has_row_backward(g)) {
+    return std::nullopt;
+  }
+  return plan_row_backward(g, t.element_size, gpu);
 }
 
 }  // namespace at::native::dwconv

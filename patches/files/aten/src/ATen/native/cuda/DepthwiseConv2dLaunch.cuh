@@ -267,6 +267,19 @@ inline int64_t grad_weight_slices(const GradWeightChoice& choice) {
   return launch_shape(choice).grid.y;
 }
 
+// The sum of a weight-gradient kernel's `slices` slices of sums into grad_weight, and of its bias sums
+// into grad_bias where that is not null (g: the forward geometry).
+template <typename scalar_t, typename Stream>
+void launch_grad_weight_finish(const PassGeometry& g, int64_t slices, const at::acc_type<scalar_t, true>* partial,
+                               scalar_t* grad_weight, const at::acc_type<scalar_t, true>* partial_bias,
+                               scalar_t* grad_bias, const GpuLimits& gpu, Stream stream) {
+  const int64_t values = g.dst_channels * g.kernel_h * g.kernel_w;
+  const int64_t bias_values = grad_bias != nullptr ? g.dst_channels : 0;
+  const auto finish = grad_weight_finish_kernel<scalar_t>;
+  DWCONV_LAUNCH(finish, finish_grid(values + bias_values, gpu), finish_block(), 0, stream, partial, grad_weight,
+                slices, values, partial_bias, grad_bias, g.dst_channels);
+}
+
 // Launches the weight-gradient kernel `choice` names (g: the forward geometry), then the sum of
 // its slices into grad_weight.
 template <typename scalar_t, typename Stream>
@@ -357,11 +370,33 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
       break;
     }
   }
-  const int64_t values = g.dst_channels * taps;
-  const int64_t bias_values = p.grad_bias != nullptr ? g.dst_channels : 0;
-  const auto finish = grad_weight_finish_kernel<scalar_t>;
-  DWCONV_LAUNCH(finish, finish_grid(values + bias_values, gpu), finish_block(), 0, stream, p.partial,
-                p.grad_weight, grad_weight_slices(choice), values, p.partial_bias, p.grad_bias, g.dst_channels);
+  launch_grad_weight_finish<scalar_t>(g, grad_weight_slices(choice), p.partial, p.grad_weight, p.partial_bias,
+                                      p.grad_bias, gpu, stream);
+}
+
+// Both gradients' tensors: grad_input, and the weight gradient's as GradWeightPointers holds them.
+template <typename scalar_t>
+struct BackwardPointers {
+  const scalar_t* grad_output;
+  const scalar_t* input;
+  const scalar_t* weight;
+  scalar_t* grad_input;
+  at::acc_type<scalar_t, true>* partial;  // plan.grid.y x channels x taps sums
+  scalar_t* grad_weight;
+  at::acc_type<scalar_t, true>* partial_bias = nullptr;  // with grad_bias: plan.grid.y x channels
+  scalar_t* grad_bias = nullptr;
+};
+
+// Launches row_backward_kernel as choose_both_gradients planned it (g: the forward geometry), then the
+// sum of its slices into grad_weight (and grad_bias).
+template <typename scalar_t, typename Stream>
+void launch_row_backward(const RowGradWeightLaunch& plan, const PassGeometry& g, const BackwardPointers<scalar_t>& p,
+                         const GpuLimits& gpu, Stream stream) {
+  const auto kernel = row_backward_kernel_for<scalar_t, int32_t>(g.kernel_w);
+  DWCONV_LAUNCH(kernel, plan.grid, dim3(kThreads), 0, stream, p.grad_output, p.input, p.weight, p.grad_input,
+                p.partial, p.partial_bias, g, plan.chunks_per_row, plan.chunks_per_slice);
+  launch_grad_weight_finish<scalar_t>(g, plan.grid.y, p.partial, p.grad_weight, p.partial_bias, p.grad_bias, gpu,
+                                      stream);
 }
 
 }  // namespace at::native::dwconv
