@@ -142,7 +142,10 @@ KERNELS_CHECKED = [
                    "tensor-core NHWC", "plane-streamed NCHW", "plane-streamed NCHW vector rows",
                    "plane-streamed NCHW stride 2", "plane-streamed NCHW stride 2 vector rows")] + [
     f"dispatched {pass_} {layout}" for pass_ in ("forward", "backward-input", "grad-weight", "grad-bias")
-    for layout in ("NCHW", "NHWC")]
+    for layout in ("NCHW", "NHWC")] + [
+    # both conv1d gradients from one kernel
+    "backward row NCHW grad-input", "backward row NCHW grad-weight", "backward row NCHW grad-weight bias",
+    *(f"dispatched backward {gradient} NCHW" for gradient in ("grad-input", "grad-weight", "grad-bias"))]
 
 
 def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
@@ -445,6 +448,30 @@ MUTATIONS = [
     (("load_row_words<kOwnWords>(go_words[u].v, grad_output + at.dst_start, live ? at.y0 : dst_w, dst_w);",
       "load_row_words<kOwnWords>(go_words[u].v, grad_output + at.dst_start, live ? at.y0 + 1 : dst_w, dst_w);"),
      "36:37"),  # grad_output's chunk one value on
+    # Both conv1d gradients from one kernel (row_backward_kernel), over the cases written for them:
+    (("grad[k] += window[k + t] * taps[kTaps - 1 - t];", "grad[k] += window[k + t] * taps[t];"),
+     "36:37"),  # grad_input from the unflipped filter
+    (("inputs.v[w] = __shfl_up_sync(0xffffffffu, in_own[u][kOwnWords - kBeforeWords + w], 1);",
+      "inputs.v[w] = __shfl_up_sync(0xffffffffu, in_own[u][kOwnWords - kBeforeWords + w], 2);"),
+     "36:37"),  # the inputs before a chunk taken from two chunks back
+    (("if (lane == 0 && works && chunk > 0) {", "if (lane == 0 && works && chunk > 1) {"),
+     "40:41"),  # a warp's first lane not loading them for a row's second chunk
+    (("acc[j] += go * widen_value<scalar_t, acc_t>(inputs, kBeforeSkip + k + j);",
+      "acc[j] += go * widen_value<scalar_t, acc_t>(inputs, kBeforeSkip + k + j + 1);"),
+     "36:37"),  # the weight gradient's inputs one value on
+    (("  return row_chunks(g.src_w + g.pad_w, row_chunk_outputs(element_size));",
+      "  return row_chunks(g.src_w + g.pad_w - 1, row_chunk_outputs(element_size));"),
+     "108:109"),  # a row's chunks one short of its last grad_output value
+    (("window, go_own[u], works && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),",
+      "window, go_own[u], works && (lane == kWarpLanes - 1 || item + 1 == end),"),
+     "109:110"),  # a row's last chunk's grad_output tail taken from the next row
+    (("window, go_own[u], works && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row || item + 1 == end),",
+      "window, go_own[u], works && (lane == kWarpLanes - 1 || chunk + 1 == chunks_per_row),"),
+     "93:94"),  # a slice ending inside a row
+    (("            if (kEdge && !row_window_inside(at.first, k, dst_w)) continue;", ""),
+     "106:107"),  # grad_output's zeros past its rows met with the input's infinities
+    (("      const bool works = item < end && (x0 < src_w || at.first < dst_w);",
+      "      const bool works = item < end && x0 < src_w;"), "2:3"),  # the chunks past grad_input's row skipped
     # The column kernels (conv1d in channels_last), over the cases written for them:
     (("for (int k = 0; k < V; ++k) values[j][k] = values[j + 1][k];",
       "for (int k = 0; k < V; ++k) values[j][k] = values[kTaps - 1][k];"), "42:43"),  # the window's step

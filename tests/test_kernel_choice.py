@@ -65,7 +65,7 @@ def unmet(binary: Path, expectations_of) -> list[str]:
     failures = []
     for (dtype, gpu, expectation, pass_, kernels), chosen in zip(checks, choose(binary, lines)):
         for kernel, expected in kernels.items():
-            if (chosen == kernel) != expected:
+            if (kernel in chosen.split("+")) != expected:  # both gradients from two kernels: "<one>+<other>"
                 off = f" with {', '.join(expectation.disabled)} off" if expectation.disabled else ""
                 failures.append(f"{dtype}, {gpu}, {expectation.call.label!r}{off}: {pass_} runs {chosen}, "
                                 f"the GPU test expects {kernel} {'to' if expected else 'not to'} run")
@@ -274,7 +274,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 26 and names <= defined, names - defined
+    assert len(names) == 27 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items() if key.isupper() and isinstance(value, str)}
     assert constants <= names, constants - names
@@ -359,7 +359,8 @@ def test_a_gpu_is_one_the_plans_know():
 
 
 def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
-    """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes;
+    """tests/gpu/sanitizer_subset.py's calls (float32 and bfloat16, both layouts, all three passes and
+    both gradients together;
     SANITIZER_CASES with the pixel path off, PIXEL_SANITIZER_CASES with every path on) reach every
     kernel the choice can give, on each GPU size: none escapes memcheck and racecheck."""
     runs = ((kernel_cases.SANITIZER_CASES, kernel_cases.PIXEL_OFF), (kernel_cases.PIXEL_SANITIZER_CASES, ()))
@@ -368,7 +369,7 @@ def test_the_sanitizer_subset_runs_every_kernel(kernel_choice, kernel_names):
                                                              m, layout), gpu, disabled)
                  for dtype in ("float", "bfloat16") for cases, disabled in runs
                  for n, c, m, h, w, kernel, stride, padding, dilation in cases
-                 for layout in ("nchw", "cl") for pass_ in kernel_cases.PASSES]
+                 for layout in ("nchw", "cl") for pass_ in (*kernel_cases.PASSES, kernel_cases.BACKWARD)]
         missed = kernel_names - set(choose(kernel_choice, lines))
         assert not missed, f"{gpu}: the sanitizer subset never runs {sorted(missed)}"
 

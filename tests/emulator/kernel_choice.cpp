@@ -6,7 +6,9 @@
 //   <dtype> <pass> <layout> N C H W multiplier kh kw sh sw ph pw dh dw input_offset grad_output_offset
 //   gpu disabled
 // dtype: double | float | half | bfloat16; pass: forward | backward-input | grad-weight |
-// grad-weight+bias (the weight gradient with the bias gradient asked for too);
+// grad-weight+bias (the weight gradient with the bias gradient asked for too) | backward (grad_input
+// and grad_weight asked for together: the one kernel that computes both where one does, else the two
+// passes' kernels as "<backward-input's>+<grad-weight's>");
 // layout: nchw | cl, the input's memory format, which grad_output shares and the output and
 // grad_input take; the offsets: how many elements past a 512-byte boundary (where the caching
 // allocator's blocks start) the input's and grad_output's data start, every other tensor being
@@ -143,9 +145,22 @@ std::string instance_arguments(const GradWeightChoice& choice, const PassGeometr
   return "";
 }
 
+// The choice of one kernel for both gradients (choose_both_gradients), for described().
+struct BothGradientsChoice {};
+std::string instance_bools(const BothGradientsChoice&) { return ""; }
+
+template <typename Choice>
+std::string name_of(const Choice& choice) {
+  if constexpr (std::is_same_v<Choice, BothGradientsChoice>) {
+    return kRowBackwardKernelName;
+  } else {
+    return kernel_name(choice.kernel);
+  }
+}
+
 template <typename Choice>
 std::string described(const Choice& choice, const LaunchShape& shape, const std::string& arguments) {
-  std::string text = kernel_name(choice.kernel);
+  std::string text = name_of(choice);
   if (print_plans) {
     auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
     text += " grid=" + triple(shape.grid) + " block=" + triple(shape.block) +
@@ -210,7 +225,25 @@ std::string choose(const Call& k) {
     const auto choice = choose_grad_weight<scalar_t>(fwd, operands, disabled, k.gpu);
     return described(choice, launch_shape(choice), instance_arguments(choice, fwd));
   }
-  fail("pass must be forward, backward-input, grad-weight or grad-weight+bias, not " + k.pass);
+  if (k.pass == "backward") {
+    const BackwardOperands operands{grad_output.is_contiguous() && input.is_contiguous() && grad_input.is_contiguous(),
+                                    grad_output.address,
+                                    input.address,
+                                    grad_input.address,
+                                    static_cast<int>(sizeof(scalar_t)),
+                                    grad_output.needs_64bit_indexing() || input.needs_64bit_indexing() ||
+                                        weight_needs_64bit};
+    if (const auto plan = choose_both_gradients<scalar_t>(fwd, operands, disabled, k.gpu)) {
+      const LaunchShape shape{plan->grid, dim3(kThreads), 0};
+      return described(BothGradientsChoice{}, shape, "");
+    }
+    Call separate = k;
+    separate.pass = "backward-input";
+    const std::string backward_input = choose<scalar_t>(separate);
+    separate.pass = "grad-weight";
+    return backward_input + "+" + choose<scalar_t>(separate);
+  }
+  fail("pass must be forward, backward-input, grad-weight, grad-weight+bias or backward, not " + k.pass);
 }
 
 // Every name kernel_name gives: an enum class's values are ints, the first out of range named "?".
@@ -221,6 +254,7 @@ void print_names() {
   for (int k = 0; std::string(kernel_name(static_cast<GradWeightKernel>(k))) != "?"; ++k) {
     std::cout << kernel_name(static_cast<GradWeightKernel>(k)) << "\n";
   }
+  std::cout << kRowBackwardKernelName << "\n";
 }
 
 }  // namespace

@@ -11,6 +11,9 @@ vectors are 16 bytes of channels.
 from dataclasses import dataclass, field
 
 PASSES = ("forward", "backward-input", "grad-weight")
+# grad_input and grad_weight asked for together, as autograd asks: where one kernel computes both
+# (ROW_BACKWARD), the passes' own kernels do not run.
+BACKWARD = "backward"
 
 DIRECT = "direct_kernel"
 TILED_NCHW = "tiled_nchw_kernel"
@@ -29,6 +32,7 @@ LARGE_FILTER = "large_filter_kernel"
 LARGE_FILTER_GRAD_WEIGHT = "grad_weight_large_filter_kernel"
 ROW = "row_kernel"
 ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
+ROW_BACKWARD = "row_backward_kernel"
 COLUMN = "column_kernel"
 COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
 STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
@@ -78,8 +82,8 @@ class Call:
 
 @dataclass(frozen=True)
 class Expectation:
-    """For each pass of `call` (PASSES) and kernel name: whether that pass launches that kernel,
-    with the kernel paths `disabled` switched off."""
+    """For each pass of `call` (PASSES, and BACKWARD) and kernel name: whether that pass launches
+    that kernel, with the kernel paths `disabled` switched off."""
 
     call: Call
     launches: dict
@@ -248,27 +252,35 @@ def large_filter_cases(element_size):
     ]
 
 
-def _conv1d_cases(rows, kernel, grad_weight_kernel):
+def _conv1d_cases(rows, kernel, grad_weight_kernel, both_kernel=None):
     """Calls on (N, C, 1, width) inputs from rows of (label, batch, channels, width, kernel width,
     stride, padding, dilation, multiplier, layout, whether forward, backward-input and the weight
-    gradient run `kernel`, `kernel` and `grad_weight_kernel`). Layouts: nchw, misaligned (NCHW,
-    the input one element off a 16-byte boundary), cl (channels_last, as a transposed (N, L, C)
-    tensor), cl-misaligned (the input off a boundary)."""
+    gradient run `kernel`, `kernel` and `grad_weight_kernel`), and, given `both_kernel`, whether
+    both gradients asked together run it: where backward-input and the weight gradient each run
+    theirs. Layouts: nchw, misaligned (NCHW, the input one element off a 16-byte boundary), cl
+    (channels_last, as a transposed (N, L, C) tensor), cl-misaligned (the input off a boundary)."""
     cases = []
     for label, n, c, width, k, stride, padding, dilation, m, layout, (forward, backward, grad_weight) in rows:
         call = Call(label, n, c, (1, width), (1, k), (1, stride), (0, padding), (1, dilation), m,
                     "cl" if layout.startswith("cl") else "nchw", int(layout.endswith("misaligned")), 0)
-        cases.append(Expectation(call, {"forward": {kernel: forward}, "backward-input": {kernel: backward},
-                                        "grad-weight": {grad_weight_kernel: grad_weight}}))
+        launches = {"forward": {kernel: forward}, "backward-input": {kernel: backward},
+                    "grad-weight": {grad_weight_kernel: grad_weight}}
+        if both_kernel is not None:
+            both = backward and grad_weight
+            launches[BACKWARD] = {both_kernel: both, kernel: backward and not both,
+                                  grad_weight_kernel: grad_weight and not both}
+        cases.append(Expectation(call, launches))
     return cases
 
 
 def row_cases(element_size):
     """The conv1d row kernels: rows of one input row, NCHW-contiguous, a 1 x 2, 3 or 4 filter at
     stride 1 and dilation 1, 64 outputs or more, 16-byte aligned data; backward-input where it is
-    a correlation (padding at most k - 1)."""
+    a correlation (padding at most k - 1); both gradients asked together from row_backward_kernel
+    where both passes take the row kernels."""
     return _conv1d_cases([
         ("Mamba's causal conv1d", 2, 8, 2048, 4, 1, 3, 1, 1, "nchw", (True, True, True)),
+        ("no padding: grad_output's rows 3 shorter", 2, 4, 300, 4, 1, 0, 1, 1, "nchw", (True, True, True)),
         ("each row's window at another offset", 3, 5, 203, 3, 1, 1, 1, 1, "nchw", (True, True, True)),
         ("multiplier 2: backward-input's rows sum two (the general kernels)", 2, 3, 150, 2, 1, 1, 1, 2, "nchw",
          (True, False, True)),
@@ -279,7 +291,7 @@ def row_cases(element_size):
         ("stride 2", 2, 4, 300, 4, 2, 3, 1, 1, "nchw", (False, False, False)),
         ("dilation 2", 2, 4, 300, 4, 1, 3, 2, 1, "nchw", (False, False, False)),
         ("channels_last: the column kernels", 2, 16, 300, 4, 1, 3, 1, 1, "cl", (False, False, False)),
-    ], ROW, ROW_GRAD_WEIGHT)
+    ], ROW, ROW_GRAD_WEIGHT, ROW_BACKWARD)
 
 
 def column_cases(element_size):
@@ -467,7 +479,8 @@ KERNEL_PATH_ROWS = [
      {"forward": LARGE_FILTER, "backward-input": LARGE_FILTER}),
     ("large_filter_grad_weight", "cl", 2, 2, (28, 28), (13, 13), 1, (6, 6), {"grad-weight": LARGE_FILTER_GRAD_WEIGHT}),
     ("row", "nchw", 2, 8, (1, 2048), (1, 4), 1, (0, 3),
-     {"forward": ROW, "backward-input": ROW, "grad-weight": ROW_GRAD_WEIGHT}),
+     {"forward": ROW, "backward-input": ROW, "grad-weight": ROW_GRAD_WEIGHT, BACKWARD: ROW_BACKWARD}),
+    ("row_backward", "nchw", 2, 8, (1, 2048), (1, 4), 1, (0, 3), {BACKWARD: ROW_BACKWARD}),
     ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
      {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
     ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),

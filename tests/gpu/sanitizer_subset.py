@@ -2,7 +2,8 @@
 calls of kernel_cases.SANITIZER_CASES (with the pixel path off: they are small, and each is there
 for a tile) and PIXEL_SANITIZER_CASES (every path on) in float32 and bfloat16, NCHW and
 channels_last, forward, backward-input and the weight gradient (with and without the bias
-gradient), through the ops themselves (aten::convolution would send channels_last to cuDNN, or with
+gradient), each on its own and both gradients together (one kernel for both where one takes them),
+through the ops themselves (aten::convolution would send channels_last to cuDNN, or with
 cuDNN off make it NCHW). Together they run every kernel of DepthwiseConv2d.cu, which
 tests/test_kernel_choice.py checks on a CPU."""
 
@@ -25,8 +26,9 @@ for dtype, (cases, disabled) in itertools.product((torch.float32, torch.bfloat16
                 weight = torch.randn(c * m, 1, *kernel, device="cuda", dtype=dtype)
                 out = torch.ops.aten._conv_depthwise2d(x, weight, kernel, None, stride, padding, dilation)
                 grad_out = torch.randn_like(out).contiguous(memory_format=memory_format)
-                torch.ops.aten._conv_depthwise2d_backward(grad_out, x, weight, kernel, stride, padding, dilation,
-                                                          [True, True])
+                for mask in ([True, False], [True, True]):  # backward-input's kernel, then both gradients
+                    torch.ops.aten._conv_depthwise2d_backward(grad_out, x, weight, kernel, stride, padding, dilation,
+                                                              mask)
                 # the weight gradient again, summing grad_output for the bias on the way
                 torch.ops.dwconv.conv_depthwise2d_backward(grad_out, x, weight, kernel, stride, padding, dilation,
                                                            [False, True, True])

@@ -155,9 +155,11 @@ class TestDepthwise2d(TestCase):
         """Each call of the table cases_of(element size) (tests/gpu/kernel_cases.py, whose
         expectations tests/test_kernel_choice.py checks against the host code's choice on a CPU),
         with the kernel paths its expectation names switched off: whether each pass launches each
-        kernel as the table says, as the profiler sees it, and that the forward pass,
+        kernel as the table says, as the profiler sees it (backward-input and the weight gradient
+        each asked for alone, and both together: kernel_cases.BACKWARD), and that the forward pass,
         backward-input, the weight gradient and the bias gradient summed with it match float64, the
-        bias summed by the weight-gradient kernel (no reduction of its own)."""
+        bias summed by the weight-gradient kernel (no reduction of its own), asked for alone and
+        together."""
         atol, rtol = TOLERANCES[dtype]
         for expectation in cases_of(torch.empty((), dtype=dtype).element_size()):
             call = expectation.call
@@ -173,28 +175,38 @@ class TestDepthwise2d(TestCase):
                 grad_out = placed(torch.randn(ref.shape, device=device, dtype=dtype), memory_format,
                                   call.grad_output_offset)
                 forward = lambda: depthwise(x, w, b, *args)  # noqa: E731
-                backward = lambda: depthwise_backward_with_bias(grad_out, x, w, *args)  # noqa: E731
-                launched_by = {"forward": op_names(forward)}
-                launched_by["backward-input"] = launched_by["grad-weight"] = op_names(backward)
+
+                def backward(mask):
+                    return lambda: depthwise_backward_with_bias(grad_out, x, w, *args, mask=mask)
+                passes = {"forward": forward, "backward-input": backward((True, False, False)),
+                          "grad-weight": backward((False, True, True)),
+                          kernel_cases.BACKWARD: backward((True, True, True))}
+                launched_by = {pass_: op_names(run) for pass_, run in passes.items()}
                 for pass_, kernels in expectation.launches.items():
                     for kernel, expected in kernels.items():
                         self.assertEqual(launched(launched_by[pass_], kernel), expected,
                                          f"{pass_}: {kernel} {'not ' if expected else ''}launched")
-                self.assertFalse(any("reduce_kernel" in n for n in launched_by["grad-weight"]),
-                                 "the bias gradient took a reduction of its own")
+                for pass_ in ("grad-weight", kernel_cases.BACKWARD):
+                    self.assertFalse(any("reduce_kernel" in n for n in launched_by[pass_]),
+                                     f"{pass_}: the bias gradient took a reduction of its own")
 
                 out = forward()
                 self.assertTrue(out.is_contiguous(memory_format=memory_format))
                 self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
-                grad_input, grad_weight, grad_bias = backward()
                 ref.backward(grad_out.double().cpu())
-                self.assertTrue(grad_input.is_contiguous(memory_format=memory_format))
                 taps = call.kernel[0] * call.kernel[1] * call.multiplier
-                self.assertEqual(grad_input.double().cpu(), x64.grad,
-                                 atol=atol * (x64.grad.abs().max().item() + taps), rtol=rtol)
                 reduction = call.n * ref.shape[2] * ref.shape[3]
-                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
-                self.assertEqual(grad_bias.double().cpu(), b64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+                alone = (passes["backward-input"]()[0], *passes["grad-weight"]()[1:])
+                for how, (grad_input, grad_weight, grad_bias) in (("alone", alone),
+                                                                  ("together", passes[kernel_cases.BACKWARD]())):
+                    with self.subTest(gradients=how):
+                        self.assertTrue(grad_input.is_contiguous(memory_format=memory_format))
+                        self.assertEqual(grad_input.double().cpu(), x64.grad,
+                                         atol=atol * (x64.grad.abs().max().item() + taps), rtol=rtol)
+                        self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4,
+                                         rtol=rtol * 4)
+                        self.assertEqual(grad_bias.double().cpu(), b64.grad, atol=atol * reduction ** 0.5 * 4,
+                                         rtol=rtol * 4)
 
     @onlyCUDA
     @dtypes(torch.float64, torch.float32, torch.bfloat16)
@@ -462,7 +474,8 @@ class TestDepthwise2d(TestCase):
     @dtypes(torch.float32, torch.bfloat16)
     def test_each_kernel_path_switched_off_falls_back(self, device, dtype):
         """dwconv_overlay.disable_kernels: with one specialised path off, the passes it takes run
-        other kernels and still match float64 (forward, backward-input and the weight gradient);
+        other kernels and still match float64 (forward, backward-input and the weight gradient, and
+        both gradients together);
         switched back on, the path takes them again."""
         atol, rtol = TOLERANCES[dtype]
         cases = kernel_cases.kernel_path_cases(torch.empty((), dtype=dtype).element_size())
@@ -484,6 +497,8 @@ class TestDepthwise2d(TestCase):
                         grad_out, x, w, kernel, *args, [True, False])[0],
                     "grad-weight": lambda: torch.ops.aten._conv_depthwise2d_backward(
                         grad_out, x, w, kernel, *args, [False, True])[1],
+                    kernel_cases.BACKWARD: lambda: torch.ops.aten._conv_depthwise2d_backward(
+                        grad_out, x, w, kernel, *args, [True, True]),
                 }
                 for name, kernel_name in takes.items():
                     self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with every path on")
@@ -492,14 +507,15 @@ class TestDepthwise2d(TestCase):
                     self.assertEqual(dwconv_overlay.disabled_kernels(), [path])
                     for name, kernel_name in takes.items():
                         self.assertFalse(launched(op_names(passes[name]), kernel_name), f"{name} with {path} off")
-                    out, grad_input, grad_weight = (passes[name]() for name in passes)
+                    out, grad_input, grad_weight, both = (passes[name]() for name in passes)
                 finally:
                     dwconv_overlay.disable_kernels([])
                 self.assertEqual(out.double().cpu(), ref, atol=atol * ref.abs().max().item() + atol, rtol=rtol)
-                self.assertEqual(grad_input.double().cpu(), x64.grad,
-                                 atol=atol * x64.grad.abs().max().item() + atol, rtol=rtol)
                 reduction = n * ref.shape[2] * ref.shape[3]
-                self.assertEqual(grad_weight.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
+                for gi, gw in ((grad_input, grad_weight), both):
+                    self.assertEqual(gi.double().cpu(), x64.grad, atol=atol * x64.grad.abs().max().item() + atol,
+                                     rtol=rtol)
+                    self.assertEqual(gw.double().cpu(), w64.grad, atol=atol * reduction ** 0.5 * 4, rtol=rtol * 4)
                 for name, kernel_name in takes.items():
                     self.assertTrue(launched(op_names(passes[name]), kernel_name), f"{name} with {path} on again")
 
