@@ -292,6 +292,10 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
         assert len(grad_weight_kernels) == 2 * 4 * 3, name  # archs x dtypes x filter widths
         conv1d_kernels += kernels
         conv1d_grad_weight_kernels += grad_weight_kernels
+    # row_backward_kernel, both gradients at once, moves grad_input as row_kernel's backward-input does.
+    conv1d_both_kernels = [r for r in rows if r["kernel"].startswith("row_backward_kernel<")]
+    assert len(conv1d_both_kernels) == 2 * 4 * 3  # archs x dtypes x filter widths
+    conv1d_kernels += conv1d_both_kernels
     for r in conv1d_kernels + conv1d_grad_weight_kernels:
         loads, stores = map(int, r["wide_global"].split("/"))
         assert loads >= 2 and stores >= (1 if r in conv1d_kernels else 0), r  # inputs (and grad_output); outputs
