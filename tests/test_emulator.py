@@ -153,7 +153,7 @@ def test_the_emulated_gpu_runs_blocks_and_barriers_as_a_gpu_does(tmp_path):
     subprocess.run(["g++", "-std=c++20", "-O1", f"-I{EMULATOR}", str(EMULATOR / "emulation_selftest.cpp"), "-o",
                     str(binary)], check=True, capture_output=True, text=True)
     proc, passed, failed = run(binary)
-    assert failed == 0 and passed == 52 and proc.returncode == 0, proc.stdout
+    assert failed == 0 and passed == 54 and proc.returncode == 0, proc.stdout
 
 
 def test_every_kernel_shares_the_launch_bound_the_emulator_enforces():

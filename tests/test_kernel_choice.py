@@ -471,6 +471,25 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
     assert not failures, "\n".join(failures)
 
 
+def test_the_bench_steps_take_both_conv1d_gradients_from_one_kernel(kernel_choice):
+    """The backward of every training step `make bench` times asks for both gradients at once: on
+    Mamba's NCHW-contiguous conv1d rows they come from row_backward_kernel on every GPU the plans know,
+    and on every other layer from the two passes' own kernels (the channels_last conv1d's column
+    kernels, the 2D layers' tiles)."""
+    from build_scripts.bench.layers import problems
+
+    steps = [p for p in problems() if p.passes != ("forward",)]
+    failures = []
+    for gpu in GPUS:
+        chosen = choose(kernel_choice, [plan_report.bench_call_line(p, kernel_cases.BACKWARD, gpu) for p in steps])
+        for p, kernels in zip(steps, chosen):
+            fused = p.layer.conv1d and p.layout != "channels_last"
+            if (kernels == kernel_cases.ROW_BACKWARD) != fused:
+                failures.append(f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {gpu}: {kernels}")
+    assert any(p.layer.conv1d and p.layout != "channels_last" for p in steps)
+    assert not failures, "\n".join(failures)
+
+
 def test_the_streamed_kernels_take_the_large_channels_last_planes_at_batch_64(bench_launches):
     """At batch 64 the channels_last forward and stride-1 backward-input of every 3x3/5x5/7x7 bench
     layer with 28 output rows or more stream bands of rows (smaller planes: where the bands fill the

@@ -107,6 +107,21 @@ __global__ void shuffle_then_barrier(int* out) {
   out[t] = total;
 }
 
+// Each lane's value `delta` lanes up, its own before the warp's start.
+__global__ void shuffle_up(int* out, unsigned delta) {
+  const int t = static_cast<int>(threadIdx.x);
+  out[t] = __shfl_up_sync(0xffffffffu, t, delta);
+}
+
+// A warp's even lanes at an up shuffle, its odd ones at a down one: two warp operations.
+__global__ void shuffle_up_and_down() {
+  if (threadIdx.x % 2 == 0) {
+    __shfl_up_sync(0xffffffffu, 1, 1);
+  } else {
+    __shfl_down_sync(0xffffffffu, 1, 1);
+  }
+}
+
 __global__ void shuffle_in_odd_lanes() {
   if (threadIdx.x % 2 == 0) return;
   __shfl_down_sync(0xffffffffu, 1, 1);
@@ -330,6 +345,14 @@ int main() {
     error = launch_error(dim3(1), dim3(48), 0, shuffle_in_whole_warps, whole.data(), 32u);
     expect(error.empty() && whole[0] == 1 && whole[30] == 31 && whole[31] == 31 && whole[32] == -1 && whole[47] == -1,
            "the whole first warp of a block of 48 threads shuffles, the part-filled one does not: " + error);
+    std::vector<int> up(64, -1);
+    error = launch_error(dim3(1), dim3(64), 0, shuffle_up, up.data(), 3u);
+    bool ups = error.empty();
+    for (int t = 0; t < 64; ++t) ups &= up[t] == (t % 32 >= 3 ? t - 3 : t);
+    expect(ups, "each lane reads the value 3 lanes up, its own before the warp's start: " + error);
+    error = launch_error(dim3(1), dim3(32), 0, shuffle_up_and_down);
+    expect(error.find("different warp operations") != std::string::npos,
+           "a warp's lanes at an up and a down shuffle fail the launch: " + error);
     launch_error(dim3(2), dim3(64), 0, shuffle_down, out.data(), sums.data(), 1u);
     expect(out[5] == 6 && out[31] == 31, "and the next launch shuffles as usual");
   }
