@@ -5,7 +5,12 @@ and write once, over the copy bandwidth measured on the same GPU:
   forward          read input, weight (and bias), write output
   backward_input   read grad_output and weight, write grad_input
   backward_weight  read input and grad_output, write grad_weight
-  step             the three passes above (a bias gradient is taken as fused into them)
+  step             the forward pass, then both gradients at once, as autograd asks for them: read
+                   grad_output, the input and the weight, write grad_input and grad_weight (a bias
+                   gradient is taken as fused into them). One kernel can compute both gradients from
+                   one read of grad_output (the conv1d row kernels' do, v52), so the step's floor
+                   counts it once. (Reports before 2026-12-01 counted the three passes apart, reading
+                   grad_output twice: about six activation-sized tensors where a step needs five.)
 
 The same byte counts size the buffer rotation that keeps L2 from flattering small layers: enough
 sets that the pass moving least, run once on each, touches L2_MULTIPLE times the L2.
@@ -39,7 +44,8 @@ def pass_bytes(problem: Problem, passname: str) -> int:
         "backward_weight": x + y + w,
     }
     if passname == "step":
-        return sum(pass_bytes(problem, p) for p in elements)
+        both_gradients = y + x + w + x + w
+        return (elements["forward"] + both_gradients) * size
     return elements[passname] * size
 
 

@@ -1321,9 +1321,9 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                                    p.k.bias ? gb.data() : nullptr},
                                kDispatchGpu, 0);
         const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
-        expect("backward grad-input", kRowBackwardKernelName, grad_input_data, p.grad_input, cl, taps * p.k.m);
-        expect("backward grad-weight", kRowBackwardKernelName, gw, p.grad_weight, false, terms);
-        if (p.k.bias) expect("backward grad-bias", kRowBackwardKernelName, gb, p.grad_bias, false, terms);
+        expect("backward grad-input", both_gradients_kernel_name(), grad_input_data, p.grad_input, cl, taps * p.k.m);
+        expect("backward grad-weight", both_gradients_kernel_name(), gw, p.grad_weight, false, terms);
+        if (p.k.bias) expect("backward grad-bias", both_gradients_kernel_name(), gb, p.grad_bias, false, terms);
       }
     }
 

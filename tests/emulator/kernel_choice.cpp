@@ -152,7 +152,7 @@ std::string instance_bools(const BothGradientsChoice&) { return ""; }
 template <typename Choice>
 std::string name_of(const Choice& choice) {
   if constexpr (std::is_same_v<Choice, BothGradientsChoice>) {
-    return kRowBackwardKernelName;
+    return both_gradients_kernel_name();
   } else {
     return kernel_name(choice.kernel);
   }
@@ -254,7 +254,7 @@ void print_names() {
   for (int k = 0; std::string(kernel_name(static_cast<GradWeightKernel>(k))) != "?"; ++k) {
     std::cout << kernel_name(static_cast<GradWeightKernel>(k)) << "\n";
   }
-  std::cout << kRowBackwardKernelName << "\n";
+  std::cout << both_gradients_kernel_name() << "\n";
 }
 
 }  // namespace

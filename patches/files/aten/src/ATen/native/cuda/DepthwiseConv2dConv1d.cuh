@@ -284,6 +284,13 @@ __global__ void __launch_bounds__(kThreads, 2) row_kernel(
   }
 }
 
+// Image n's chunk `chunk` moved on by `walk`'s step (a pass's kThreads chunks), with its carry into n.
+__device__ __forceinline__ void step_row_chunk(int& n, int& chunk, const GridWalk<int, 2>& walk, int chunks_per_row) {
+  chunk += walk.step[1];
+  n += walk.step[0] + (chunk >= chunks_per_row ? 1 : 0);
+  if (chunk >= chunks_per_row) chunk -= chunks_per_row;
+}
+
 // The weight gradient: blockIdx.x is a channel, blockIdx.y a slice of its batch x chunks of
 // grad_output rows, [slice * chunks_per_slice, ...) in (n, chunk) order; g is the forward
 // geometry (src = input, dst = grad_output). Thread tid takes the slice's chunks tid, tid + kThreads,
@@ -343,11 +350,7 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_row_kernel(
     }
 #pragma unroll
     for (int u = 0; u < kLaneChunks; ++u) {
-      if (u > 0) {  // walk's step again, from the pass's first chunk
-        chunk += walk.step[1];
-        n += walk.step[0] + (chunk >= chunks_per_row ? 1 : 0);
-        if (chunk >= chunks_per_row) chunk -= chunks_per_row;
-      }
+      if (u > 0) step_row_chunk(n, chunk, walk, chunks_per_row);  // walk's step again, from the pass's first chunk
       const int item = pass + tid + u * kThreads;
       const RowChunkSpan at = chunk_at(n, chunk, item < end);
       const bool sums = item < end && at.y0 < dst_w;  // a row that starts late in its first chunk needs one fewer
@@ -477,11 +480,7 @@ __global__ void __launch_bounds__(kThreads, 2) row_backward_kernel(
     }
 #pragma unroll
     for (int u = 0; u < kLaneChunks; ++u) {
-      if (u > 0) {  // walk's step again, from the pass's first chunk
-        chunk += walk.step[1];
-        n += walk.step[0] + (chunk >= chunks_per_row ? 1 : 0);
-        if (chunk >= chunks_per_row) chunk -= chunks_per_row;
-      }
+      if (u > 0) step_row_chunk(n, chunk, walk, chunks_per_row);  // walk's step again, from the pass's first chunk
       const int item = pass + tid + u * kThreads;
       const RowChunkSpan at = chunk_at(n, chunk, item < end);
       const int x0 = at.y0;

@@ -129,8 +129,8 @@ inline const char* kernel_name(GradWeightKernel kernel) {
   return "?";
 }
 
-// The kernel that computes grad_input and the weight gradient together.
-inline constexpr const char* kRowBackwardKernelName = "row_backward_kernel";
+// The name of the kernel that computes grad_input and the weight gradient together (choose_both_gradients).
+inline const char* both_gradients_kernel_name() { return "row_backward_kernel"; }
 
 struct DirectLaunch {};  // the grid follows from dst alone
 struct ColumnLaunch {
