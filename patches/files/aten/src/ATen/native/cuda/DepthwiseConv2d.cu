@@ -463,10 +463,10 @@ std::tuple<Tensor, Tensor, Tensor> backward_in(
   if (output_mask[0]) grad_input = at::empty(self_.sizes(), grad_output.options().memory_format(layout));
   if (output_mask[1]) grad_weight = at::empty(weight_.sizes(), grad_output.options());
   if (output_mask[2]) grad_bias = at::empty({weight_.size(0)}, grad_output.options());
+  const Tensor input = output_mask[1] ? self_.contiguous(layout) : Tensor();  // the weight gradient's
   // Both gradients asked for (autograd's backward): one kernel, where one computes them together.
   if (output_mask[0] && output_mask[1] && grad_output.numel() > 0 &&
-      both_gradients_into(grad_output, self_.contiguous(layout), weight_.contiguous(), grad_input, grad_weight,
-                          grad_bias, g)) {
+      both_gradients_into(grad_output, input, weight_.contiguous(), grad_input, grad_weight, grad_bias, g)) {
     return std::make_tuple(std::move(grad_input), std::move(grad_weight), std::move(grad_bias));
   }
   if (output_mask[0] && grad_input.numel() > 0) backward_input_into(grad_output, weight_.contiguous(), grad_input, g);
@@ -475,7 +475,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_in(
       grad_weight.zero_();  // an empty batch contributes nothing
       if (output_mask[2]) grad_bias.zero_();
     } else {
-      grad_weight_into(grad_output, self_.contiguous(layout), grad_weight, grad_bias, g);
+      grad_weight_into(grad_output, input, grad_weight, grad_bias, g);
     }
   } else if (output_mask[2]) {
     at::sum_out(grad_bias, grad_output, IntArrayRef{0, 2, 3});  // no weight-gradient kernel to sum it on the way
