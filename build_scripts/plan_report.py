@@ -26,6 +26,7 @@ DRIVER = REPO_ROOT / "tests" / "emulator" / "kernel_choice.cpp"
 KERNEL_SOURCES = REPO_ROOT / "patches" / "files" / "aten" / "src"
 DRIVER_DTYPES = {"float64": "double", "float32": "float", "float16": "half", "bfloat16": "bfloat16"}
 PASSES = ("forward", "backward-input", "grad-weight")
+BOTH_GRADIENTS = "backward"  # the driver's pass for grad_input and grad_weight asked for together
 KERNEL_PATHS_HEADER = KERNEL_SOURCES / "ATen" / "native" / "cuda" / "DepthwiseConv2dKernelPaths.h"
 
 
@@ -250,7 +251,13 @@ def bench_launches(binary: Path, gpu: Gpu, set_names: list[str] | None = None,
 
     keys = [(problem, pass_) for problem in problems(set_names, configs_2d) for pass_ in problem_passes(problem)]
     answers = run_driver(binary, [bench_call_line(p, pass_, gpu) for p, pass_ in keys], "--plans")
-    return [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
+    launches = [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
+    # A training step's backward asks for both gradients at once: where one kernel computes them, the
+    # step runs it in place of the two gradients' passes ("<one>+<other>" where it runs those).
+    steps = [p for p in problems(set_names, configs_2d) if problem_passes(p) == PASSES]
+    both = run_driver(binary, [bench_call_line(p, BOTH_GRADIENTS, gpu) for p in steps], "--plans")
+    launches += [(p, BOTH_GRADIENTS, Launch.parse(answer)) for p, answer in zip(steps, both) if "+" not in answer]
+    return launches
 
 
 def markdown(launches, gpu: Gpu, resources=None) -> str:
