@@ -1035,8 +1035,8 @@ void check_row_grad_weight(const Problem& p, const std::string& tag) {
 }
 
 // Both gradients from the row kernels' one kernel, where it takes the pass (32-bit indexing only, as
-// on the GPU), with and without the bias sums, planned for a one-SM GPU (a slice a channel: threads
-// walking several passes) and a large one (slices ending inside rows).
+// on the GPU), with and without the bias sums, planned for a one-SM GPU (the fewest slices a channel,
+// each one pass of its block) and a large one (slices ending inside rows).
 template <typename T, typename index_t>
 void check_row_backward(const Problem& p, const std::string& tag) {
   if constexpr (std::is_same_v<index_t, int32_t>) {

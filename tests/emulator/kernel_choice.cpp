@@ -232,7 +232,7 @@ std::string choose(const Call& k) {
                                     grad_input.address,
                                     static_cast<int>(sizeof(scalar_t)),
                                     grad_output.needs_64bit_indexing() || input.needs_64bit_indexing() ||
-                                        weight_needs_64bit};
+                                        grad_input.needs_64bit_indexing()};
     if (const auto plan = choose_both_gradients<scalar_t>(fwd, operands, disabled, k.gpu)) {
       const LaunchShape shape{plan->grid, dim3(kThreads), 0};
       return described(BothGradientsChoice{}, shape, "");

@@ -498,8 +498,8 @@ __global__ void __launch_bounds__(kThreads, 2) row_backward_kernel(
       }
       if (lane == 0 && works && chunk > 0) {
         uint32_t before[kBeforeVectorWords];
-        load_row_words<kBeforeVectorWords>(before, input + at.dst_start, x0 - kBeforeVectorWords * 4 /
-                                                                              static_cast<int>(sizeof(scalar_t)), src_w);
+        load_row_words<kBeforeVectorWords>(before, input + at.dst_start, x0 - kRowBeforeVectors<scalar_t, kTaps> * V,
+                                           src_w);
 #pragma unroll
         for (int w = 0; w < kBeforeWords; ++w) inputs.v[w] = before[kBeforeVectorWords - kBeforeWords + w];
       }
