@@ -296,6 +296,16 @@ void backward_input_into(const Tensor& grad_output, const Tensor& weight, const 
   });
 }
 
+// A weight-gradient kernel's sums per slice: [slices][channels][taps], added in slice order into
+// grad_weight, and with_bias the bias's, [slices][channels], added the same way into grad_bias.
+template <typename acc_t>
+std::pair<Tensor, Tensor> slice_sums(const Tensor& grad_output, int64_t slices, const PassGeometry& g, bool with_bias) {
+  const auto options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
+  Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, options);
+  Tensor partial_bias = with_bias ? at::empty({slices, g.dst_channels}, options) : Tensor();
+  return {std::move(partial), std::move(partial_bias)};
+}
+
 // grad_weight, and grad_bias where it is defined: the weight-gradient kernels sum grad_output for
 // the bias as they read it, so the bias gradient costs no pass of its own.
 void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tensor& grad_weight,
@@ -312,13 +322,8 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_grad_weight_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
     const GradWeightChoice choice = choose_grad_weight<scalar_t>(g, operands, disabled_paths(), gpu);
-    // The kernel's sums per slice, [slices][channels][taps], added in slice order into grad_weight.
-    const auto partial_options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
-    const int64_t slices = grad_weight_slices(choice);
-    const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
-    // The bias's sums per slice, [slices][channels], added the same way into grad_bias.
     const bool with_bias = grad_bias.defined();
-    const Tensor partial_bias = with_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
+    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, grad_weight_slices(choice), g, with_bias);
     const GradWeightPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
         grad_weight.mutable_data_ptr<scalar_t>(), strides_of(grad_output), strides_of(input),
@@ -343,11 +348,8 @@ bool both_gradients_into(const Tensor& grad_output, const Tensor& input, const T
     using acc_t = at::acc_type<scalar_t, true>;
     const auto plan = choose_both_gradients<scalar_t>(g, operands, disabled_paths(), gpu);
     if (!plan) return;
-    const auto partial_options = grad_output.options().dtype(c10::CppTypeToScalarType<acc_t>::value);
-    const int64_t slices = plan->grid.y;
-    const Tensor partial = at::empty({slices, g.dst_channels, int64_t(g.kernel_h) * g.kernel_w}, partial_options);
     const bool with_bias = grad_bias.defined();
-    const Tensor partial_bias = with_bias ? at::empty({slices, g.dst_channels}, partial_options) : Tensor();
+    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, plan->grid.y, g, with_bias);
     const BackwardPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
         grad_input.mutable_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
