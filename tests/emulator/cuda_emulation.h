@@ -21,7 +21,7 @@
 //   dynamic shared memory of a launch is one buffer, poisoned before every block, with a guard
 //   zone past its end that a block writing there fails the launch by;
 // - threadIdx and blockIdx are those of the running fiber, blockDim and gridDim per launch;
-// - a 16-byte vector access off a 16-byte boundary (a fault on a GPU) fails the launch;
+// - a 16-byte vector access off a 16-byte boundary, or an 8-byte one off 8 (a fault on a GPU), fails the launch;
 // - asynchronous copies to shared memory (cp.async: DWCONV_EMULATED_ASYNC_COPIES) read their
 //   source when issued and land, by groups, when the thread waits for them in every other pair of
 //   blocks, and at once in the rest: a read that no wait covers shows stale data in the first, a
@@ -758,7 +758,7 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
     }
   }
   if (misaligned_vector_accesses != 0) {
-    throw std::runtime_error("emulated launch made vector accesses or copies off a 16-byte boundary (8-byte copies: 8)");
+    throw std::runtime_error("emulated launch made vector accesses or copies off a 16-byte boundary (8-byte ones: 8)");
   }
   if (stray_async_copies != 0) {
     throw std::runtime_error("emulated launch made asynchronous copies outside its shared memory");
@@ -790,6 +790,8 @@ void launch(dim3 grid, dim3 block, std::size_t shared_bytes, Kernel kernel, Args
 #endif
 #define DWCONV_EXPECT_ALIGNED(address) \
   (reinterpret_cast<std::uintptr_t>(address) % 16 == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
+#define DWCONV_EXPECT_ALIGNED_TO(address, bytes) \
+  (reinterpret_cast<std::uintptr_t>(address) % (bytes) == 0 ? void() : dwconv_emu::count_misaligned_vector_access())
 #define DWCONV_SHARED_BYTES(name) unsigned char* name = dwconv_emu::shared_memory
 #define DWCONV_OPT_IN_SHARED_BYTES(kernel, shared_bytes) dwconv_emu::opt_in_shared_bytes(kernel, shared_bytes)
 #define DWCONV_COUNT_NAN_FALLBACK() dwconv_emu::count_nan_fallback()

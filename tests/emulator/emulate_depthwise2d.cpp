@@ -1084,6 +1084,39 @@ void check_column_grad_weight(const Problem& p, const std::string& tag) {
   }
 }
 
+// Both gradients from the column kernels' one kernel, and the weight gradient alone from it, where it takes
+// the pass (32-bit indexing only, as on the GPU), with and without the bias sums, planned for a one-SM GPU
+// (the fewest slices) and a large one (slices ending inside rows).
+template <typename T, typename index_t>
+void check_column_backward(const Problem& p, const std::string& tag) {
+  if constexpr (std::is_same_v<index_t, int32_t>) {
+    const auto g = p.geometry();
+    if (!has_column_backward(g, sizeof(T))) return;
+    const auto go = p.grad_output.store<T>(true);
+    const auto in = p.input.store<T>(true);
+    const auto weight = p.weight.store<T>(false);
+    for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
+      for (const bool with_bias : {false, true}) {
+        const auto plan = plan_column_backward(g, sizeof(T), gpu);
+        const std::string detail = tag + " items/slice=" + std::to_string(plan.items_per_slice) +
+                                   (with_bias ? " bias" : "");
+        auto grad_input = poisoned<T>(p.grad_input.v.size());
+        GradWeightSums<T> sums(p, plan.grid.y);
+        dwconv_emu::launch(plan.grid, plan.block, 0, column_backward_kernel_for<T, index_t, true>(g.kernel_w),
+                           go.data(), in.data(), weight.data(), grad_input.data(), sums.partial.data(),
+                           with_bias ? sums.partial_bias.data() : nullptr, g, plan.items_per_slice);
+        expect_close("backward column NHWC grad-input", detail, p.k, grad_input, p.grad_input, true, p.k.kw);
+        check_finished_grad_weight<T>("backward column NHWC grad-weight", detail, p, sums, plan.grid.y, with_bias);
+        GradWeightSums<T> alone(p, plan.grid.y);
+        dwconv_emu::launch(plan.grid, plan.block, 0, column_backward_kernel_for<T, index_t, false>(g.kernel_w),
+                           go.data(), in.data(), nullptr, nullptr, alone.partial.data(),
+                           with_bias ? alone.partial_bias.data() : nullptr, g, plan.items_per_slice);
+        check_finished_grad_weight<T>("grad-weight column-backward NHWC", detail, p, alone, plan.grid.y, with_bias);
+      }
+    }
+  }
+}
+
 // The plane-streamed weight gradient (float NCHW, 32-bit indexing only, as on the GPU), with and
 // without the bias sums, planned for a one-SM GPU (a block walks several entries of its slice) and for
 // one of an SM a chunk (an entry a slice); the one-SM plan again with groups of fewer channels (a
@@ -1171,6 +1204,7 @@ void check_grad_weight(const Problem& p, const char* dtype) {
     check_row_grad_weight<T, index_t>(p, tag);
     check_row_backward<T, index_t>(p, tag);
     check_column_grad_weight<T, index_t>(p, tag);
+    check_column_backward<T, index_t>(p, tag);
   }
   if constexpr (emulates(KernelHeader::kRegisterTiled)) {
     check_register_grad_weight<T, index_t>(p, tag);
@@ -1307,23 +1341,27 @@ void check_dispatched(const Problem& p, const char* dtype) {
     // Both gradients from one kernel, as DepthwiseConv2d.cu runs them where one takes the pass.
     {
       auto grad_input_data = poisoned<T>(p.grad_input.v.size());
-      const BackwardOperands operands{output.is_contiguous() && input.is_contiguous(), address_of(go), address_of(in),
-                                      address_of(grad_input_data), int(sizeof(T)), index64};
-      if (const auto plan = choose_both_gradients<T>(g, operands, 0, kDispatchGpu)) {
+      const BackwardOperands operands{output.is_contiguous() && input.is_contiguous(),
+                                      output.is_channels_last_contiguous() && input.is_channels_last_contiguous(),
+                                      address_of(go), address_of(in), address_of(grad_input_data), int(sizeof(T)),
+                                      index64};
+      if (const auto choice = choose_both_gradients<T>(g, operands, 0, kDispatchGpu)) {
         using acc_t = at::acc_type<T, true>;
-        auto partial = poisoned<acc_t>(size_t(plan->grid.y) * g.dst_channels * taps);
-        auto partial_bias = poisoned<acc_t>(p.k.bias ? size_t(plan->grid.y) * g.dst_channels : 0);
+        const size_t slices = both_gradients_slices(*choice);
+        auto partial = poisoned<acc_t>(slices * g.dst_channels * taps);
+        auto partial_bias = poisoned<acc_t>(p.k.bias ? slices * g.dst_channels : 0);
         auto gw = poisoned<T>(p.grad_weight.v.size()), gb = poisoned<T>(p.grad_bias.v.size());
-        launch_row_backward<T>(*plan, g,
+        const char* kernel = kernel_name(choice->kernel);
+        launch_both_gradients<T>(*choice, g,
                                BackwardPointers<T>{go.data(), in.data(), weight.data(), grad_input_data.data(),
                                                    partial.data(), gw.data(),
                                                    p.k.bias ? partial_bias.data() : nullptr,
                                                    p.k.bias ? gb.data() : nullptr},
                                kDispatchGpu, 0);
         const double terms = double(p.k.n) * p.k.oh() * p.k.ow();
-        expect("backward grad-input", both_gradients_kernel_name(), grad_input_data, p.grad_input, cl, taps * p.k.m);
-        expect("backward grad-weight", both_gradients_kernel_name(), gw, p.grad_weight, false, terms);
-        if (p.k.bias) expect("backward grad-bias", both_gradients_kernel_name(), gb, p.grad_bias, false, terms);
+        expect("backward grad-input", kernel, grad_input_data, p.grad_input, cl, taps * p.k.m);
+        expect("backward grad-weight", kernel, gw, p.grad_weight, false, terms);
+        if (p.k.bias) expect("backward grad-bias", kernel, gb, p.grad_bias, false, terms);
       }
     }
 
@@ -1567,6 +1605,17 @@ std::vector<Case> sweep() {
   cases.push_back({3, 2, 1, 1, 131, 1, 2, 1, 1, 0, 1, 1, 1, false});   // 107: rows of 131, 132 outputs
   cases.push_back({2, 8, 1, 1, 207, 1, 4, 1, 1, 0, 3, 1, 1, true});    // 108: 210 outputs
   cases.push_back({2, 8, 1, 1, 207, 1, 3, 1, 1, 0, 2, 1, 1, false});   // 109: 209 outputs
+  // Both conv1d gradients in channels_last from one kernel, and its weight gradient alone (v53; 14 and 42-44
+  // too): padding K - 1 on rows of 207, whose last segment holds grad_output's last value alone; rows of 1000
+  // whose slices end inside rows; no padding, so that the input's last inf and NaN (112) meet grad_output's
+  // values only inside its rows; a filter of 2 with 48 vectors of 8 bytes in bfloat16, a second vector group
+  // half-filled; padding K, which takes the two passes; padding K - 1 with inf and NaN:
+  cases.push_back({3, 256, 1, 1, 207, 1, 3, 1, 1, 0, 2, 1, 1, false}); // 110: 209 outputs, 27 segments a row
+  cases.push_back({2, 128, 1, 1, 1000, 1, 4, 1, 1, 0, 3, 1, 1, true}); // 111: 1003 outputs, 126 segments a row
+  cases.push_back({2, 128, 1, 1, 61, 1, 4, 1, 1, 0, 0, 1, 1, true});   // 112: 58 outputs
+  cases.push_back({2, 192, 1, 1, 100, 1, 2, 1, 1, 0, 0, 1, 1, true});  // 113: 99 outputs
+  cases.push_back({1, 128, 1, 1, 70, 1, 3, 1, 1, 0, 3, 1, 1, false});  // 114: padding 3 past a filter of 3
+  cases.push_back({2, 128, 1, 1, 67, 1, 4, 1, 1, 0, 3, 1, 1, true});   // 115: 70 outputs
   return cases;
 }
 

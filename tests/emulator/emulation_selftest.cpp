@@ -136,6 +136,7 @@ __global__ void shuffle_in_whole_warps(int* out, unsigned whole_threads) {
 }
 
 __global__ void vector_access(const float* address) { DWCONV_EXPECT_ALIGNED(address); }
+__global__ void pair_access(const float* address) { DWCONV_EXPECT_ALIGNED_TO(address, 8); }
 
 // A kernel of its own for the checks of the opt-in past 48 KB, so that its allowance reaches no
 // other check's launch.
@@ -452,6 +453,10 @@ int main() {
     expect(launch_error(dim3(1), dim3(1), 0, vector_access, data + 4).empty(), "a 16-byte access on a boundary runs");
     expect(launch_error(dim3(1), dim3(1), 0, vector_access, data + 1).find("off a 16-byte boundary") != std::string::npos,
            "one off a boundary fails the launch");
+    expect(launch_error(dim3(1), dim3(1), 0, pair_access, data + 2).empty(), "an 8-byte access on its boundary runs");
+    expect(launch_error(dim3(1), dim3(1), 0, pair_access, data + 1).find("off a 16-byte boundary (8-byte ones: 8)") !=
+               std::string::npos,
+           "an 8-byte access off its boundary fails the launch");
   }
   expect(launch_error(dim3(1), dim3(2048), 0, vector_access, nullptr).find("no GPU accepts") != std::string::npos,
          "a block of 2048 threads is refused");

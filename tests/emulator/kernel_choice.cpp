@@ -115,8 +115,12 @@ bool print_plans = false;
 // do not tell them (the register-tiled weight gradient's staged grad_output), else "".
 std::string instance_bools(const PassChoice&) { return ""; }
 std::string instance_bools(const GradWeightChoice& choice) {
+  if (choice.kernel == GradWeightKernel::kColumnBackward) return "false";  // without grad_input
   const auto* plan = std::get_if<RegisterGradWeightLaunch>(&choice.plan);
   return plan == nullptr ? "" : plan->work.go_stride > 0 ? "true" : "false";
+}
+std::string instance_bools(const BothGradientsChoice& choice) {
+  return choice.kernel == BothGradientsKernel::kColumn ? "true" : "";  // with grad_input
 }
 
 // All the template arguments after the element type of the instance a choice launches, where the
@@ -145,22 +149,9 @@ std::string instance_arguments(const GradWeightChoice& choice, const PassGeometr
   return "";
 }
 
-// The choice of one kernel for both gradients (choose_both_gradients), for described().
-struct BothGradientsChoice {};
-std::string instance_bools(const BothGradientsChoice&) { return ""; }
-
-template <typename Choice>
-std::string name_of(const Choice& choice) {
-  if constexpr (std::is_same_v<Choice, BothGradientsChoice>) {
-    return both_gradients_kernel_name();
-  } else {
-    return kernel_name(choice.kernel);
-  }
-}
-
 template <typename Choice>
 std::string described(const Choice& choice, const LaunchShape& shape, const std::string& arguments) {
-  std::string text = name_of(choice);
+  std::string text = kernel_name(choice.kernel);
   if (print_plans) {
     auto triple = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
     text += " grid=" + triple(shape.grid) + " block=" + triple(shape.block) +
@@ -227,15 +218,16 @@ std::string choose(const Call& k) {
   }
   if (k.pass == "backward") {
     const BackwardOperands operands{grad_output.is_contiguous() && input.is_contiguous() && grad_input.is_contiguous(),
+                                    grad_output.is_channels_last_contiguous() && input.is_channels_last_contiguous() &&
+                                        grad_input.is_channels_last_contiguous(),
                                     grad_output.address,
                                     input.address,
                                     grad_input.address,
                                     static_cast<int>(sizeof(scalar_t)),
                                     grad_output.needs_64bit_indexing() || input.needs_64bit_indexing() ||
                                         grad_input.needs_64bit_indexing()};
-    if (const auto plan = choose_both_gradients<scalar_t>(fwd, operands, disabled, k.gpu)) {
-      const LaunchShape shape{plan->grid, dim3(kThreads), 0};
-      return described(BothGradientsChoice{}, shape, "");
+    if (const auto choice = choose_both_gradients<scalar_t>(fwd, operands, disabled, k.gpu)) {
+      return described(*choice, launch_shape(*choice), "");
     }
     Call separate = k;
     separate.pass = "backward-input";
@@ -254,7 +246,9 @@ void print_names() {
   for (int k = 0; std::string(kernel_name(static_cast<GradWeightKernel>(k))) != "?"; ++k) {
     std::cout << kernel_name(static_cast<GradWeightKernel>(k)) << "\n";
   }
-  std::cout << both_gradients_kernel_name() << "\n";
+  for (int k = 0; std::string(kernel_name(static_cast<BothGradientsKernel>(k))) != "?"; ++k) {
+    std::cout << kernel_name(static_cast<BothGradientsKernel>(k)) << "\n";
+  }
 }
 
 }  // namespace

@@ -57,6 +57,10 @@
 // - column_kernel: the same conv1d in channels_last (a transposed (N, L, C) tensor), multiplier
 //   1: a thread walks 8 outputs of one 16-byte channel vector with its last K inputs in
 //   registers. grad_weight_column_kernel is its weight gradient.
+// - row_backward_kernel and column_backward_kernel (DepthwiseConv2dConv1d.cuh): both conv1d
+//   gradients, grad_input and the weight's (and bias's) sums, from one read of grad_output and the
+//   input, where autograd asks for both (padding below K); column_backward_kernel also serves the
+//   channels_last weight gradient alone, 8 bytes of channels a thread, a segment's loads before its sums.
 // - stride2_grad_input_*_kernel (DepthwiseConv2dStride2.cuh): backward-input at stride 2 for
 //   square 3x3 and 5x5 filters at dilation 1, NCHW (any multiplier) or channels_last (16-byte
 //   vectors, multiplier 1): a thread computes one grad_input pixel of each stride phase (a 2 x 4
@@ -335,10 +339,14 @@ void grad_weight_into(const Tensor& grad_output, const Tensor& input, const Tens
 }
 
 // grad_input and grad_weight (and grad_bias where it is defined) from one kernel, where one takes the
-// pass (choose_both_gradients: a conv1d the row kernels take); false, with nothing written, where none does.
+// pass (choose_both_gradients: a conv1d the row or column kernels take); false, with nothing written, where
+// none does.
 bool both_gradients_into(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& grad_input,
                          const Tensor& grad_weight, const Tensor& grad_bias, const PassGeometry& g) {
-  const BackwardOperands operands{grad_output.is_contiguous() && input.is_contiguous() && grad_input.is_contiguous(),
+  const auto all_contiguous = [&](MemoryFormat layout) {
+    return both_contiguous(grad_output, input, layout) && grad_input.is_contiguous(layout);
+  };
+  const BackwardOperands operands{all_contiguous(MemoryFormat::Contiguous), all_contiguous(MemoryFormat::ChannelsLast),
                                   address_of(grad_output), address_of(input), address_of(grad_input),
                                   static_cast<int>(grad_output.element_size()),
                                   needs_64bit_indexing({&grad_output, &input, &grad_input})};
@@ -346,16 +354,16 @@ bool both_gradients_into(const Tensor& grad_output, const Tensor& input, const T
   bool launched = false;
   AT_DISPATCH_FLOATING_TYPES_AND2(kHalf, kBFloat16, grad_output.scalar_type(), "conv_depthwise2d_backward_cuda", [&] {
     using acc_t = at::acc_type<scalar_t, true>;
-    const auto plan = choose_both_gradients<scalar_t>(g, operands, disabled_paths(), gpu);
-    if (!plan) return;
+    const auto choice = choose_both_gradients<scalar_t>(g, operands, disabled_paths(), gpu);
+    if (!choice) return;
     const bool with_bias = grad_bias.defined();
-    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, plan->grid.y, g, with_bias);
+    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, both_gradients_slices(*choice), g, with_bias);
     const BackwardPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
         grad_input.mutable_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),
         grad_weight.mutable_data_ptr<scalar_t>(), with_bias ? partial_bias.mutable_data_ptr<acc_t>() : nullptr,
         with_bias ? grad_bias.mutable_data_ptr<scalar_t>() : nullptr};
-    launch_row_backward<scalar_t>(*plan, g, pointers, gpu, at::cuda::getCurrentCUDAStream());
+    launch_both_gradients<scalar_t>(*choice, g, pointers, gpu, at::cuda::getCurrentCUDAStream());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     launched = true;
   });

@@ -178,6 +178,10 @@ struct alignas(16) Vector16 {
 #ifndef DWCONV_EXPECT_ALIGNED
 #define DWCONV_EXPECT_ALIGNED(address)
 #endif
+// The same for an access of `bytes` (8: column_backward_kernel's).
+#ifndef DWCONV_EXPECT_ALIGNED_TO
+#define DWCONV_EXPECT_ALIGNED_TO(address, bytes)
+#endif
 
 template <typename scalar_t>
 __device__ __forceinline__ Vector16<scalar_t> load_vector(const scalar_t* address) {

@@ -753,6 +753,173 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
 }
 
 // ---------------------------------------------------------------------------
+// Both conv1d gradients in channels_last (column_backward_kernel): the column kernels' passes with
+// padding below K (has_column_backward), grad_input and the weight's and bias's sums from one read
+// of grad_output and the input; and, without grad_input, the weight gradient alone from the same
+// walk (kGradInput false).
+//
+// A thread takes kColumnBackwardBytes of a pixel's channels (a warp 32 such vectors: 256 contiguous
+// bytes a load) and segments of kColumnSegment grad_input positions x0 .. x0 + S - 1 of a row, over
+// x in [0, src_w + pad): it loads the segment's grad_output window go[x0 + pad - (K - 1) ...] and
+// input window in[x0 - (K - 1) ...] (S + K - 1 pixels each) before any sum, then at each step s:
+//  - grad_input[x0 + s] = sum_t go[x0 + s + pad - t] w[t] (nothing stored past the row);
+//  - the weight's sums add go[l] in[l - pad + t] and the bias's go[l], l = x0 + s + pad - (K - 1).
+// The segments' l tile grad_output's row from l <= 0 (pad < K) to past its end, so each grad_output
+// value is summed once; values outside a row are never summed (0 x inf would be NaN). Blocks are
+// grad_weight_column_kernel's: (kChannelLanes vector lanes, kPositionLanes position lanes), the grid's
+// x the vector groups and y slices of the (n, segment) items, the lanes' sums meeting in lane order.
+
+// A thread's channels: 8 bytes (4 of a 2-byte type, 2 float, 1 double). With the column kernels' 16,
+// the two windows, the filter and the K + 1 sums a thread in acc_t would not fit the 128 registers of
+// two blocks an SM (bf16 at K = 4: 72 registers for the filter and the sums alone).
+constexpr int kColumnBackwardBytes = 8;
+template <typename scalar_t>
+constexpr int kColumnBackwardChannels = kColumnBackwardBytes / static_cast<int>(sizeof(scalar_t));
+
+// A thread's channels of one pixel as loaded, widened where they are used (widen_value).
+struct alignas(kColumnBackwardBytes) ColumnWords {
+  uint32_t v[kColumnBackwardBytes / 4];
+};
+
+// The thread's channels at `address` where `inside`, else zeros, with nothing read.
+template <typename scalar_t>
+__device__ __forceinline__ ColumnWords load_column_words_or_zero(bool inside, const scalar_t* address) {
+  ColumnWords words{};
+  if (inside) {
+    DWCONV_EXPECT_ALIGNED_TO(address, kColumnBackwardBytes);
+#ifdef __CUDA_ARCH__
+    words = *reinterpret_cast<const ColumnWords*>(address);
+#else
+    memcpy(&words, address, sizeof(words));
+#endif
+  }
+  return words;
+}
+
+// One 8-byte store of the thread's channels, cached in L2 only (as store_vector).
+template <typename scalar_t, typename acc_t>
+__device__ __forceinline__ void store_column_words(scalar_t* address,
+                                                   const acc_t (&values)[kColumnBackwardChannels<scalar_t>]) {
+  DWCONV_EXPECT_ALIGNED_TO(address, kColumnBackwardBytes);
+  scalar_t narrowed[kColumnBackwardChannels<scalar_t>];
+#pragma unroll
+  for (int k = 0; k < kColumnBackwardChannels<scalar_t>; ++k) narrowed[k] = static_cast<scalar_t>(values[k]);
+  ColumnWords words;
+  memcpy(&words, narrowed, sizeof(words));
+#ifdef __CUDA_ARCH__
+  __stcg(reinterpret_cast<uint2*>(address), make_uint2(words.v[0], words.v[1]));
+#else
+  memcpy(address, &words, sizeof(words));
+#endif
+}
+
+// A row's segments: enough for grad_input's src_w positions and the pad past them, whose segments
+// hold grad_output's last values.
+template <typename index_t>
+__host__ __device__ inline index_t column_backward_segments(index_t src_w, index_t pad) {
+  return (src_w + pad + kColumnSegment - 1) / kColumnSegment;
+}
+
+template <typename scalar_t, typename index_t, int kTaps, bool kGradInput>
+__global__ void __launch_bounds__(kThreads, 2) column_backward_kernel(
+    const scalar_t* __restrict__ grad_output,
+    const scalar_t* __restrict__ input,
+    const scalar_t* __restrict__ weight,  // kGradInput only
+    scalar_t* __restrict__ grad_input,    // kGradInput only
+    at::acc_type<scalar_t, true>* __restrict__ partial,
+    at::acc_type<scalar_t, true>* __restrict__ partial_bias,
+    const PassGeometry g,
+    const int64_t items_per_slice) {
+  using acc_t = at::acc_type<scalar_t, true>;
+  constexpr int V = kColumnBackwardChannels<scalar_t>;
+  constexpr int S = kColumnSegment;
+  constexpr int kWindow = S + kTaps - 1;
+  // grad_output's window: the weight's sums read its first S pixels, grad_input all of it.
+  constexpr int kGoWindow = kGradInput ? kWindow : S;
+  __shared__ acc_t lane_sums[(kTaps + 1) * V][kPositionLanes][kChannelLanes];
+  const index_t channels = g.dst_channels, src_w = g.src_w, dst_w = g.dst_w, pad = g.pad_w;
+  const index_t vector = static_cast<index_t>(blockIdx.x) * kChannelLanes + threadIdx.x;
+  const bool active = vector < channels / V;
+  const index_t c0 = vector * V;
+  const index_t segments = column_backward_segments(src_w, pad);
+  const index_t slice = blockIdx.y;
+  const index_t begin = slice * static_cast<index_t>(items_per_slice);
+  const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
+  acc_t taps[kTaps][V];  // the thread's filters, [tap][channel]
+  acc_t sums[kTaps + 1][V];  // row kTaps: grad_output's own sums, the bias gradient's
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) {
+      taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + t]) : acc_t(0);
+    }
+#pragma unroll
+    for (int j = 0; j <= kTaps; ++j) sums[j][k] = acc_t(0);
+  }
+  if (active) {
+    GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments});  // (n, segment)
+    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {
+      const index_t n = at.at[0], x0 = at.at[1] * S;
+      const index_t go_first = x0 + pad - (kTaps - 1), in_first = x0 - (kTaps - 1);
+      const scalar_t* go_row = grad_output + n * dst_w * channels + c0;
+      const scalar_t* in_row = input + n * src_w * channels + c0;
+      const bool crosses_edge = go_first < 0 || go_first + kGoWindow > dst_w || in_first < 0 ||
+                                in_first + kWindow > src_w;
+      whole_or_edge(crosses_edge, [&](auto edge) {
+        constexpr bool kEdge = decltype(edge)::value;
+        ColumnWords go[kGoWindow], in[kWindow];
+#pragma unroll
+        for (int j = 0; j < kGoWindow; ++j) {
+          go[j] = load_column_words_or_zero(!kEdge || within(go_first + j, dst_w), go_row + (go_first + j) * channels);
+        }
+#pragma unroll
+        for (int j = 0; j < kWindow; ++j) {
+          in[j] = load_column_words_or_zero(!kEdge || within(in_first + j, src_w), in_row + (in_first + j) * channels);
+        }
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          if constexpr (kGradInput) {
+            acc_t grad[V];
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              grad[k] = acc_t(0);
+#pragma unroll
+              for (int t = 0; t < kTaps; ++t) {
+                if (!kEdge || within(go_first + s + kTaps - 1 - t, dst_w)) {
+                  grad[k] += widen_value<scalar_t, acc_t>(go[s + kTaps - 1 - t], k) * taps[t][k];
+                }
+              }
+            }
+            if (!kEdge || x0 + s < src_w) store_column_words(grad_input + (n * src_w + x0 + s) * channels + c0, grad);
+          }
+          if (kEdge && !within(go_first + s, dst_w)) continue;
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const acc_t value = widen_value<scalar_t, acc_t>(go[s], k);
+#pragma unroll
+            for (int t = 0; t < kTaps; ++t) {
+              if (!kEdge || within(in_first + s + t, src_w)) {
+                sums[t][k] += value * widen_value<scalar_t, acc_t>(in[s + t], k);
+              }
+            }
+            sums[kTaps][k] += value;
+          }
+        }
+      });
+    }
+  }
+  // Slot q holds tap q / V of channel c0 + q % V (tap kTaps: the bias).
+  sum_position_lanes(lane_sums, [&](int q) { return sums[q / V][q % V]; }, [&](int q, acc_t total) {
+    if (!active) return;
+    if (q / V < kTaps) {
+      partial[(static_cast<int64_t>(slice) * channels + c0 + q % V) * kTaps + q / V] = total;
+    } else if (partial_bias != nullptr) {
+      partial_bias[static_cast<int64_t>(slice) * channels + c0 + q % V] = total;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
 // Row and column kernels' launches.
 
 // Whether a pass (g: the forward geometry, or backward-input's correlation) is a conv1d the row
@@ -820,6 +987,12 @@ template <typename scalar_t, typename index_t>
 auto grad_weight_column_kernel_for(int taps) {
   return conv1d_kernel_for_taps(
       taps, [](auto k) { return &grad_weight_column_kernel<scalar_t, index_t, decltype(k)::value>; });
+}
+
+template <typename scalar_t, typename index_t, bool kGradInput>
+auto column_backward_kernel_for(int taps) {
+  return conv1d_kernel_for_taps(
+      taps, [](auto k) { return &column_backward_kernel<scalar_t, index_t, decltype(k)::value, kGradInput>; });
 }
 
 // A warp walks kRowWarpSpans spans or so (its first place's divisions paid once a span), in a grid
@@ -895,19 +1068,40 @@ struct ColumnGradWeightLaunch {
   int64_t items_per_slice;
 };
 
-// Slices of the (n, segment) items: enough blocks for a few waves of the GPU, each position lane
-// of a slice walking 2 segments or more.
-inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, const GpuLimits& gpu) {
-  const int64_t vectors = g.dst_channels / vector_width;
+// Slices of `items` (n, segment) items for blocks of kChannelLanes of `vectors` channel vectors:
+// about `blocks_an_sm` blocks an SM of the GPU, each position lane of a slice walking `lane_items`
+// segments or more.
+inline ColumnGradWeightLaunch plan_column_slices(int64_t vectors, int64_t items, int64_t blocks_an_sm,
+                                                 int64_t lane_items, const GpuLimits& gpu) {
   const int64_t vector_groups = (vectors + kChannelLanes - 1) / kChannelLanes;
-  const int64_t items = g.batch * column_segments(g.dst_w);
-  const int64_t wanted = (32 * gpu.sm_count + vector_groups - 1) / vector_groups;
-  const int64_t useful = items / (2 * kPositionLanes);
+  const int64_t wanted = (blocks_an_sm * gpu.sm_count + vector_groups - 1) / vector_groups;
+  const int64_t useful = items / (lane_items * kPositionLanes);
   const int64_t most = std::clamp<int64_t>(std::min(wanted, useful), 1, 65535);
   const int64_t items_per_slice = (items + most - 1) / most;
   const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
   return {dim3(static_cast<unsigned>(vector_groups), static_cast<unsigned>(slices)),
           dim3(kChannelLanes, kPositionLanes), items_per_slice};
+}
+
+// Slices of the (n, segment) items: enough blocks for a few waves of the GPU, each position lane
+// of a slice walking 2 segments or more.
+inline ColumnGradWeightLaunch plan_column_grad_weight(const PassGeometry& g, int vector_width, const GpuLimits& gpu) {
+  return plan_column_slices(g.dst_channels / vector_width, g.batch * column_segments(g.dst_w), 32, 2, gpu);
+}
+
+// Whether column_backward_kernel takes a pass's gradients (g: the forward geometry): the column
+// kernels' conv1d with padding below K, so that a row's first segment also reaches grad_output's first
+// value. The caller checks the rest: grad_output, the input (and grad_input) channels_last-contiguous
+// and 16-byte aligned, 32-bit indexing.
+inline bool has_column_backward(const PassGeometry& g, int element_size) {
+  return has_column_kernel(g, 16 / element_size) && g.pad_w < g.kernel_w;
+}
+
+// About four waves of two blocks an SM, each position lane walking 4 segments or more: a block's
+// sums then meet once for 32 segments of loads or more a lane group.
+inline ColumnGradWeightLaunch plan_column_backward(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
+  return plan_column_slices(g.dst_channels / (kColumnBackwardBytes / element_size),
+                            g.batch * column_backward_segments<int64_t>(g.src_w, g.pad_w), 8, 4, gpu);
 }
 
 }  // namespace at::native::dwconv

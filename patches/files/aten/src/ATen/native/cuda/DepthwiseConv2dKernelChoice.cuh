@@ -52,7 +52,8 @@ struct GradWeightOperands {
 
 // What the choice of one kernel for both gradients reads of grad_output, the input and grad_input.
 struct BackwardOperands {
-  bool nchw;  // all three NCHW-contiguous
+  bool nchw;           // all three NCHW-contiguous
+  bool channels_last;  // all three channels_last-contiguous
   std::uintptr_t grad_output, input, grad_input;
   int element_size;
   bool index64;
@@ -89,6 +90,13 @@ enum class GradWeightKernel {
   kLargeFilter,
   kChannelsLastMma,
   kPlaneStream,
+  kColumnBackward,  // column_backward_kernel without grad_input
+};
+
+// The kernels that compute grad_input and the weight gradient together.
+enum class BothGradientsKernel {
+  kRow,
+  kColumn,
 };
 
 inline const char* kernel_name(PassKernel kernel) {
@@ -125,12 +133,18 @@ inline const char* kernel_name(GradWeightKernel kernel) {
     case GradWeightKernel::kLargeFilter: return "grad_weight_large_filter_kernel";
     case GradWeightKernel::kChannelsLastMma: return "grad_weight_mma_kernel";
     case GradWeightKernel::kPlaneStream: return "plane_stream_grad_weight_kernel";
+    case GradWeightKernel::kColumnBackward: return "column_backward_kernel";
   }
   return "?";
 }
 
-// The name of the kernel that computes grad_input and the weight gradient together (choose_both_gradients).
-inline const char* both_gradients_kernel_name() { return "row_backward_kernel"; }
+inline const char* kernel_name(BothGradientsKernel kernel) {
+  switch (kernel) {
+    case BothGradientsKernel::kRow: return "row_backward_kernel";
+    case BothGradientsKernel::kColumn: return "column_backward_kernel";
+  }
+  return "?";
+}
 
 struct DirectLaunch {};  // the grid follows from dst alone
 struct ColumnLaunch {
@@ -332,9 +346,13 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
       return {GradWeightKernel::kRegisterTiled, *plan};
     }
   }
-  if (index32 && t.channels_last && paths.on(KernelPath::Column) && has_column_kernel(g, kVector16<scalar_t>) &&
-      aligned) {
-    return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, gpu)};
+  if (index32 && t.channels_last && aligned && paths.on(KernelPath::Column)) {
+    if (paths.on(KernelPath::ColumnBackward) && has_column_backward(g, t.element_size)) {
+      return {GradWeightKernel::kColumnBackward, plan_column_backward(g, t.element_size, gpu)};
+    }
+    if (has_column_kernel(g, kVector16<scalar_t>)) {
+      return {GradWeightKernel::kColumn, plan_column_grad_weight(g, kVector16<scalar_t>, gpu)};
+    }
   }
   if constexpr (kWarpMatrixType<scalar_t>) {
     if (index32 && t.channels_last && aligned && paths.on(KernelPath::ChannelsLastMmaGradWeight) &&
@@ -369,20 +387,30 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   return {plan.channels_last ? GradWeightKernel::kChannelsLast : GradWeightKernel::kNchw, plan};
 }
 
-// Both gradients of the forward pass g from one kernel, where one takes them (the conv1d row kernels'
-// row_backward_kernel), with its plan; else nothing, and each gradient takes its own pass. The row
-// path switched off switches it off too.
+// One kernel for both gradients, and its plan.
+struct BothGradientsChoice {
+  BothGradientsKernel kernel;
+  std::variant<RowGradWeightLaunch, ColumnGradWeightLaunch> plan;
+};
+
+// Both gradients of the forward pass g from one kernel, where one takes them (the conv1d kernels'
+// row_backward_kernel in NCHW, column_backward_kernel in channels_last); else nothing, and each
+// gradient takes its own pass. The row or column path switched off switches its kernel off too.
 template <typename scalar_t>
-std::optional<RowGradWeightLaunch> choose_both_gradients(const PassGeometry& g, const BackwardOperands& t,
+std::optional<BothGradientsChoice> choose_both_gradients(const PassGeometry& g, const BackwardOperands& t,
                                                          KernelPathMask disabled, const GpuLimits& gpu) {
   const EnabledPaths paths(disabled);
   const bool aligned = is_16_byte_aligned(t.grad_output) && is_16_byte_aligned(t.input) &&
                        is_16_byte_aligned(t.grad_input);
-  if (t.index64 || !t.nchw || !aligned || !paths.on(KernelPath::Row) || !paths.on(KernelPath::RowBackward) ||
-      !has_row_backward(g)) {
-    return std::nullopt;
+  if (t.index64 || !aligned) return std::nullopt;
+  if (t.nchw && paths.on(KernelPath::Row) && paths.on(KernelPath::RowBackward) && has_row_backward(g)) {
+    return BothGradientsChoice{BothGradientsKernel::kRow, plan_row_backward(g, t.element_size, gpu)};
   }
-  return plan_row_backward(g, t.element_size, gpu);
+  if (t.channels_last && paths.on(KernelPath::Column) && paths.on(KernelPath::ColumnBackward) &&
+      has_column_backward(g, t.element_size)) {
+    return BothGradientsChoice{BothGradientsKernel::kColumn, plan_column_backward(g, t.element_size, gpu)};
+  }
+  return std::nullopt;
 }
 
 }  // namespace at::native::dwconv

@@ -45,6 +45,7 @@ enum class KernelPath : int {
   PlaneStreamVectorRows,           // the plane stream's src rows at a pitch of 16-byte vectors, read as vectors
   PlaneStreamGradWeight,           // the weight gradient, NCHW float, small planes, a group's planes streamed an entry at a time
   RowBackward,                     // conv1d, NCHW: grad_input and grad_weight asked together, from one kernel
+  ColumnBackward,                  // conv1d, channels_last, padding below K: both gradients from one kernel, or the weight's alone
   kCount
 };
 
@@ -55,7 +56,7 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
     "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream",
-    "plane_stream_vector_rows", "plane_stream_grad_weight", "row_backward"};
+    "plane_stream_vector_rows", "plane_stream_grad_weight", "row_backward", "column_backward"};
 
 using KernelPathMask = std::uint32_t;
 

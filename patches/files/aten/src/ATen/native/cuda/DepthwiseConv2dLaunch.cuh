@@ -310,6 +310,13 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
                     p.partial_bias, g, plan.items_per_slice);
       break;
     }
+    case GradWeightKernel::kColumnBackward: {
+      const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
+      const auto kernel = column_backward_kernel_for<scalar_t, int32_t, false>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, nullptr,
+                    nullptr, p.partial, p.partial_bias, g, plan.items_per_slice);
+      break;
+    }
     case GradWeightKernel::kChannelsLastRegister: {
       const auto& plan = std::get<ChannelsLastGradWeightLaunch>(choice.plan);
       const auto kernel = grad_weight_register_channels_last_kernel_for<scalar_t, int32_t>(g.kernel_h, g.stride_h);
@@ -387,16 +394,45 @@ struct BackwardPointers {
   scalar_t* grad_bias = nullptr;
 };
 
-// Launches row_backward_kernel as choose_both_gradients planned it (g: the forward geometry), then the
+inline LaunchShape launch_shape(const BothGradientsChoice& choice) {
+  return std::visit(
+      [](const auto& plan) -> LaunchShape {
+        if constexpr (std::is_same_v<std::decay_t<decltype(plan)>, RowGradWeightLaunch>) {
+          return {plan.grid, dim3(kThreads), 0};
+        } else {
+          return {plan.grid, plan.block, 0};
+        }
+      },
+      choice.plan);
+}
+
+// The slices of a both-gradients choice's sums: its grid's y.
+inline int64_t both_gradients_slices(const BothGradientsChoice& choice) { return launch_shape(choice).grid.y; }
+
+// Launches the kernel choose_both_gradients chose, as it planned it (g: the forward geometry), then the
 // sum of its slices into grad_weight (and grad_bias).
 template <typename scalar_t, typename Stream>
-void launch_row_backward(const RowGradWeightLaunch& plan, const PassGeometry& g, const BackwardPointers<scalar_t>& p,
-                         const GpuLimits& gpu, Stream stream) {
-  const auto kernel = row_backward_kernel_for<scalar_t, int32_t>(g.kernel_w);
-  DWCONV_LAUNCH(kernel, plan.grid, dim3(kThreads), 0, stream, p.grad_output, p.input, p.weight, p.grad_input,
-                p.partial, p.partial_bias, g, plan.chunks_per_row, plan.chunks_per_slice);
-  launch_grad_weight_finish<scalar_t>(g, plan.grid.y, p.partial, p.grad_weight, p.partial_bias, p.grad_bias, gpu,
-                                      stream);
+void launch_both_gradients(const BothGradientsChoice& choice, const PassGeometry& g, const BackwardPointers<scalar_t>& p,
+                           const GpuLimits& gpu, Stream stream) {
+  const LaunchShape shape = launch_shape(choice);
+  switch (choice.kernel) {
+    case BothGradientsKernel::kRow: {
+      const auto& plan = std::get<RowGradWeightLaunch>(choice.plan);
+      const auto kernel = row_backward_kernel_for<scalar_t, int32_t>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.weight,
+                    p.grad_input, p.partial, p.partial_bias, g, plan.chunks_per_row, plan.chunks_per_slice);
+      break;
+    }
+    case BothGradientsKernel::kColumn: {
+      const auto& plan = std::get<ColumnGradWeightLaunch>(choice.plan);
+      const auto kernel = column_backward_kernel_for<scalar_t, int32_t, true>(g.kernel_w);
+      DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.weight,
+                    p.grad_input, p.partial, p.partial_bias, g, plan.items_per_slice);
+      break;
+    }
+  }
+  launch_grad_weight_finish<scalar_t>(g, both_gradients_slices(choice), p.partial, p.grad_weight, p.partial_bias,
+                                      p.grad_bias, gpu, stream);
 }
 
 }  // namespace at::native::dwconv
