@@ -486,6 +486,36 @@ MUTATIONS = [
     (("for (int lane = 0; lane < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];",
       "for (int lane = 0; lane + 1 < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];"),
      "42:43"),  # a position lane's sums dropped (the column and the general channels_last weight gradients)
+    # Both channels_last conv1d gradients from one kernel (column_backward_kernel), and the weight's alone:
+    (("taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + t]) : acc_t(0);",
+      "taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + kTaps - 1 - t]) : acc_t(0);"),
+     "42:43"),  # grad_input from the unflipped filter
+    (("  return (src_w + pad + kColumnSegment - 1) / kColumnSegment;",
+      "  return (src_w + pad + kColumnSegment - 2) / kColumnSegment;"), "110:111"),  # a row's segments one short
+    (("const bool crosses_edge = go_first < 0 || go_first + kGoWindow > dst_w || in_first < 0 ||",
+      "const bool crosses_edge = go_first < 0 || in_first < 0 ||"), "112:113"),  # grad_output's window past its row
+    (("                                in_first + kWindow > src_w;", "                                false;"),
+     "42:43"),  # the input's window past its row
+    (("          if (kEdge && !within(go_first + s, dst_w)) continue;", ""),
+     "112:113"),  # grad_output's zeros past its rows met with the input's infinities
+    (("GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments});  // (n, segment)\n"
+      "    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {\n"
+      "      const index_t n = at.at[0], x0 = at.at[1] * S;",
+      "GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments + 1});  // (n, segment)\n"
+      "    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {\n"
+      "      const index_t n = at.at[0], x0 = at.at[1] * S;"), "42:43"),  # the walk's rows a segment long
+    (("            if (!kEdge || x0 + s < src_w) store_column_words(",
+      "            if (!kEdge || x0 + s <= src_w) store_column_words("), "42:43"),  # a store past grad_input's row
+    (("  const bool active = vector < channels / V;\n  const index_t c0 = vector * V;\n"
+      "  const index_t segments = column_backward_segments(src_w, pad);",
+      "  const bool active = vector <= channels / V;\n  const index_t c0 = vector * V;\n"
+      "  const index_t segments = column_backward_segments(src_w, pad);"), "44:45"),  # a vector past the channels
+    (("  const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));\n"
+      "  acc_t taps[kTaps][V];",
+      "  const index_t end = begin + static_cast<index_t>(items_per_slice);\n  acc_t taps[kTaps][V];"),
+     "110:111"),  # the last slice past the batch
+    (("  return has_column_kernel(g, 16 / element_size) && g.pad_w < g.kernel_w;",
+      "  return has_column_kernel(g, 16 / element_size) && g.pad_w <= g.kernel_w;"), "114:115"),  # padding K taken
     # The stride-2 backward-input kernels, over the cases written for them:
     (("return pair + (pad - kParity) / 2 + kParity - (kKernel - 1) / 2;",
       "return pair + (pad - kParity) / 2 - (kKernel - 1) / 2;"), "45:46"),  # the window's first row at odd padding

@@ -274,7 +274,7 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     sources = "\n".join(path.read_text() for path in KERNEL_SOURCES)
     bounds = r"__launch_bounds__\((?:[^()]|\([^()]*\))*\)"  # one level of parentheses inside, as in sizeof(...)
     defined = set(re.findall(rf"__global__\s+void\s+(?:{bounds}\s+)?(\w+)\s*\(", sources))
-    assert len(names) == 27 and names <= defined, names - defined
+    assert len(names) == 28 and names <= defined, names - defined
     assert defined - names == {"grad_weight_finish_kernel"}  # it follows every weight-gradient kernel
     constants = {value for key, value in vars(kernel_cases).items()
                  if key.isupper() and isinstance(value, str) and key != "BACKWARD"}  # BACKWARD names a pass
@@ -426,7 +426,9 @@ def tensor_core_layer(problem) -> bool:
 
 def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     """The kernels written for each bench layer's pass: the conv1d row (NCHW) and column
-    (channels_last) kernels for Mamba (both gradients together from the row one on NCHW), the large-filter kernels for RepLKNet, and the register
+    (channels_last) kernels for Mamba (both gradients together from row_backward_kernel on NCHW and
+    column_backward_kernel on channels_last, which also takes the channels_last weight gradient alone),
+    the large-filter kernels for RepLKNet, and the register
     tiles (the stride-2 kernels for backward-input at stride 2, the walk kernel (3x3), the tensor-core
     one (bf16 and fp16 5x5 and 7x7 at stride 1) or the window kernel for the channels_last weight
     gradient, the streamed kernel or the register-tiled one for the other channels_last
@@ -436,9 +438,9 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if pass_ == plan_report.BOTH_GRADIENTS:  # bench_launches lists it where one kernel takes both gradients
-        return (k.ROW_BACKWARD,) if layer.conv1d and not cl else ()
+        return ((k.COLUMN_BACKWARD if cl else k.ROW_BACKWARD),) if layer.conv1d else ()
     if layer.conv1d:
-        return ({"grad-weight": k.COLUMN_GRAD_WEIGHT if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW),)
+        return ({"grad-weight": k.COLUMN_BACKWARD if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW),)
     if layer.kernel > 7:
         return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
     small_float_planes = not cl and ELEMENT_BYTES[problem.dtype] == 4 and layer.length <= 32 and problem.batch > 1
@@ -475,9 +477,9 @@ def test_every_bench_layer_runs_the_kernel_written_for_it(bench_launches):
 
 def test_the_bench_steps_take_both_conv1d_gradients_from_one_kernel(kernel_choice):
     """The backward of every training step `make bench` times asks for both gradients at once: on
-    Mamba's NCHW-contiguous conv1d rows they come from row_backward_kernel on every GPU the plans know,
-    and on every other layer from the two passes' own kernels (the channels_last conv1d's column
-    kernels, the 2D layers' tiles)."""
+    Mamba's conv1d rows they come from one kernel on every GPU the plans know (row_backward_kernel in
+    NCHW, column_backward_kernel in channels_last), and on every other layer from the two passes' own
+    kernels (the 2D layers' tiles)."""
     from build_scripts.bench.layers import problems
 
     steps = [p for p in problems() if p.passes != ("forward",)]
@@ -485,10 +487,11 @@ def test_the_bench_steps_take_both_conv1d_gradients_from_one_kernel(kernel_choic
     for gpu in GPUS:
         chosen = choose(kernel_choice, [plan_report.bench_call_line(p, kernel_cases.BACKWARD, gpu) for p in steps])
         for p, kernels in zip(steps, chosen):
-            fused = p.layer.conv1d and p.layout != "channels_last"
-            if (kernels == kernel_cases.ROW_BACKWARD) != fused:
+            fused = (kernel_cases.COLUMN_BACKWARD if p.layout == "channels_last" else kernel_cases.ROW_BACKWARD
+                     if p.layer.conv1d else None)
+            if (kernels == fused) != p.layer.conv1d:
                 failures.append(f"{p.layer.set} {p.layer.name} batch {p.batch} {p.dtype} {p.layout}, {gpu}: {kernels}")
-    assert any(p.layer.conv1d and p.layout != "channels_last" for p in steps)
+    assert {p.layout for p in steps if p.layer.conv1d} == {"contiguous", "channels_last"}
     assert not failures, "\n".join(failures)
 
 
@@ -536,9 +539,9 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
                 and blocks_of(launch.shared_bytes) >= blocks_of(48 * 1024) >= 1)
 
     for gpu, launches in bench_launches.items():
-        # every pass, and the backward of Mamba's 8 NCHW steps, whose gradients come from one kernel
-        assert len(launches) == 372 + 8
-        assert sum(pass_ == plan_report.BOTH_GRADIENTS for _, pass_, _ in launches) == 8
+        # every pass, and the backward of Mamba's 16 steps, whose gradients come from one kernel
+        assert len(launches) == 372 + 16
+        assert sum(pass_ == plan_report.BOTH_GRADIENTS for _, pass_, _ in launches) == 16
         refused = [(p.layer.name, p.batch, p.dtype, pass_, launch) for p, pass_, launch in launches
                    if not (launch.threads <= 256 and shared_memory_fits(launch, gpu.sm) and launch.blocks_per_sm(gpu.sm) >= 1
                            and 1 <= launch.grid[0] < 2**31 and 1 <= launch.grid[1] <= 65535

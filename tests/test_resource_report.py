@@ -296,6 +296,11 @@ def test_our_kernels_keep_their_16_byte_paths_and_do_not_spill():
     conv1d_both_kernels = [r for r in rows if r["kernel"].startswith("row_backward_kernel<")]
     assert len(conv1d_both_kernels) == 2 * 4 * 3  # archs x dtypes x filter widths
     conv1d_kernels += conv1d_both_kernels
+    # column_backward_kernel moves 8 bytes of channels a thread (two 32-bit lanes, not a 16-byte access), with
+    # grad_input and without.
+    column_backward_kernels = [r for r in rows if r["kernel"].startswith("column_backward_kernel<")]
+    assert len(column_backward_kernels) == 2 * 4 * 3 * 2  # archs x dtypes x filter widths x with grad_input or not
+    assert all(r["wide_global"] == "0/0" and r["loop_divisions"] == 0 for r in column_backward_kernels)
     for r in conv1d_kernels + conv1d_grad_weight_kernels:
         loads, stores = map(int, r["wide_global"].split("/"))
         assert loads >= 2 and stores >= (1 if r in conv1d_kernels else 0), r  # inputs (and grad_output); outputs

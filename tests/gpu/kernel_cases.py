@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 PASSES = ("forward", "backward-input", "grad-weight")
 # grad_input and grad_weight asked for together, as autograd asks: where one kernel computes both
-# (ROW_BACKWARD), the passes' own kernels do not run.
+# (ROW_BACKWARD, COLUMN_BACKWARD), the passes' own kernels do not run.
 BACKWARD = "backward"
 
 DIRECT = "direct_kernel"
@@ -35,6 +35,7 @@ ROW_GRAD_WEIGHT = "grad_weight_row_kernel"
 ROW_BACKWARD = "row_backward_kernel"
 COLUMN = "column_kernel"
 COLUMN_GRAD_WEIGHT = "grad_weight_column_kernel"
+COLUMN_BACKWARD = "column_backward_kernel"  # both gradients, or with padding below k the weight's alone
 STRIDE2_NCHW = "stride2_grad_input_nchw_kernel"
 STRIDE2_CHANNELS_LAST = "stride2_grad_input_channels_last_kernel"
 PIXEL = "pixel_kernel"
@@ -252,23 +253,29 @@ def large_filter_cases(element_size):
     ]
 
 
-def _conv1d_cases(rows, kernel, grad_weight_kernel, both_kernel=None):
+def _conv1d_cases(rows, kernel, grad_weight_kernel, both_kernel=None, walked_grad_weight=None):
     """Calls on (N, C, 1, width) inputs from rows of (label, batch, channels, width, kernel width,
     stride, padding, dilation, multiplier, layout, whether forward, backward-input and the weight
     gradient run `kernel`, `kernel` and `grad_weight_kernel`), and, given `both_kernel`, whether
     both gradients asked together run it: where backward-input and the weight gradient each run
-    theirs. Layouts: nchw, misaligned (NCHW, the input one element off a 16-byte boundary), cl
-    (channels_last, as a transposed (N, L, C) tensor), cl-misaligned (the input off a boundary)."""
+    theirs. Given `walked_grad_weight`, the weight gradient runs it in place of `grad_weight_kernel`
+    where the padding is below the kernel width. Layouts: nchw, misaligned (NCHW, the input one element
+    off a 16-byte boundary), cl (channels_last, as a transposed (N, L, C) tensor), cl-misaligned (the
+    input off a boundary)."""
     cases = []
     for label, n, c, width, k, stride, padding, dilation, m, layout, (forward, backward, grad_weight) in rows:
         call = Call(label, n, c, (1, width), (1, k), (1, stride), (0, padding), (1, dilation), m,
                     "cl" if layout.startswith("cl") else "nchw", int(layout.endswith("misaligned")), 0)
-        launches = {"forward": {kernel: forward}, "backward-input": {kernel: backward},
-                    "grad-weight": {grad_weight_kernel: grad_weight}}
+        walked = walked_grad_weight is not None and padding < k
+        alone = {grad_weight_kernel: grad_weight and not walked}
+        if walked_grad_weight is not None:
+            alone[walked_grad_weight] = grad_weight and walked
+        launches = {"forward": {kernel: forward}, "backward-input": {kernel: backward}, "grad-weight": alone}
         if both_kernel is not None:
             both = backward and grad_weight
-            launches[BACKWARD] = {both_kernel: both, kernel: backward and not both,
-                                  grad_weight_kernel: grad_weight and not both}
+            launches[BACKWARD] = {kernel: backward and not both,
+                                  **{name: runs and not both for name, runs in alone.items()}}
+            launches[BACKWARD][both_kernel] = both or launches[BACKWARD].get(both_kernel, False)
         cases.append(Expectation(call, launches))
     return cases
 
@@ -298,7 +305,8 @@ def column_cases(element_size):
     """The conv1d column kernels on channels_last (a transposed (N, L, C) projection output):
     multiplier 1, channels a whole number of 16-byte vectors and 16 vectors or more, a 1 x 2, 3
     or 4 filter at stride 1 and dilation 1, 16-byte aligned data; backward-input where it is a
-    correlation."""
+    correlation; the weight gradient, alone or with grad_input, from column_backward_kernel where the
+    padding is below k, from grad_weight_column_kernel past it."""
     vector = _vector(element_size)
     return _conv1d_cases([
         ("Mamba's causal conv1d", 2, 512, 1024, 4, 1, 3, 1, 1, "cl", (True, True, True)),
@@ -312,7 +320,8 @@ def column_cases(element_size):
         ("stride 2", 2, 16 * vector, 100, 4, 2, 3, 1, 1, "cl", (False, False, False)),
         ("no compiled width", 2, 16 * vector, 100, 5, 1, 2, 1, 1, "cl", (False, False, False)),
         ("NCHW: the row kernels", 2, 16 * vector, 100, 4, 1, 3, 1, 1, "nchw", (False, False, False)),
-    ], COLUMN, COLUMN_GRAD_WEIGHT)
+        ("no padding", 2, 16 * vector, 61, 4, 1, 0, 1, 1, "cl", (True, True, True)),
+    ], COLUMN, COLUMN_GRAD_WEIGHT, COLUMN_BACKWARD, COLUMN_BACKWARD)
 
 
 def stride2_grad_input_cases(element_size):
@@ -482,7 +491,9 @@ KERNEL_PATH_ROWS = [
      {"forward": ROW, "backward-input": ROW, "grad-weight": ROW_GRAD_WEIGHT, BACKWARD: ROW_BACKWARD}),
     ("row_backward", "nchw", 2, 8, (1, 2048), (1, 4), 1, (0, 3), {BACKWARD: ROW_BACKWARD}),
     ("column", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
-     {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_GRAD_WEIGHT}),
+     {"forward": COLUMN, "backward-input": COLUMN, "grad-weight": COLUMN_BACKWARD, BACKWARD: COLUMN_BACKWARD}),
+    ("column_backward", "cl", 2, 16, (1, 256), (1, 4), 1, (0, 3),
+     {"grad-weight": COLUMN_BACKWARD, BACKWARD: COLUMN_BACKWARD}),
     ("stride2_grad_input", "nchw", 2, 8, (30, 30), (3, 3), 2, (1, 1), {"backward-input": STRIDE2_NCHW}),
     ("register_tiled_stride2", "nchw", 4, 32, (120, 120), (3, 3), 2, (1, 1),  # more threads than pixel takes
      {"forward": REGISTER_TILED, "grad-weight": REGISTER_TILED_GRAD_WEIGHT}),
@@ -564,7 +575,9 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
     (3, 5, 2, 1, 203, (1, 3), (1, 1), (0, 1), (1, 1)),     # row kernels, multiplier 2, odd rows
     (1, 16, 1, 1, 40, (1, 4), (1, 1), (0, 3), (1, 1)),     # a short conv1d row: NCHW tiled, 256-wide tile rows
     (2, 136, 1, 1, 47, (1, 4), (1, 1), (0, 3), (1, 1)),    # channels_last conv1d: column kernels (bf16: 17
-                                                           # vectors, a part-filled group), segments past the ends
+                                                           # vectors, a part-filled group), segments past the ends;
+                                                           # both gradients, and the weight's, column_backward_kernel
+    (2, 136, 1, 1, 47, (1, 3), (1, 1), (0, 3), (1, 1)),    # padding k: the column weight gradient
     (3, 40, 1, 12, 12, (3, 3), (1, 1), (2, 2), (2, 2)),    # dilation (NCHW tiled), channels over one lane group
     (2, 144, 1, 9, 30, (3, 3), (1, 1), (1, 1), (1, 1)),    # channels_last register tiles: a lane row past the plane;
                                                            # register weight gradient, 8 channel lanes for bf16
