@@ -487,8 +487,8 @@ MUTATIONS = [
       "for (int lane = 0; lane + 1 < kPositionLanes; ++lane) total += shared[t][lane][threadIdx.x];"),
      "42:43"),  # a position lane's sums dropped (the column and the general channels_last weight gradients)
     # Both channels_last conv1d gradients from one kernel (column_backward_kernel), and the weight's alone:
-    (("taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + t]) : acc_t(0);",
-      "taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + kTaps - 1 - t]) : acc_t(0);"),
+    (("for (int k = 0; k < V; ++k) tap[k] = kGradInput && active ? weight[(c0 + k) * kTaps + t] : scalar_t(0);",
+      "for (int k = 0; k < V; ++k) tap[k] = kGradInput && active ? weight[(c0 + k) * kTaps + kTaps - 1 - t] : scalar_t(0);"),
      "42:43"),  # grad_input from the unflipped filter
     (("  return (src_w + pad + kColumnSegment - 1) / kColumnSegment;",
       "  return (src_w + pad + kColumnSegment - 2) / kColumnSegment;"), "110:111"),  # a row's segments one short

@@ -762,10 +762,11 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
 // bytes a load) and segments of kColumnSegment grad_input positions x0 .. x0 + S - 1 of a row, over
 // x in [0, src_w + pad): it loads the segment's grad_output window go[x0 + pad - (K - 1) ...] and
 // input window in[x0 - (K - 1) ...] (S + K - 1 pixels each) before any sum, then at each step s:
-//  - grad_input[x0 + s] = sum_t go[x0 + s + pad - t] w[t] (nothing stored past the row);
+//  - grad_input[x0 + s] = sum_t go[x0 + s + pad - t] w[t], grad_output zero outside its row, as
+//    column_kernel's backward-input reads it (nothing stored past grad_input's row);
 //  - the weight's sums add go[l] in[l - pad + t] and the bias's go[l], l = x0 + s + pad - (K - 1).
 // The segments' l tile grad_output's row from l <= 0 (pad < K) to past its end, so each grad_output
-// value is summed once; values outside a row are never summed (0 x inf would be NaN). Blocks are
+// value is summed once; the weight's sums meet no value outside a row (0 x inf would be NaN). Blocks are
 // grad_weight_column_kernel's: (kChannelLanes vector lanes, kPositionLanes position lanes), the grid's
 // x the vector groups and y slices of the (n, segment) items, the lanes' sums meeting in lane order.
 
@@ -845,14 +846,19 @@ __global__ void __launch_bounds__(kThreads, 2) column_backward_kernel(
   const index_t slice = blockIdx.y;
   const index_t begin = slice * static_cast<index_t>(items_per_slice);
   const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));
-  acc_t taps[kTaps][V];  // the thread's filters, [tap][channel]
+  // The thread's filters as loaded, a tap's V channels in 8 bytes, widened where used: in acc_t a 2-byte
+  // type's took 8 registers more, and half's K = 4 instance spilled on sm_80.
+  ColumnWords taps[kTaps];
   acc_t sums[kTaps + 1][V];  // row kTaps: grad_output's own sums, the bias gradient's
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
+  for (int t = 0; t < kTaps; ++t) {
+    scalar_t tap[V];
 #pragma unroll
-    for (int t = 0; t < kTaps; ++t) {
-      taps[t][k] = kGradInput && active ? static_cast<acc_t>(weight[(c0 + k) * kTaps + t]) : acc_t(0);
-    }
+    for (int k = 0; k < V; ++k) tap[k] = kGradInput && active ? weight[(c0 + k) * kTaps + t] : scalar_t(0);
+    memcpy(&taps[t], tap, sizeof(taps[t]));
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
 #pragma unroll
     for (int j = 0; j <= kTaps; ++j) sums[j][k] = acc_t(0);
   }
@@ -885,9 +891,7 @@ __global__ void __launch_bounds__(kThreads, 2) column_backward_kernel(
               grad[k] = acc_t(0);
 #pragma unroll
               for (int t = 0; t < kTaps; ++t) {
-                if (!kEdge || within(go_first + s + kTaps - 1 - t, dst_w)) {
-                  grad[k] += widen_value<scalar_t, acc_t>(go[s + kTaps - 1 - t], k) * taps[t][k];
-                }
+                grad[k] += widen_value<scalar_t, acc_t>(go[s + kTaps - 1 - t], k) * widen_value<scalar_t, acc_t>(taps[t], k);
               }
             }
             if (!kEdge || x0 + s < src_w) store_column_words(grad_input + (n * src_w + x0 + s) * channels + c0, grad);
