@@ -511,8 +511,8 @@ MUTATIONS = [
       "  const bool active = vector <= channels / V;\n  const index_t c0 = vector * V;\n"
       "  const index_t segments = column_backward_segments(src_w, pad);"), "44:45"),  # a vector past the channels
     (("  const index_t end = smaller(static_cast<index_t>(g.batch) * segments, begin + static_cast<index_t>(items_per_slice));\n"
-      "  acc_t taps[kTaps][V];",
-      "  const index_t end = begin + static_cast<index_t>(items_per_slice);\n  acc_t taps[kTaps][V];"),
+      "  // The thread's filters",
+      "  const index_t end = begin + static_cast<index_t>(items_per_slice);\n  // The thread's filters"),
      "110:111"),  # the last slice past the batch
     (("  return has_column_kernel(g, 16 / element_size) && g.pad_w < g.kernel_w;",
       "  return has_column_kernel(g, 16 / element_size) && g.pad_w <= g.kernel_w;"), "114:115"),  # padding K taken
