@@ -1347,7 +1347,7 @@ void check_dispatched(const Problem& p, const char* dtype) {
                                       index64};
       if (const auto choice = choose_both_gradients<T>(g, operands, 0, kDispatchGpu)) {
         using acc_t = at::acc_type<T, true>;
-        const size_t slices = both_gradients_slices(*choice);
+        const size_t slices = grad_weight_slices(*choice);
         auto partial = poisoned<acc_t>(slices * g.dst_channels * taps);
         auto partial_bias = poisoned<acc_t>(p.k.bias ? slices * g.dst_channels : 0);
         auto gw = poisoned<T>(p.grad_weight.v.size()), gb = poisoned<T>(p.grad_bias.v.size());

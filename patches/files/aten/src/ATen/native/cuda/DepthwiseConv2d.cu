@@ -357,7 +357,7 @@ bool both_gradients_into(const Tensor& grad_output, const Tensor& input, const T
     const auto choice = choose_both_gradients<scalar_t>(g, operands, disabled_paths(), gpu);
     if (!choice) return;
     const bool with_bias = grad_bias.defined();
-    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, both_gradients_slices(*choice), g, with_bias);
+    const auto [partial, partial_bias] = slice_sums<acc_t>(grad_output, grad_weight_slices(*choice), g, with_bias);
     const BackwardPointers<scalar_t> pointers{
         grad_output.const_data_ptr<scalar_t>(), input.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
         grad_input.mutable_data_ptr<scalar_t>(), partial.mutable_data_ptr<acc_t>(),

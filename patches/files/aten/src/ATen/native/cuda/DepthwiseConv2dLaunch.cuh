@@ -262,8 +262,10 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
   }
 }
 
-// How many slices the chosen weight-gradient kernel sums into `partial`: its grid's y.
-inline int64_t grad_weight_slices(const GradWeightChoice& choice) {
+// How many slices the chosen weight-gradient kernel (GradWeightChoice, or BothGradientsChoice's) sums
+// into `partial`: its grid's y.
+template <typename Choice>
+int64_t grad_weight_slices(const Choice& choice) {
   return launch_shape(choice).grid.y;
 }
 
@@ -406,9 +408,6 @@ inline LaunchShape launch_shape(const BothGradientsChoice& choice) {
       choice.plan);
 }
 
-// The slices of a both-gradients choice's sums: its grid's y.
-inline int64_t both_gradients_slices(const BothGradientsChoice& choice) { return launch_shape(choice).grid.y; }
-
 // Launches the kernel choose_both_gradients chose, as it planned it (g: the forward geometry), then the
 // sum of its slices into grad_weight (and grad_bias).
 template <typename scalar_t, typename Stream>
@@ -431,7 +430,7 @@ void launch_both_gradients(const BothGradientsChoice& choice, const PassGeometry
       break;
     }
   }
-  launch_grad_weight_finish<scalar_t>(g, both_gradients_slices(choice), p.partial, p.grad_weight, p.partial_bias,
+  launch_grad_weight_finish<scalar_t>(g, grad_weight_slices(choice), p.partial, p.grad_weight, p.partial_bias,
                                       p.grad_bias, gpu, stream);
 }
 
