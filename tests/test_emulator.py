@@ -497,7 +497,7 @@ MUTATIONS = [
     (("                                in_first + kWindow > src_w;", "                                false;"),
      "42:43"),  # the input's window past its row
     (("          if (kEdge && !within(go_first + s, dst_w)) continue;", ""),
-     "112:113"),  # grad_output's zeros past its rows met with the input's infinities
+     "115:116"),  # grad_output's zeros past its rows met with the input's infinities
     (("GridWalk<index_t, 2> at(begin + threadIdx.y, kPositionLanes, {0, segments});  // (n, segment)\n"
       "    for (index_t i = begin + threadIdx.y; i < end; i += kPositionLanes, at.advance()) {\n"
       "      const index_t n = at.at[0], x0 = at.at[1] * S;",
@@ -962,7 +962,7 @@ def run_race_mutated(tmp_path: Path, mutation: tuple[str, str], cases: str):
 # 4 minutes of CPU, at nice 19 beside the other tests). `make race-check` runs the whole sweep
 # (DWCONV_RACE_CASES=:, about 45 minutes).
 RACE_CASES = os.environ.get(
-    "DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75,88,90,94,96,99,102")
+    "DWCONV_RACE_CASES", "1,4,8,9,11,12,14,18,19,23,29,35,38,39,50,52,57,58,61,62,63,66,68,75,88,90,94,96,99,102,114")
 RACE_SWEEP = "race-checked sweep"  # its key among the runs started early
 
 

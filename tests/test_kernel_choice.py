@@ -548,7 +548,7 @@ def test_every_bench_launch_is_one_a_gpu_accepts_and_fills(bench_launches):
                            and 1 <= launch.grid[2] <= 65535)]
         assert not refused, refused
         report = plan_report.markdown(launches, gpu)
-        assert report.count("\n| ") == 372 + 8 + 2  # a row a pass, after the header and its rule
+        assert report.count("\n| ") == 372 + 16 + 2  # a row a pass, after the header and its rule
 
 
 def test_grids_the_gpu_holds_at_once_get_thread_groups(bench_launches):

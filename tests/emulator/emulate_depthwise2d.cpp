@@ -1607,16 +1607,17 @@ std::vector<Case> sweep() {
   cases.push_back({2, 8, 1, 1, 207, 1, 3, 1, 1, 0, 2, 1, 1, false});   // 109: 209 outputs
   // Both conv1d gradients in channels_last from one kernel, and its weight gradient alone (v53; 14 and 42-44
   // too): padding K - 1 on rows of 207, whose last segment holds grad_output's last value alone; rows of 1000
-  // whose slices end inside rows; no padding, so that the input's last inf and NaN (112) meet grad_output's
-  // values only inside its rows, and a row's last segment's grad_output window, not its inputs, passes the
-  // row's end; a filter of 2 with 48 vectors of 8 bytes in bfloat16, a second vector group
-  // half-filled; padding K, which takes the two passes; padding K - 1 with inf and NaN:
+  // whose slices end inside rows; no padding on rows of 64, where a row's last segment's grad_output window,
+  // not its inputs, passes the row's end; a filter of 2 with 48 8-byte vectors of bf16, a second vector group
+  // half-filled; padding K (two cases), which takes the two passes; padding 1 at K = 4 with the input's inf
+  // and NaN, where the segments past grad_output's row meet the input's last values:
   cases.push_back({3, 256, 1, 1, 207, 1, 3, 1, 1, 0, 2, 1, 1, false}); // 110: 209 outputs, 27 segments a row
   cases.push_back({2, 128, 1, 1, 1000, 1, 4, 1, 1, 0, 3, 1, 1, true}); // 111: 1003 outputs, 126 segments a row
-  cases.push_back({2, 128, 1, 1, 64, 1, 4, 1, 1, 0, 0, 1, 1, true});   // 112: 61 outputs, a last window past them
+  cases.push_back({2, 128, 1, 1, 64, 1, 4, 1, 1, 0, 0, 1, 1, true});   // 112: 61 outputs
   cases.push_back({2, 192, 1, 1, 100, 1, 2, 1, 1, 0, 0, 1, 1, true});  // 113: 99 outputs
-  cases.push_back({1, 128, 1, 1, 70, 1, 3, 1, 1, 0, 3, 1, 1, false});  // 114: padding 3 past a filter of 3
-  cases.push_back({2, 128, 1, 1, 67, 1, 4, 1, 1, 0, 3, 1, 1, true});   // 115: 70 outputs
+  cases.push_back({1, 128, 1, 1, 70, 1, 3, 1, 1, 0, 3, 1, 1, true});   // 114: padding 3 past a filter of 3
+  cases.push_back({2, 128, 1, 1, 61, 1, 4, 1, 1, 0, 1, 1, 1, true});   // 115: 60 outputs, 8 segments a row
+  cases.push_back({2, 136, 1, 1, 50, 1, 2, 1, 1, 0, 2, 1, 1, true});   // 116: padding 2 past a filter of 2
   return cases;
 }
 

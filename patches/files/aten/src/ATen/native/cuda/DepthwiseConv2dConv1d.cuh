@@ -891,7 +891,8 @@ __global__ void __launch_bounds__(kThreads, 2) column_backward_kernel(
               grad[k] = acc_t(0);
 #pragma unroll
               for (int t = 0; t < kTaps; ++t) {
-                grad[k] += widen_value<scalar_t, acc_t>(go[s + kTaps - 1 - t], k) * widen_value<scalar_t, acc_t>(taps[t], k);
+                grad[k] += widen_value<scalar_t, acc_t>(go[s + kTaps - 1 - t], k) *
+                           widen_value<scalar_t, acc_t>(taps[t], k);
               }
             }
             if (!kEdge || x0 + s < src_w) store_column_words(grad_input + (n * src_w + x0 + s) * channels + c0, grad);
