@@ -782,11 +782,14 @@ struct alignas(kColumnBackwardBytes) ColumnWords {
   uint32_t v[kColumnBackwardBytes / 4];
 };
 
-// The thread's channels at `address` where `inside`, else zeros, with nothing read.
-template <typename scalar_t>
-__device__ __forceinline__ ColumnWords load_column_words_or_zero(bool inside, const scalar_t* address) {
+// The thread's channels of pixel `pixel` of the row at `row` where `inside`, else zeros, with nothing read
+// (and no address formed: a pixel outside the row may lie past what 32-bit indices reach).
+template <typename scalar_t, typename index_t>
+__device__ __forceinline__ ColumnWords load_column_words_or_zero(bool inside, const scalar_t* row, index_t pixel,
+                                                                 index_t channels) {
   ColumnWords words{};
   if (inside) {
+    const scalar_t* address = row + pixel * channels;
     DWCONV_EXPECT_ALIGNED_TO(address, kColumnBackwardBytes);
 #ifdef __CUDA_ARCH__
     words = *reinterpret_cast<const ColumnWords*>(address);
@@ -876,11 +879,11 @@ __global__ void __launch_bounds__(kThreads, 2) column_backward_kernel(
         ColumnWords go[kGoWindow], in[kWindow];
 #pragma unroll
         for (int j = 0; j < kGoWindow; ++j) {
-          go[j] = load_column_words_or_zero(!kEdge || within(go_first + j, dst_w), go_row + (go_first + j) * channels);
+          go[j] = load_column_words_or_zero(!kEdge || within(go_first + j, dst_w), go_row, go_first + j, channels);
         }
 #pragma unroll
         for (int j = 0; j < kWindow; ++j) {
-          in[j] = load_column_words_or_zero(!kEdge || within(in_first + j, src_w), in_row + (in_first + j) * channels);
+          in[j] = load_column_words_or_zero(!kEdge || within(in_first + j, src_w), in_row, in_first + j, channels);
         }
 #pragma unroll
         for (int s = 0; s < S; ++s) {
