@@ -427,7 +427,7 @@ MUTATIONS = [
       "taps[j] = static_cast<acc_t>(filters[u][j]);"), "36:37"),
     (("const int src_row = multiplier == 1 ? at.row : at.row / multiplier;", "const int src_row = at.row;"),
      "37:38"),  # multiplier 2: each dst row read from its own src row
-    (("g.dst_w >= kRowMinWidth && g.src_channels <= g.dst_channels;", "g.dst_w >= kRowMinWidth;"),
+    (("g.dst_w <= kRowMaxWidth && g.src_channels <= g.dst_channels;", "g.dst_w <= kRowMaxWidth;"),
      "37:38"),  # multiplier 2: a backward-input row summed from one row of grad_output
     (("if (!decltype(edge)::value || row_window_inside(c.first, k + j, src_w)) acc[k] += window[k + j] * taps[j];",
       "if (!decltype(edge)::value || row_window_inside(c.first + 1, k + j, src_w)) acc[k] += window[k + j] * taps[j];"),

@@ -281,6 +281,25 @@ def test_the_names_the_choice_gives_are_the_kernels_and_the_gpu_tests_use_them(k
     assert constants <= names, constants - names
 
 
+def test_the_row_kernels_keep_a_chunk_s_first_output_within_32_bits(kernel_choice):
+    """A row's chunks start up to a chunk (16 values) before it and end as far past it, and a chunk's first
+    output is a 32-bit value: a conv1d row within 32 values of 2^31 leaves the row kernels (kRowMaxWidth)
+    though its tensors still take 32-bit indices. Mamba's filter (k = 4, padding 3) on one row of width w:
+    the forward's and weight gradient's chunks span w + 3 outputs, both gradients' w + 3 inputs and padding."""
+    widest = 2**31 - 1 - 32 - 3  # the input width whose output is kRowMaxWidth wide
+
+    def chosen(width, pass_):
+        line = plan_report.call_line("float", pass_, "nchw", 1, 1, (1, width), (1, 4), (1, 1), (0, 3), (1, 1))
+        return choose(kernel_choice, [line])[0]
+
+    k = kernel_cases
+    assert [chosen(widest, p) for p in ("forward", "grad-weight", "backward")] == [k.ROW, k.ROW_GRAD_WEIGHT,
+                                                                                  k.ROW_BACKWARD]
+    wider = [chosen(widest + 1, p) for p in ("forward", "grad-weight", "backward")]
+    assert wider[0] != k.ROW and wider[1] != k.ROW_GRAD_WEIGHT, wider
+    assert k.ROW_BACKWARD not in wider[2].split("+") and k.ROW_GRAD_WEIGHT not in wider[2].split("+"), wider
+
+
 def test_the_gpu_tests_call_near_2_31_elements_takes_the_direct_kernel(kernel_choice):
     """test_a_grid_stride_walk_near_2_31_elements_stays_inside (tests/gpu/test_depthwise2d.py) is
     there for the direct kernel's grid-stride counter: its call must stay the direct kernel's."""

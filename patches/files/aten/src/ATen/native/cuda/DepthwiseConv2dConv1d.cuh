@@ -28,6 +28,9 @@ constexpr int kRowChunk = row_chunk_outputs(sizeof(scalar_t));
 constexpr int kRowMinTaps = 2;
 constexpr int kRowMaxTaps = 4;
 constexpr int kRowMinWidth = 64;  // narrower rows are mostly ends: the tiled kernel serves them
+// The widest row they take: a row's chunks start up to a chunk before it and end up to a chunk past it,
+// and a chunk's first output (chunk x kRowChunk) is a 32-bit value.
+constexpr int64_t kRowMaxWidth = std::numeric_limits<int32_t>::max() - 2 * row_chunk_outputs(2);
 
 // The inputs of a chunk's window.
 template <typename scalar_t, int kTaps>
@@ -939,10 +942,10 @@ inline bool is_conv1d_pass(const PassGeometry& g) {
 }
 
 // Whether a pass has a row kernel: each dst row reads one src row (not a backward-input with a
-// multiplier, whose rows sum several). The caller checks the rest: both tensors NCHW-contiguous and
-// 16-byte aligned, 32-bit indexing.
+// multiplier, whose rows sum several), and its chunks' outputs are 32-bit values. The caller checks the
+// rest: both tensors NCHW-contiguous and 16-byte aligned, 32-bit indexing.
 inline bool has_row_kernel(const PassGeometry& g) {
-  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth && g.src_channels <= g.dst_channels;
+  return is_conv1d_pass(g) && g.dst_w >= kRowMinWidth && g.dst_w <= kRowMaxWidth && g.src_channels <= g.dst_channels;
 }
 
 // Whether a pass has a column kernel: multiplier 1 and whole channel vectors, enough of them for
@@ -1046,12 +1049,13 @@ inline RowGradWeightLaunch plan_row_grad_weight(const PassGeometry& g, int eleme
 }
 
 // Whether both gradients of a pass (g: the forward geometry) come from row_backward_kernel: the row
-// kernels' conv1d, both rows (input and grad_output) 64 or more wide, multiplier 1, and padding below
-// K, so that a row's first chunk of grad_input also reaches grad_output's first value. The caller checks
+// kernels' conv1d, both rows (input and grad_output) 64 or more wide (and its chunks' outputs 32-bit
+// values), multiplier 1, and padding below K, so that a row's first chunk of grad_input also reaches
+// grad_output's first value. The caller checks
 // the rest: grad_output, the input and grad_input NCHW-contiguous and 16-byte aligned, 32-bit indexing.
 inline bool has_row_backward(const PassGeometry& g) {
   return is_conv1d_pass(g) && g.multiplier == 1 && g.pad_w < g.kernel_w && g.src_w >= kRowMinWidth &&
-         g.dst_w >= kRowMinWidth;
+         g.dst_w >= kRowMinWidth && g.src_w + g.pad_w <= kRowMaxWidth;
 }
 
 // A row's chunks of grad_input for row_backward_kernel: enough for the row and the pad outputs past it
