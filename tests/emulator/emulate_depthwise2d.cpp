@@ -1736,6 +1736,61 @@ void check_tensor_core_filters_aligned() {
   }
 }
 
+// A kernel built for some element types or one pass only refuses a launch for another, naming
+// itself, the pass and the type, before it reads an operand (the operands' pointers here are null).
+void check_unbuilt_instances_refused() {
+  const GpuLimits gpu = kDispatchGpu;
+  const PassGeometry small_planes = bench_layer_geometry({384, 14, 3, 1}, 64);
+  const PassGeometry large_planes = bench_layer_geometry({144, 56, 3, 1}, 64);
+  const PassGeometry large_planes_s2 = bench_layer_geometry({144, 56, 3, 2}, 64);
+  const std::uintptr_t at = 1 << 20;
+  const PassOperands nchw{true, false, at, at, at, 4, false}, cl{false, true, at, at, at, 2, false};
+  const auto refused = [](const char* what, auto expected, auto chosen, const std::string& message, auto&& launch) {
+    bool right = chosen == expected;
+    std::string error;
+    if (right) {
+      try {
+        launch();
+        right = false;
+      } catch (const c10::Error& e) {
+        error = e.what_without_backtrace();
+        right = error.find(message) != std::string::npos;
+      }
+    }
+    if (right) {
+      ++passed;
+    } else {
+      ++failed;
+      std::printf("FAIL: %s: chosen %s (expected %s); the launch's error: \"%s\", wanted \"%s\"\n", what,
+                  kernel_name(chosen), kernel_name(expected), error.c_str(), message.c_str());
+    }
+  };
+  const auto plane = choose_forward<float>(small_planes, nchw, 0, gpu);
+  refused("a float-only forward kernel launched in double", PassKernel::kPlaneStream, plane.kernel,
+          "plane_stream_kernel was chosen for a forward pass in Double",
+          [&] { launch_pass<double, false>(plane, false, PassPointers<double>{}, gpu, 0); });
+  const auto mma = choose_forward<c10::BFloat16>(large_planes, cl, 0, gpu);
+  refused("a half-type-only kernel launched in float", PassKernel::kChannelsLastMma, mma.kernel,
+          "channels_last_mma_kernel was chosen for a forward pass in Float",
+          [&] { launch_pass<float, false>(mma, false, PassPointers<float>{}, gpu, 0); });
+  const auto stride2 = choose_backward_input<float>(large_planes_s2, nchw, 0, gpu);
+  refused("a backward-input-only kernel launched as a forward", PassKernel::kStride2GradInputNchw, stride2.kernel,
+          "stride2_grad_input_nchw_kernel was chosen for a forward pass in Float",
+          [&] { launch_pass<float, false>(stride2, false, PassPointers<float>{}, gpu, 0); });
+  const GradWeightOperands grad_nchw{true, false, at, at, 4, false};
+  const auto plane_grad = choose_grad_weight<float>(small_planes, grad_nchw, 0, gpu);
+  refused("a float-only weight gradient launched in double", GradWeightKernel::kPlaneStream, plane_grad.kernel,
+          "plane_stream_grad_weight_kernel was chosen for a weight gradient in Double", [&] {
+            // the finish's buffers real: were the weight gradient to launch nothing, the finish would run
+            const int64_t values = small_planes.dst_channels * small_planes.kernel_h * small_planes.kernel_w;
+            std::vector<double> partial(grad_weight_slices(plane_grad) * values), grad_weight(values);
+            GradWeightPointers<double> pointers{};
+            pointers.partial = partial.data();
+            pointers.grad_weight = grad_weight.data();
+            launch_grad_weight<double>(plane_grad, false, small_planes, pointers, gpu, 0);
+          });
+}
+
 // The cases CASES names (the usage above main), in its order.
 std::vector<size_t> chosen_cases(const std::string& spec, size_t count) {
   std::vector<size_t> chosen;
@@ -1814,6 +1869,7 @@ int main(int argc, char** argv) {
   check_bench_layers_planned<double>("double");
   check_grid_stride_bound();
   check_tensor_core_filters_aligned();
+  check_unbuilt_instances_refused();
 #endif
   for (const size_t i : chosen) {
     std::mt19937 rng(7 + i);  // a case's data does not depend on the range run

@@ -6,6 +6,8 @@
 // the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
@@ -45,6 +47,15 @@
 #endif
 
 namespace at::native::dwconv {
+
+// Some kernels are built for some element types, or one pass, only: the choice gives them no other,
+// so their launches compile no other instance. A choice that reached one with another is a bug, and
+// must fail here rather than return with the output unwritten.
+template <typename scalar_t>
+void refuse_unbuilt_instance(const char* kernel, const char* pass) {
+  TORCH_INTERNAL_ASSERT(false, "depthwise conv: ", kernel, " was chosen for a ", pass, " in ",
+                        c10::toString(c10::CppTypeToScalarType<scalar_t>::value), ", which it is not built for");
+}
 
 // A forward or backward-input pass's tensors: src (input or grad_output) into dst (output or
 // grad_input), with the strides the direct and large-filter kernels read.
@@ -145,6 +156,7 @@ void with_index_type(bool index64, F&& f) {
 template <typename scalar_t, bool kBackward, typename Stream>
 void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scalar_t>& p, const GpuLimits& gpu,
                  Stream stream) {
+  constexpr const char* kPassName = kBackward ? "backward-input pass" : "forward pass";
   const PassGeometry& g = choice.geometry;
   const LaunchShape shape = launch_shape(choice, gpu);
   switch (choice.kernel) {
@@ -184,6 +196,8 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
                                                                               plan.mma.three_blocks);
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.mma);
+      } else {
+        refuse_unbuilt_instance<scalar_t>(kernel_name(choice.kernel), kPassName);
       }
       break;
     }
@@ -193,6 +207,8 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
         const auto kernel = plane_stream_kernel_for<scalar_t, kBackward>(g.kernel_h, g.stride_h, plan.stream.vector_rows);
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.bias, p.dst, g,
                       plan.stream);
+      } else {
+        refuse_unbuilt_instance<scalar_t>(kernel_name(choice.kernel), kPassName);
       }
       break;
     }
@@ -238,6 +254,8 @@ void launch_pass(const PassChoice& choice, bool index64, const PassPointers<scal
           const auto kernel = stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g);
           DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.src, p.weight, p.dst, g);
         }
+      } else {
+        refuse_unbuilt_instance<scalar_t>(kernel_name(choice.kernel), kPassName);
       }
       break;
     }
@@ -351,6 +369,8 @@ void launch_grad_weight(const GradWeightChoice& choice, bool index64, const Pass
         if (plan.shared_bytes > kMaxSharedBytes) DWCONV_OPT_IN_SHARED_BYTES(kernel, opt_in_shared_bytes(gpu));
         DWCONV_LAUNCH(kernel, shape.grid, shape.block, shape.shared_bytes, stream, p.grad_output, p.input, p.partial,
                       p.partial_bias, g, plan.work);
+      } else {
+        refuse_unbuilt_instance<scalar_t>(kernel_name(choice.kernel), "weight gradient");
       }
       break;
     }
