@@ -216,6 +216,20 @@ __device__ __forceinline__ Vector16<uint32_t> load_words_or_zero(bool inside, co
   return words;
 }
 
+// A thread's channels as one access of `Words` (32-bit words aligned to their size, 4 to 16 bytes:
+// WalkWords, ColumnWords) at `address`, kept as loaded until widened (widen_value).
+template <typename Words>
+__device__ __forceinline__ Words load_words(const void* address) {
+  DWCONV_EXPECT_ALIGNED_TO(address, sizeof(Words));
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const Words*>(address);
+#else  // the emulator: copied, as load_vector
+  Words words;
+  memcpy(&words, address, sizeof(words));
+  return words;
+#endif
+}
+
 __host__ __device__ __forceinline__ float float_from_bits(uint32_t bits) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(bits);

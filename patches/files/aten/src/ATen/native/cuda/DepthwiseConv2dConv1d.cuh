@@ -777,8 +777,9 @@ __global__ void __launch_bounds__(kThreads, 2) grad_weight_column_kernel(
 // the two windows, the filter and the K + 1 sums a thread in acc_t would not fit the 128 registers of
 // two blocks an SM (bf16 at K = 4: 72 registers for the filter and the sums alone).
 constexpr int kColumnBackwardBytes = 8;
+constexpr int column_backward_channels(int element_size) { return kColumnBackwardBytes / element_size; }
 template <typename scalar_t>
-constexpr int kColumnBackwardChannels = kColumnBackwardBytes / static_cast<int>(sizeof(scalar_t));
+constexpr int kColumnBackwardChannels = column_backward_channels(sizeof(scalar_t));
 
 // A thread's channels of one pixel as loaded, widened where they are used (widen_value).
 struct alignas(kColumnBackwardBytes) ColumnWords {
@@ -791,15 +792,7 @@ template <typename scalar_t, typename index_t>
 __device__ __forceinline__ ColumnWords load_column_words_or_zero(bool inside, const scalar_t* row, index_t pixel,
                                                                  index_t channels) {
   ColumnWords words{};
-  if (inside) {
-    const scalar_t* address = row + pixel * channels;
-    DWCONV_EXPECT_ALIGNED_TO(address, kColumnBackwardBytes);
-#ifdef __CUDA_ARCH__
-    words = *reinterpret_cast<const ColumnWords*>(address);
-#else
-    memcpy(&words, address, sizeof(words));
-#endif
-  }
+  if (inside) words = load_words<ColumnWords>(row + pixel * channels);
   return words;
 }
 
@@ -1112,7 +1105,7 @@ inline bool has_column_backward(const PassGeometry& g, int element_size) {
 // About four waves of two blocks an SM, each position lane walking 4 segments or more: a block's
 // sums then meet once for 32 segments of loads or more a lane group.
 inline ColumnGradWeightLaunch plan_column_backward(const PassGeometry& g, int element_size, const GpuLimits& gpu) {
-  return plan_column_slices(g.dst_channels / (kColumnBackwardBytes / element_size),
+  return plan_column_slices(g.dst_channels / column_backward_channels(element_size),
                             g.batch * column_backward_segments<int64_t>(g.src_w, g.pad_w), 8, 4, gpu);
 }
 

@@ -53,17 +53,6 @@ struct alignas(kWalkChannels * sizeof(scalar_t)) WalkWords {
   uint32_t v[kWalkChannels * sizeof(scalar_t) / 4];
 };
 
-template <typename scalar_t>
-__device__ __forceinline__ WalkWords<scalar_t> load_walk_words(const scalar_t* address) {
-#ifdef __CUDA_ARCH__
-  return *reinterpret_cast<const WalkWords<scalar_t>*>(address);
-#else
-  WalkWords<scalar_t> words;
-  memcpy(&words, address, sizeof(words));
-  return words;
-#endif
-}
-
 // Output columns a thread walks side by side: at stride 1 two, whose windows share two of their
 // four input columns (each input value then loaded and widened twice a row instead of three
 // times), for the same 18 sums; at stride 2 one (two would hold 12 words a step in flight).
@@ -130,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, kWalkMinBlocks) grad_weight_walk_ker
   };
   // Loads at byte offsets from a thread's own base: one 64-bit add an address.
   const auto load_at = [](const char* base, unsigned offset) {
-    return load_walk_words(reinterpret_cast<const scalar_t*>(base + offset));
+    return load_words<Words>(base + offset);
   };
 
   const int64_t item_begin = static_cast<int64_t>(blockIdx.y) * w.items_per_slice;
