@@ -246,6 +246,50 @@ def test_the_plane_streamed_weight_gradient_groups_channels_and_fills_one_wave(k
             assert (launch.blocks <= resident or slices == 1) and 2 * slices >= fitting, (call, gpu, launch)
 
 
+def test_the_plane_stream_takes_large_planes_where_each_block_walks_two_chunks(kernel_choice):
+    """v54: fp32 NCHW planes past 32x32 up to 64x64 floats (16 KB, a chunk's bytes) at 3x3 and 5x5 stride 1
+    take the plane stream in all three passes (MobileNetV2's 144@56 at batch 64 on an H100: a plane a chunk,
+    224 threads, three blocks an SM by their 80 registers, 396 blocks walking 9,216 chunks; its weight
+    gradient in groups of one channel, two entries of both tensors in 49 KB, two batch slices of 32) where
+    every block walks two chunks or more (the weight gradient: two entries a slice); the register tiles for
+    the forward at batch 5 (720 chunks, where 396 blocks would walk one or two), for every pass at batch 1,
+    at 7x7 and stride 2 (whose plane-stream instances hold two blocks an SM), past 64x64, and with
+    plane_stream_large_planes off. Planes of 32x32 or less keep the plane stream with the path off."""
+    def plan(call, pass_, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line("float", pass_, call, H100, disabled)], "--plans")
+        return plan_report.Launch.parse(answer)
+
+    def bench(batch, channels, size, kernel, stride=1, width=None):
+        return kernel_cases.Call("bench", batch, channels, (size, width or size), (kernel, kernel), (stride, stride),
+                                 (kernel // 2, kernel // 2))
+
+    k = kernel_cases
+    mobilenet = bench(64, 144, 56, 3)
+    for pass_ in ("forward", "backward-input"):
+        launch = plan(mobilenet, pass_)
+        assert launch.kernel == k.PLANE_STREAM and launch.grid == (396, 1, 1) and launch.block == (224, 1, 1), launch
+        assert launch.shared_bytes == (2 * 56 * 56 + 56 * 56) * 4 and launch.blocks_per_sm(registers=80) == 3, launch
+        assert plan(mobilenet, pass_, ("plane_stream_large_planes",)).kernel == k.REGISTER_TILED
+    grad_weight = plan(mobilenet, "grad-weight")
+    assert grad_weight.kernel == k.PLANE_STREAM_GRAD_WEIGHT, grad_weight
+    assert grad_weight.grid == (144, 2, 1) and grad_weight.shared_bytes == 2 * (56 * 56 + 56 * 56) * 4, grad_weight
+    assert plan(mobilenet, "grad-weight", ("plane_stream_large_planes",)).kernel == k.REGISTER_TILED_GRAD_WEIGHT
+    assert plan(bench(64, 72, 56, 5), "forward").kernel == k.PLANE_STREAM
+    assert plan(bench(64, 16, 64, 3), "forward").shared_bytes == 48 * 1024  # the largest plane: 256 tiles
+    for call in (bench(6, 144, 56, 3), bench(64, 144, 40, 5, width=44)):
+        assert plan(call, "forward").kernel == k.PLANE_STREAM, call
+    # batch 5: the forward's 720 chunks leave some of its 396 blocks one; the weight gradient's 144 groups
+    # in two slices walk 3 and 2 entries
+    assert plan(bench(5, 144, 56, 3), "forward").kernel == k.REGISTER_TILED
+    assert plan(bench(5, 144, 56, 3), "grad-weight").kernel == k.PLANE_STREAM_GRAD_WEIGHT
+    for call in (bench(64, 96, 56, 7), bench(64, 144, 56, 3, stride=2), bench(64, 144, 64, 3, width=66),
+                 bench(1, 144, 56, 3)):
+        assert plan(call, "forward").kernel in (k.REGISTER_TILED, k.PIXEL), call
+        assert plan(call, "grad-weight").kernel == k.REGISTER_TILED_GRAD_WEIGHT, call
+    for call in (bench(64, 576, 14, 3), bench(64, 192, 28, 3)):
+        assert plan(call, "forward", ("plane_stream_large_planes",)).kernel == k.PLANE_STREAM, call
+
+
 def test_each_kernel_path_switched_off_hands_its_passes_to_another_kernel(kernel_choice):
     failures = unmet(kernel_choice, kernel_cases.kernel_path_expectations)
     assert not failures, "\n".join(failures)
@@ -452,8 +496,9 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     one (bf16 and fp16 5x5 and 7x7 at stride 1) or the window kernel for the channels_last weight
     gradient, the streamed kernel or the register-tiled one for the other channels_last
     passes, and the tensor-core one for those of bf16 and fp16, the plane stream for the other fp32
-    NCHW passes of planes of 32x32 or less, the weight gradient's too) for the rest, or at
-    batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
+    NCHW passes of planes of 32x32 or less, the weight gradient's too, and the plane stream or the register
+    tiles for those of 3x3 and 5x5 planes up to 64x64 at stride 1, by the GPU's residency) for the rest, or
+    at batch 1 the pixel kernel for 3x3 and 5x5, and for 7x7 in channels_last."""
     layer, cl = problem.layer, problem.layout == "channels_last"
     k = kernel_cases
     if pass_ == plan_report.BOTH_GRADIENTS:  # bench_launches lists it where one kernel takes both gradients
@@ -462,9 +507,13 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
         return ({"grad-weight": k.COLUMN_BACKWARD if cl else k.ROW_GRAD_WEIGHT}.get(pass_, k.COLUMN if cl else k.ROW),)
     if layer.kernel > 7:
         return (k.LARGE_FILTER_GRAD_WEIGHT if pass_ == "grad-weight" else k.LARGE_FILTER,)
-    small_float_planes = not cl and ELEMENT_BYTES[problem.dtype] == 4 and layer.length <= 32 and problem.batch > 1
+    float_planes = not cl and ELEMENT_BYTES[problem.dtype] == 4 and problem.batch > 1
+    small_float_planes = float_planes and layer.length <= 32
+    large_float_planes = float_planes and 32 < layer.length <= 64 and layer.kernel <= 5 and layer.stride == 1
     if pass_ == "grad-weight":
         if not cl:
+            if large_float_planes:
+                return (k.PLANE_STREAM_GRAD_WEIGHT, k.REGISTER_TILED_GRAD_WEIGHT)
             return (k.PLANE_STREAM_GRAD_WEIGHT if small_float_planes else k.REGISTER_TILED_GRAD_WEIGHT,)
         if layer.kernel == 3:
             return (k.WALK_GRAD_WEIGHT,)
@@ -475,6 +524,8 @@ def intended_kernels(problem, pass_: str) -> tuple[str, ...]:
     tiles = (k.CHANNELS_LAST_STREAM, k.CHANNELS_LAST_REGISTER_TILED) if cl else (k.REGISTER_TILED,)
     if small_float_planes:
         tiles = (k.PLANE_STREAM,)
+    if large_float_planes:
+        tiles = (k.PLANE_STREAM, k.REGISTER_TILED)
     if cl and tensor_core_layer(problem):
         tiles = (k.CHANNELS_LAST_MMA, *tiles)
     pixel = problem.batch == 1 and (layer.kernel <= 5 or cl)

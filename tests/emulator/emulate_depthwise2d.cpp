@@ -1618,6 +1618,14 @@ std::vector<Case> sweep() {
   cases.push_back({1, 128, 1, 1, 70, 1, 3, 1, 1, 0, 3, 1, 1, true});   // 114: padding 3 past a filter of 3
   cases.push_back({2, 128, 1, 1, 61, 1, 4, 1, 1, 0, 1, 1, 1, true});   // 115: 60 outputs, 8 segments a row
   cases.push_back({2, 136, 1, 1, 50, 1, 2, 1, 1, 0, 2, 1, 1, true});   // 116: padding 2 past a filter of 2
+  // The plane stream's large planes (v54): past 32x32 floats up to 64x64, 3x3 and 5x5 at stride 1, one to
+  // three planes a chunk, in all three passes; on a one-SM GPU each block walks two chunks or more (the
+  // weight gradient's 64x64 entries pass its shared memory: the register tiles'):
+  cases.push_back({2, 5, 1, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, true});     // 117: MobileNetV2's 56x56, vector rows
+  cases.push_back({2, 4, 1, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, false});    // 118: the largest, 256 tiles, 48 KB
+  cases.push_back({3, 5, 1, 40, 44, 5, 5, 1, 1, 2, 2, 1, 1, true});     // 119: 5x5 on rows of 11 vectors, 2 a chunk
+  cases.push_back({3, 4, 1, 48, 45, 3, 3, 1, 1, 1, 1, 1, 1, false});    // 120: odd rows: flat planes
+  cases.push_back({3, 8, 1, 36, 36, 5, 5, 1, 1, 1, 1, 1, 1, true});     // 121: 5x5 at padding 1: flat planes, 3 a chunk
   return cases;
 }
 

@@ -390,7 +390,8 @@ def pixel_cases(element_size):
 def plane_stream_cases(element_size):
     """The plane-streamed NCHW kernels: float, square 3x3, 5x5 and 7x7 at stride 1 and 3x3 and 5x5 at
     stride 2, dilation 1, multiplier 1, src planes of 32x32 or less, where the pass has a chunk of planes
-    for each of the GPU's SMs (132 at most here) and its tensors are 16-byte aligned; backward-input at
+    for each of the GPU's SMs (132 at most here) and its tensors are 16-byte aligned; and since v54 src
+    planes up to 64x64 at 3x3 and 5x5 stride 1 where every block walks two chunks or more; backward-input at
     stride 1, as the flipped correlation; read from vector rows where rows have an even width and the
     padding across is K // 2 (v50), else from flat planes. The weight gradient (v51) where its chunks (a
     batch entry's planes of a group of channels) are as many and the channels a whole number of 16-byte
@@ -410,7 +411,12 @@ def plane_stream_cases(element_size):
         ("vector rows of 6 in pitches of 8", 16, 1024, 6, 5, 1, 2, 1, True, True, True),
         ("ConvNeXt-T 384@14 k7, batch 8: vector rows of 14 at a pitch of 20", 8, 384, 14, 7, 1, 3, 1, True, True, True),
         ("even rows, no padding across: flat planes", 64, 96, (10, 12), 3, 1, (1, 0), 1, True, True, True),
-        ("a plane over 4 KB: the register tiles", 8, 96, 56, 3, 1, 1, 1, True, False, False),
+        ("MobileNetV2 144@56, batch 8: large planes, one a chunk", 8, 144, 56, 3, 1, 1, 1, True, True, True),
+        ("large planes at 5x5 from rows of 11 vectors, two a chunk", 32, 72, (40, 44), 5, 1, 2, 1, True, True, True),
+        ("a plane past 64x64 floats: the register tiles", 8, 144, (64, 66), 3, 1, 1, 1, True, False, False),
+        ("large planes at 7x7: the register tiles", 8, 144, 56, 7, 1, 3, 1, True, False, False),
+        ("large planes at stride 2: the register tiles", 8, 144, 56, 3, 2, 1, 1, True, False, False),
+        ("large planes at batch 1, a chunk a block: the register tiles", 1, 144, 56, 3, 1, 1, 1, True, False, False),
         ("fewer chunks than SMs: the register tiles", 2, 96, 14, 3, 1, 1, 1, True, False, False),
         ("multiplier 2", 4, 288, 14, 3, 1, 1, 2, True, False, False),
         ("data off a 16-byte boundary", 4, 576, 14, 3, 1, 1, 1, False, False, False),
@@ -508,6 +514,8 @@ KERNEL_PATH_ROWS = [
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM}),
     ("plane_stream_vector_rows", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {}),
     ("plane_stream_grad_weight", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {"grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
+    ("plane_stream_large_planes", "nchw", 8, 144, (56, 56), (3, 3), 1, (1, 1),  # 1,152 chunks: 2 a block or more
+     {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM, "grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
 ]
 
 
@@ -517,7 +525,7 @@ PATHS_WITHOUT_DOUBLE = {"channels_last_ring_grad_weight", "channels_last_window_
 PATHS_OF_THE_HALF_TYPES = {"channels_last_mma", "channels_last_mma_grad_weight", "channels_last_mma_three_blocks",
                            "channels_last_register_tiled_three_blocks"}
 # Paths compiled for float only.
-PATHS_OF_FLOAT = {"plane_stream", "plane_stream_vector_rows", "plane_stream_grad_weight"}
+PATHS_OF_FLOAT = {"plane_stream", "plane_stream_vector_rows", "plane_stream_grad_weight", "plane_stream_large_planes"}
 # Paths the half types take only with channels_last_mma off (channels_last_tiled_cases has such calls).
 PATHS_BEHIND_THE_TENSOR_CORES = {"channels_last_stream"}
 
@@ -563,6 +571,8 @@ SANITIZER_CASES = [  # (n, c, m, h, w, kernel, stride, padding, dilation)
                                                            # threads, outputs stored through shared memory (bf16)
     (4, 672, 1, 14, 14, (5, 5), (2, 2), (2, 2), (1, 1)),   # the plane stream at stride 2 (float): 135 chunks of 20
     (16, 768, 1, 7, 7, (7, 7), (1, 1), (3, 3), (1, 1)),    # the plane stream at 7x7 (float): 192 chunks of 64
+    (6, 132, 1, 56, 56, (3, 3), (1, 1), (1, 1), (1, 1)),   # the plane stream's large planes (float): 792 chunks
+                                                           # of one, two a block on 132 SMs
     (2, 5, 2, 28, 28, (5, 5), (1, 1), (2, 2), (1, 1)),     # NCHW register-tiled, multiplier 2
     (2, 4, 2, 9, 10, (5, 5), (2, 2), (2, 2), (1, 1)),      # multiplier 2, stride 2: NCHW register-tiled forward and
                                                            # weight gradient, stride-2 backward-input; channels_last

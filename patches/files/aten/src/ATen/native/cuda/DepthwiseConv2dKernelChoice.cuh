@@ -223,7 +223,8 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
     // Small float planes, a pass that fills the GPU: chunks of whole planes streamed.
     if constexpr (std::is_same_v<scalar_t, float>) {
       if (index32 && aligned && paths.on(KernelPath::PlaneStream)) {
-        if (auto plan = plan_plane_stream<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows))) {
+        if (auto plan = plan_plane_stream<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows),
+                                                    paths.on(KernelPath::PlaneStreamLargePlanes))) {
           return PassChoice{PassKernel::kPlaneStream, g, *plan};
         }
       }
@@ -333,7 +334,8 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
   // Small float planes, a pass that fills the GPU: a group's planes streamed an entry at a time.
   if constexpr (std::is_same_v<scalar_t, float>) {
     if (index32 && t.nchw && aligned && paths.on(KernelPath::PlaneStreamGradWeight)) {
-      if (auto plan = plan_plane_stream_grad_weight<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows))) {
+      if (auto plan = plan_plane_stream_grad_weight<scalar_t>(g, gpu, paths.on(KernelPath::PlaneStreamVectorRows),
+                                                              paths.on(KernelPath::PlaneStreamLargePlanes))) {
         return {GradWeightKernel::kPlaneStream, *plan};
       }
     }

@@ -46,6 +46,7 @@ enum class KernelPath : int {
   PlaneStreamGradWeight,           // the weight gradient, NCHW float, small planes, a group's planes streamed an entry at a time
   RowBackward,                     // conv1d, NCHW: grad_input and grad_weight asked together, from one kernel
   ColumnBackward,                  // conv1d, channels_last, padding below K: both gradients from one kernel, or the weight's alone
+  PlaneStreamLargePlanes,          // the plane stream (all three passes) on planes up to 64x64 floats, 3x3/5x5 stride 1
   kCount
 };
 
@@ -56,7 +57,8 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "channels_last_window_grad_weight", "pixel", "channels_last_mma", "staged_grad_output",
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
     "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream",
-    "plane_stream_vector_rows", "plane_stream_grad_weight", "row_backward", "column_backward"};
+    "plane_stream_vector_rows", "plane_stream_grad_weight", "row_backward", "column_backward",
+    "plane_stream_large_planes"};
 
 using KernelPathMask = std::uint32_t;
 

@@ -1,6 +1,7 @@
 #pragma once
 // The plane-streamed NCHW kernel for small planes (32x32 floats or fewer: MobileNetV2's, EfficientNet's
-// and ConvNeXt's 28x28, 14x14 and 7x7 layers): float, the register-tiled filters (square 3x3, 5x5, 7x7
+// and ConvNeXt's 28x28, 14x14 and 7x7 layers; since v54, 3x3 and 5x5 planes up to 64x64 at stride 1,
+// a plane a chunk, where the batch gives a block two chunks or more): float, the register-tiled filters (square 3x3, 5x5, 7x7
 // at stride 1; 3x3 and 5x5 at stride 2; dilation 1), multiplier 1, the forward and the stride-1
 // backward-input. Device code and plain host arithmetic, as in DepthwiseConv2dCommon.cuh, so that
 // tests/emulator can run it on a CPU.
@@ -45,8 +46,8 @@ namespace at::native::dwconv {
 constexpr int plane_stream_min_blocks(int kernel, int stride) {
   return kernel <= 5 && stride == 1 ? 3 : 2;
 }
-// The largest src plane the kernel takes: 32x32 floats. Larger planes are the register tiles', whose
-// blocks hold a few rows of a plane.
+// The largest src plane the kernel takes: 32x32 floats; with large planes (below), a chunk's bytes.
+// Larger planes are the register tiles', whose blocks hold a few rows of a plane.
 constexpr int64_t kPlaneStreamMaxPlaneBytes = 4096;
 // A chunk's src bytes at most: two chunks of src and one of dst in shared memory stay within the
 // 48 KB a block may take without opting in.
@@ -68,10 +69,24 @@ struct PlaneStreamLaunch {
 };
 
 // The passes the kernel is compiled for: float, the register-tiled filters, multiplier 1, and a src
-// plane of kPlaneStreamMaxPlaneBytes or less.
-inline bool has_plane_stream(const PassGeometry& g, int element_size) {
-  return element_size == 4 && has_register_tiled_filter(g) && g.multiplier == 1 &&
-         g.src_channels == g.dst_channels && g.src_h * g.src_w * element_size <= kPlaneStreamMaxPlaneBytes;
+// plane of kPlaneStreamMaxPlaneBytes or less; with `large_planes` (v54, the path
+// plane_stream_large_planes), also src planes up to kPlaneStreamChunkBytes (64x64 floats: MobileNetV2's
+// 56x56, one plane a chunk) at 3x3 and 5x5 stride 1, whose instances hold three blocks an SM as the
+// register tiles' do (7x7 and stride 2 hold two: those planes stay the register tiles').
+inline bool has_plane_stream(const PassGeometry& g, int element_size, bool large_planes) {
+  if (element_size != 4 || !has_register_tiled_filter(g) || g.multiplier != 1 || g.src_channels != g.dst_channels) {
+    return false;
+  }
+  const int64_t plane_bytes = g.src_h * g.src_w * element_size;
+  return plane_bytes <= kPlaneStreamMaxPlaneBytes ||
+         (large_planes && plane_bytes <= kPlaneStreamChunkBytes && plane_stream_min_blocks(g.kernel_h, g.stride_h) == 3);
+}
+
+// Large planes are streamed only where a block walks two chunks or more (the batch, not single
+// entries), so that a chunk's copies overlap the sums of the one before: a grid of one chunk a block is
+// the register tiles' one-shot blocks less their direct stores.
+inline bool is_large_plane_stream(const PassGeometry& g, int element_size) {
+  return g.src_h * g.src_w * element_size > kPlaneStreamMaxPlaneBytes;
 }
 
 // Src rows that vector rows can hold: an even width (a row is whole 8-byte pairs) and the padding across
@@ -441,12 +456,14 @@ void choose_plane_stream_rows(const PassGeometry& g, PlaneStream& stream, int64_
 // kPlaneStreamChunkBytes of src, and a whole number of 16-byte vectors of src and of dst; a block
 // for each chunk, up to what the GPU holds at once. Null where the kernel does not take the pass,
 // where the tensors are not a whole number of vectors, and where the pass has fewer chunks than the GPU
-// has SMs (small grids: the pixel kernel's or the register tiles'). Flat planes only without
-// `vector_rows` (the plane_stream_vector_rows path off).
+// has SMs (small grids: the pixel kernel's or the register tiles'), for large planes fewer than two a
+// block. Flat planes only without `vector_rows` (the plane_stream_vector_rows path off); planes of
+// kPlaneStreamMaxPlaneBytes or less only without `large_planes` (plane_stream_large_planes off).
 template <typename scalar_t>
-std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const GpuLimits& gpu, bool vector_rows = true) {
+std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const GpuLimits& gpu, bool vector_rows = true,
+                                                   bool large_planes = true) {
   constexpr int64_t kBytes = sizeof(scalar_t);
-  if (!has_plane_stream(g, kBytes)) return std::nullopt;
+  if (!has_plane_stream(g, kBytes, large_planes)) return std::nullopt;
   const int64_t src_plane_bytes = g.src_h * g.src_w * kBytes, dst_plane_bytes = g.dst_h * g.dst_w * kBytes;
   const int64_t total_planes = g.batch * g.dst_channels;
   if (total_planes * src_plane_bytes % 16 != 0 || total_planes * dst_plane_bytes % 16 != 0) return std::nullopt;
@@ -473,6 +490,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   }
   const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);
   const int64_t per_sm = blocks_per_sm(stream.pitch, stream.vector_rows);
+  if (is_large_plane_stream(g, kBytes) && chunks < 2 * per_sm * gpu.sm_count) return std::nullopt;
   const int64_t blocks = smaller(chunks, per_sm * gpu.sm_count);
   PlaneStreamLaunch launch;
   launch.grid = dim3(static_cast<unsigned>(blocks));
@@ -696,13 +714,15 @@ inline int plane_stream_grad_weight_sums_per_round(const PassGeometry& g, size_t
 // wavefronts a plane, in groups of as many planes as fit at their pitch (14x14: 15 at a pitch of 20,
 // where flat planes take 16); a batch slice a block, as many as the GPU's resident blocks hold in one
 // wave. Null where the kernel does not take the pass and where the pass has fewer chunks (entries x
-// groups) than the GPU has SMs (batch 1: the register tiles'). Flat planes only without `vector_rows`
-// (the plane_stream_vector_rows path off).
+// groups) than the GPU has SMs (batch 1: the register tiles'), and for large planes where a slice
+// holds one entry. Flat planes only without `vector_rows` (the plane_stream_vector_rows path off); the
+// small planes only without `large_planes` (plane_stream_large_planes off).
 template <typename scalar_t>
 std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
-                                                                         bool vector_rows = true) {
+                                                                         bool vector_rows = true,
+                                                                         bool large_planes = true) {
   constexpr int64_t kBytes = sizeof(scalar_t);
-  if (!has_plane_stream(g, kBytes)) return std::nullopt;
+  if (!has_plane_stream(g, kBytes, large_planes)) return std::nullopt;
   const int64_t quantum = plane_stream_quantum(g, kBytes);
   if (g.dst_channels % quantum != 0) return std::nullopt;  // an entry's group would not start on a vector
   const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
@@ -739,6 +759,7 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   // each walking a whole slice, would take as long as the first.
   const int64_t slices_wanted = std::clamp<int64_t>(resident / groups, 1, g.batch);
   const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
+  if (is_large_plane_stream(g, kBytes) && batch_per_slice < 2) return std::nullopt;
   const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
   const int sums_per_round = plane_stream_grad_weight_sums_per_round(g, shared_bytes, threads, kBytes);
   PlaneStreamGradWeightLaunch launch;
