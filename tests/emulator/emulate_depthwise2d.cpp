@@ -1748,7 +1748,6 @@ void check_tensor_core_filters_aligned() {
 // itself, the pass and the type, before it reads an operand (the operands' pointers here are null).
 void check_unbuilt_instances_refused() {
   const GpuLimits gpu = kDispatchGpu;
-  const PassGeometry small_planes = bench_layer_geometry({384, 14, 3, 1}, 64);
   const PassGeometry large_planes = bench_layer_geometry({144, 56, 3, 1}, 64);
   const PassGeometry large_planes_s2 = bench_layer_geometry({144, 56, 3, 2}, 64);
   const std::uintptr_t at = 1 << 20;
@@ -1773,10 +1772,6 @@ void check_unbuilt_instances_refused() {
                   kernel_name(chosen), kernel_name(expected), error.c_str(), message.c_str());
     }
   };
-  const auto plane = choose_forward<float>(small_planes, nchw, 0, gpu);
-  refused("a float-only forward kernel launched in double", PassKernel::kPlaneStream, plane.kernel,
-          "plane_stream_kernel was chosen for a forward pass in Double",
-          [&] { launch_pass<double, false>(plane, false, PassPointers<double>{}, gpu, 0); });
   const auto mma = choose_forward<c10::BFloat16>(large_planes, cl, 0, gpu);
   refused("a half-type-only kernel launched in float", PassKernel::kChannelsLastMma, mma.kernel,
           "channels_last_mma_kernel was chosen for a forward pass in Float",
@@ -1785,6 +1780,12 @@ void check_unbuilt_instances_refused() {
   refused("a backward-input-only kernel launched as a forward", PassKernel::kStride2GradInputNchw, stride2.kernel,
           "stride2_grad_input_nchw_kernel was chosen for a forward pass in Float",
           [&] { launch_pass<float, false>(stride2, false, PassPointers<float>{}, gpu, 0); });
+#ifndef DWCONV_EMULATE_FLOAT32_ONLY  // the float32 build holds no double instance
+  const PassGeometry small_planes = bench_layer_geometry({384, 14, 3, 1}, 64);
+  const auto plane = choose_forward<float>(small_planes, nchw, 0, gpu);
+  refused("a float-only forward kernel launched in double", PassKernel::kPlaneStream, plane.kernel,
+          "plane_stream_kernel was chosen for a forward pass in Double",
+          [&] { launch_pass<double, false>(plane, false, PassPointers<double>{}, gpu, 0); });
   const GradWeightOperands grad_nchw{true, false, at, at, 4, false};
   const auto plane_grad = choose_grad_weight<float>(small_planes, grad_nchw, 0, gpu);
   refused("a float-only weight gradient launched in double", GradWeightKernel::kPlaneStream, plane_grad.kernel,
@@ -1797,6 +1798,7 @@ void check_unbuilt_instances_refused() {
             pointers.grad_weight = grad_weight.data();
             launch_grad_weight<double>(plane_grad, false, small_planes, pointers, gpu, 0);
           });
+#endif
 }
 
 // The cases CASES names (the usage above main), in its order.
