@@ -37,6 +37,13 @@ def query_line(dtype: str, pass_: str, call: kernel_cases.Call, gpu: plan_report
                                  call.grad_output_offset, gpu, disabled)
 
 
+def planned(binary: Path, dtype: str, pass_: str, call: kernel_cases.Call, gpu: plan_report.Gpu = H100,
+            disabled=()) -> plan_report.Launch:
+    """The launch the choice plans for one call's pass (the driver's --plans line, parsed)."""
+    answer, = plan_report.run_driver(binary, [query_line(dtype, pass_, call, gpu, disabled)], "--plans")
+    return plan_report.Launch.parse(answer)
+
+
 @pytest.fixture(scope="module")
 def kernel_names(kernel_choice) -> set[str]:
     """Every name the choice can give."""
@@ -151,8 +158,7 @@ def test_the_channels_last_register_tiles_take_the_instance_bounded_for_three_bl
     (80 registers: six of their 112-thread blocks, where the two-block instance's 89-108 allowed four
     or five); with channels_last_register_tiled_three_blocks off, or in float, or at 7x7, the other."""
     def plan(call, pass_, disabled=()):
-        answer, = plan_report.run_driver(kernel_choice, [query_line(dtype, pass_, call, H100, disabled)], "--plans")
-        return plan_report.Launch.parse(answer)
+        return planned(kernel_choice, dtype, pass_, call, disabled=disabled)
 
     half = dtype != "float"
     for call in (kernel_cases.Call("mobilenet", 64, 960, (7, 7), (3, 3), padding=(1, 1), layout="cl"),
@@ -179,8 +185,7 @@ def test_the_plane_stream_reads_vector_rows_where_their_reads_take_fewer_wavefro
     rows), at 14x14 stride 2 (odd dst rows, 7) and everywhere with plane_stream_vector_rows off, in the
     same grid and block."""
     def plan(call, pass_, disabled=()):
-        answer, = plan_report.run_driver(kernel_choice, [query_line("float", pass_, call, H100, disabled)], "--plans")
-        return plan_report.Launch.parse(answer)
+        return planned(kernel_choice, "float", pass_, call, disabled=disabled)
 
     def shared_bytes(planes, size, stride, pitch):
         return planes * (2 * size * pitch + (size // stride) ** 2) * 4
@@ -214,9 +219,7 @@ def test_the_plane_streamed_weight_gradient_groups_channels_and_fills_one_wave(k
     more batch slices than the GPU holds beside the groups in one wave (its registers' bound counted), and
     no fewer than half of them (slices of whole entries, each but the last as many)."""
     def plan(call, gpu, disabled=()):
-        answer, = plan_report.run_driver(kernel_choice, [query_line("float", "grad-weight", call, gpu, disabled)],
-                                         "--plans")
-        return plan_report.Launch.parse(answer)
+        return planned(kernel_choice, "float", "grad-weight", call, gpu, disabled)
 
     def two_entries(planes, size, stride, pitch):  # bytes: input rows at the pitch, grad_output flat
         return 2 * planes * (size * pitch + (size // stride) ** 2) * 4
@@ -256,8 +259,7 @@ def test_the_plane_stream_takes_large_planes_where_each_block_walks_two_chunks(k
     at 7x7 and stride 2 (whose plane-stream instances hold two blocks an SM), past 64x64, and with
     plane_stream_large_planes off. Planes of 32x32 or less keep the plane stream with the path off."""
     def plan(call, pass_, disabled=()):
-        answer, = plan_report.run_driver(kernel_choice, [query_line("float", pass_, call, H100, disabled)], "--plans")
-        return plan_report.Launch.parse(answer)
+        return planned(kernel_choice, "float", pass_, call, disabled=disabled)
 
     def bench(batch, channels, size, kernel, stride=1, width=None):
         return kernel_cases.Call("bench", batch, channels, (size, width or size), (kernel, kernel), (stride, stride),
@@ -390,8 +392,7 @@ def test_the_plans_follow_the_gpus_sm_limits(kernel_choice):
     """DepthwiseConv2d.cu plans for the device's own SM (GpuLimits from cudaDeviceProp), not an
     H100's: on GPUs of as many SMs of another kind the same call gets the plan that kind holds."""
     def plan(call, pass_, gpu, dtype="float", disabled=()):
-        return plan_report.Launch.parse(plan_report.run_driver(
-            kernel_choice, [query_line(dtype, pass_, call, gpu, disabled)], "--plans")[0])
+        return planned(kernel_choice, dtype, pass_, call, gpu, disabled)
 
     # 200,704 threads of the pixel kernel (NCHW 3x3, 8 blocks of 256 an SM by its register bound):
     # 128 SMs of sm_90 hold 262,144 at once, 128 of sm_89 (1536 threads an SM) 196,608.

@@ -6,8 +6,6 @@
 // the caller checks the launches.
 
 #include <ATen/AccumulateType.h>
-#include <c10/core/ScalarType.h>
-#include <c10/util/Exception.h>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastMma.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dChannelsLastStream.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dConv1d.cuh>
@@ -22,6 +20,8 @@
 #include <ATen/native/cuda/DepthwiseConv2dWalkGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dWindowGradWeight.cuh>
 #include <ATen/native/cuda/DepthwiseConv2dStride2.cuh>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <cstdint>

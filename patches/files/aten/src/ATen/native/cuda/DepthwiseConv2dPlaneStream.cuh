@@ -68,6 +68,17 @@ struct PlaneStreamLaunch {
   size_t shared_bytes;
 };
 
+inline int64_t plane_stream_src_plane_bytes(const PassGeometry& g, int64_t element_size) {
+  return g.src_h * g.src_w * element_size;
+}
+
+// A src plane past kPlaneStreamMaxPlaneBytes. Such planes are streamed only where a block walks two
+// chunks or more (the batch, not single entries), so that a chunk's copies overlap the sums of the one
+// before: a grid of one chunk a block is the register tiles' one-shot blocks less their direct stores.
+inline bool is_large_plane(const PassGeometry& g, int64_t element_size) {
+  return plane_stream_src_plane_bytes(g, element_size) > kPlaneStreamMaxPlaneBytes;
+}
+
 // The passes the kernel is compiled for: float, the register-tiled filters, multiplier 1, and a src
 // plane of kPlaneStreamMaxPlaneBytes or less; with `large_planes` (v54, the path
 // plane_stream_large_planes), also src planes up to kPlaneStreamChunkBytes (64x64 floats: MobileNetV2's
@@ -77,16 +88,9 @@ inline bool has_plane_stream(const PassGeometry& g, int element_size, bool large
   if (element_size != 4 || !has_register_tiled_filter(g) || g.multiplier != 1 || g.src_channels != g.dst_channels) {
     return false;
   }
-  const int64_t plane_bytes = g.src_h * g.src_w * element_size;
-  return plane_bytes <= kPlaneStreamMaxPlaneBytes ||
-         (large_planes && plane_bytes <= kPlaneStreamChunkBytes && plane_stream_min_blocks(g.kernel_h, g.stride_h) == 3);
-}
-
-// Large planes are streamed only where a block walks two chunks or more (the batch, not single
-// entries), so that a chunk's copies overlap the sums of the one before: a grid of one chunk a block is
-// the register tiles' one-shot blocks less their direct stores.
-inline bool is_large_plane_stream(const PassGeometry& g, int element_size) {
-  return g.src_h * g.src_w * element_size > kPlaneStreamMaxPlaneBytes;
+  return !is_large_plane(g, element_size) ||
+         (large_planes && plane_stream_src_plane_bytes(g, element_size) <= kPlaneStreamChunkBytes &&
+          plane_stream_min_blocks(g.kernel_h, g.stride_h) == 3);
 }
 
 // Src rows that vector rows can hold: an even width (a row is whole 8-byte pairs) and the padding across
@@ -464,7 +468,8 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
                                                    bool large_planes = true) {
   constexpr int64_t kBytes = sizeof(scalar_t);
   if (!has_plane_stream(g, kBytes, large_planes)) return std::nullopt;
-  const int64_t src_plane_bytes = g.src_h * g.src_w * kBytes, dst_plane_bytes = g.dst_h * g.dst_w * kBytes;
+  const int64_t src_plane_bytes = plane_stream_src_plane_bytes(g, kBytes);
+  const int64_t dst_plane_bytes = g.dst_h * g.dst_w * kBytes;
   const int64_t total_planes = g.batch * g.dst_channels;
   if (total_planes * src_plane_bytes % 16 != 0 || total_planes * dst_plane_bytes % 16 != 0) return std::nullopt;
   const int tiles_w = static_cast<int>((g.dst_w + kBlockCols - 1) / kBlockCols);
@@ -490,7 +495,7 @@ std::optional<PlaneStreamLaunch> plan_plane_stream(const PassGeometry& g, const 
   }
   const size_t shared_bytes = plane_stream_shared_bytes(g, planes, stream.pitch, kBytes);
   const int64_t per_sm = blocks_per_sm(stream.pitch, stream.vector_rows);
-  if (is_large_plane_stream(g, kBytes) && chunks < 2 * per_sm * gpu.sm_count) return std::nullopt;
+  if (is_large_plane(g, kBytes) && chunks < 2 * per_sm * gpu.sm_count) return std::nullopt;
   const int64_t blocks = smaller(chunks, per_sm * gpu.sm_count);
   PlaneStreamLaunch launch;
   launch.grid = dim3(static_cast<unsigned>(blocks));
@@ -759,7 +764,7 @@ std::optional<PlaneStreamGradWeightLaunch> plan_plane_stream_grad_weight(const P
   // each walking a whole slice, would take as long as the first.
   const int64_t slices_wanted = std::clamp<int64_t>(resident / groups, 1, g.batch);
   const int64_t batch_per_slice = (g.batch + slices_wanted - 1) / slices_wanted;
-  if (is_large_plane_stream(g, kBytes) && batch_per_slice < 2) return std::nullopt;
+  if (is_large_plane(g, kBytes) && batch_per_slice < 2) return std::nullopt;
   const int64_t slices = (g.batch + batch_per_slice - 1) / batch_per_slice;
   const int sums_per_round = plane_stream_grad_weight_sums_per_round(g, shared_bytes, threads, kBytes);
   PlaneStreamGradWeightLaunch launch;
