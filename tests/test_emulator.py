@@ -775,6 +775,8 @@ MUTATIONS = [
     (("if (total != total) {", "if (false) {"), "70:74"),  # a neighbour's inf x 0 left as NaN (one tile, two)
     (("nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << ((t * kMmaTaskRows + r) * 4 + v);",
       "nan_values |= std::uint32_t(d[t][r][v] != d[t][r][v]) << (r * 4 + v);"), "73:74"),  # the second tile's NaNs unmarked
+    (("vector_filters[(2 * quad + k) * kTaps + (kBackward ? kTaps - 1 - tap : tap)]",
+      "vector_filters[(2 * quad + k) * kTaps + tap]"), "71:72"),  # backward-input's NaN sums unflipped (grad_output's inf)
     (("bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (group % 2))",
       "bits_of(vector_filters[group * kTaps + (kBackward ? kTaps - 1 - tap : tap)]) << (16 * (1 - group % 2))"),
      "71:72"),  # B off its diagonal

@@ -110,6 +110,9 @@ GpuLimits sm86_gpu(int64_t sms) {
 struct Tensor4 {
   int n, c, h, w;
   std::vector<double> v;
+  // Empty, or where v holds a non-finite value or this one does, the other value a kernel may
+  // give instead (grad_weight's sums with the padding's products kept: see Problem).
+  std::vector<double> or_else;
   Tensor4(int n_, int c_, int h_, int w_) : n(n_), c(c_), h(h_), w(w_), v(size_t(n_) * c_ * h_ * w_, 0.0) {}
   double& at(int i, int j, int y, int x) { return v[((size_t(i) * c + j) * h + y) * w + x]; }
   double at(int i, int j, int y, int x) const { return v[((size_t(i) * c + j) * h + y) * w + x]; }
@@ -135,10 +138,17 @@ struct Problem {
   std::vector<double> bias;
   Tensor4 output, grad_input, grad_weight, grad_bias;  // float64 references (grad_bias: (1, C, 1, 1))
 
-  // non_finite: the input holds +inf at each plane's last pixel, -inf at the middle of its last
-  // column in every other plane and NaN in the middle of the first plane's first row, where the
-  // grad_output columns and rows past a tile's edge (zeros that are not outputs) meet them.
-  explicit Problem(const Case& c, std::mt19937& rng, bool non_finite = false)
+  // NonFinite::input: the input holds +inf at each plane's last pixel, -inf at the middle of its
+  // last column in every other plane and NaN in the middle of the first plane's first row, where
+  // the grad_output columns and rows past a tile's edge (zeros that are not outputs) meet them.
+  // NonFinite::grad_output: grad_output holds +inf at each plane's first pixel, -inf at the last in
+  // every other plane and NaN in the middle of the first plane's first column, the outputs whose
+  // windows reach into the padding. There the weight gradient has two answers: torch's float64 on
+  // the CPU multiplies the padding's zeros in (0 x inf = NaN), upstream's CUDA kernel leaves those
+  // terms out. A tiled kernel multiplies the zeros it staged, a direct one skips them: either
+  // passes, element by element (grad_weight.or_else), and nothing else does.
+  enum class NonFinite { none, input, grad_output };
+  explicit Problem(const Case& c, std::mt19937& rng, NonFinite non_finite = NonFinite::none)
       : k(c),
         input(c.n, c.c, c.h, c.w),
         weight(c.c * c.m, 1, c.kh, c.kw),
@@ -152,14 +162,23 @@ struct Problem {
     for (auto* t : {&input, &weight, &grad_output})
       for (auto& x : t->v) x = uniform(rng);
     for (auto& x : bias) x = c.bias ? uniform(rng) : 0.0;
-    if (non_finite) {
-      const double inf = std::numeric_limits<double>::infinity();
+    const double inf = std::numeric_limits<double>::infinity();
+    if (non_finite == NonFinite::input) {
       for (int i = 0; i < c.n; ++i)
         for (int ci = 0; ci < c.c; ++ci) {
           input.at(i, ci, c.h - 1, c.w - 1) = inf;
           if (ci % 2 == 1) input.at(i, ci, c.h / 2, c.w - 1) = -inf;
         }
       input.at(0, 0, 0, c.w / 2) = std::numeric_limits<double>::quiet_NaN();
+    }
+    Tensor4 zero_padded_grad_weight(grad_weight.n, grad_weight.c, grad_weight.h, grad_weight.w);
+    if (non_finite == NonFinite::grad_output) {
+      for (int i = 0; i < c.n; ++i)
+        for (int co = 0; co < c.c * c.m; ++co) {
+          grad_output.at(i, co, 0, 0) = inf;
+          if (co % 2 == 1) grad_output.at(i, co, c.oh() - 1, c.ow() - 1) = -inf;
+        }
+      grad_output.at(0, 0, c.oh() / 2, 0) = std::numeric_limits<double>::quiet_NaN();
     }
     for (int i = 0; i < c.n; ++i)
       for (int co = 0; co < c.c * c.m; ++co)
@@ -169,15 +188,20 @@ struct Problem {
             for (int a = 0; a < c.kh; ++a)
               for (int b = 0; b < c.kw; ++b) {
                 const int sy = y * c.sh - c.ph + a * c.dh, sx = x * c.sw - c.pw + b * c.dw;
-                if (sy < 0 || sy >= c.h || sx < 0 || sx >= c.w) continue;
+                if (sy < 0 || sy >= c.h || sx < 0 || sx >= c.w) {
+                  zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * 0.0;
+                  continue;
+                }
                 const double in = input.at(i, co / c.m, sy, sx);
                 sum += in * weight.at(co, 0, a, b);
                 grad_input.at(i, co / c.m, sy, sx) += grad_output.at(i, co, y, x) * weight.at(co, 0, a, b);
                 grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
+                zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
               }
             output.at(i, co, y, x) = sum;
             grad_bias.at(0, co, 0, 0) += grad_output.at(i, co, y, x);
           }
+    if (non_finite == NonFinite::grad_output) grad_weight.or_else = std::move(zero_padded_grad_weight.v);
   }
 
   PassGeometry geometry() const {
@@ -218,8 +242,15 @@ void expect_close(const std::string& kernel, const std::string& detail, const Ca
         for (int x = 0; x < ref.w; ++x) {
           const double value = double(got[i * s.n + j * s.c + y * s.h + x * s.w]);
           const double expected = ref.at(i, j, y, x);
-          if (!std::isfinite(expected)) {  // a non-finite input's: the same inf, or NaN
-            if (!(value == expected || (std::isnan(value) && std::isnan(expected)))) ++bad;
+          const auto same = [value](double non_finite) {  // the same inf, or NaN
+            return value == non_finite || (std::isnan(value) && std::isnan(non_finite));
+          };
+          if (!ref.or_else.empty()) {
+            const double other = ref.or_else[((size_t(i) * ref.c + j) * ref.h + y) * ref.w + x];
+            if (!std::isfinite(other) && same(other)) continue;
+          }
+          if (!std::isfinite(expected)) {  // a non-finite input's
+            if (!same(expected)) ++bad;
             continue;
           }
           const double error = std::fabs(value - expected);
@@ -1894,13 +1925,15 @@ int main(int argc, char** argv) {
         check_all<c10::BFloat16, int32_t>(p, "bfloat16");
       }
 #endif
-      if (i % 3 == 1) {  // inf and NaN in the input reach the outputs and taps they reach in float64
-        const Problem q(cases[i], rng, true);
-        check_all<float, int32_t>(q, "float, inf and NaN in the input");
+      if (i % 3 != 0) {  // inf and NaN reach the outputs and taps they reach in float64
+        const bool in_input = i % 3 == 1;
+        const Problem q(cases[i], rng, in_input ? Problem::NonFinite::input : Problem::NonFinite::grad_output);
+        const std::string where = in_input ? ", inf and NaN in the input" : ", inf and NaN in grad_output";
+        check_all<float, int32_t>(q, ("float" + where).c_str());
 #ifndef DWCONV_EMULATE_FLOAT32_ONLY
         if (cases[i].c % 8 == 0) {
-          check_all<c10::BFloat16, int32_t>(q, "bfloat16, inf and NaN in the input");
-          check_all<c10::Half, int32_t>(q, "half, inf and NaN in the input");
+          check_all<c10::BFloat16, int32_t>(q, ("bfloat16" + where).c_str());
+          check_all<c10::Half, int32_t>(q, ("half" + where).c_str());
         }
 #endif
       }

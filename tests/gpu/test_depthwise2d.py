@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from overlay_loader import dwconv_overlay, kernel_paths_off, stock_kernels  # noqa: E402
 from profiling import op_names  # noqa: E402
 import kernel_cases  # noqa: E402
+import weight_gradient_references  # noqa: E402
 
 TOLERANCES = {  # (atol, rtol) against a float64 reference
     torch.float64: (1e-10, 1e-10),
@@ -421,6 +422,46 @@ class TestDepthwise2d(TestCase):
                     label = f"{what}, {out_channels} output channels, {memory_format}"
                     self.assertTrue(torch.equal(got.isnan(), want.isnan()), label)
                     self.assertTrue(torch.equal(got.isinf(), want.isinf()), label)
+
+    @onlyCUDA
+    @dtypes(torch.float32, torch.bfloat16)
+    def test_an_inf_in_grad_output_gives_either_weight_gradient_torch_gives(self, device, dtype):
+        """An inf or NaN in grad_output, where the output's window reaches into the padding, over
+        one call of each kernel path (so every weight-gradient kernel, alone and with grad_input):
+        grad_input has the NaNs and infinities of float64, and each element of the weight gradient
+        is what torch's float64 CPU convolution gives (the padding's zeros multiplied in: 0 x inf is
+        NaN) or what upstream's CUDA kernel gives (those terms left out), as the emulator checks."""
+        atol, rtol = TOLERANCES[dtype]
+        for path, call, takes in kernel_cases.kernel_path_cases(torch.empty((), dtype=dtype).element_size()):
+            with self.subTest(path=path):
+                memory_format = torch.channels_last if call.layout == "cl" else torch.contiguous_format
+                x = torch.randn(call.n, call.c, *call.size, device=device, dtype=dtype).to(memory_format=memory_format)
+                w = torch.randn(call.c, 1, *call.kernel, device=device, dtype=dtype)
+                args = (call.stride, call.padding, call.dilation)
+                grad_out = torch.randn(depthwise(x, w, None, *args).shape, device=device, dtype=dtype)
+                grad_out[:, :-1, 0, 0] = float("inf")  # the last channel stays finite
+                grad_out[:, 1:-1:2, -1, -1] = -float("inf")
+                grad_out[0, 0, grad_out.shape[2] // 2, 0] = float("nan")
+                grad_out = grad_out.contiguous(memory_format=memory_format)
+                passes = {"grad-weight": lambda: depthwise_backward(grad_out, x, w, *args, mask=(False, True)),
+                          kernel_cases.BACKWARD: lambda: depthwise_backward(grad_out, x, w, *args)}
+                for name, kernel_name in takes.items():
+                    if name in passes:
+                        self.assertTrue(launched(op_names(passes[name]), kernel_name), name)
+                (_, alone), (grad_input, together) = passes["grad-weight"](), passes[kernel_cases.BACKWARD]()
+                references = weight_gradient_references.weight_gradients(grad_out, x, *args)
+                self.assertFalse(torch.equal(references[0].isnan(), references[1].isnan()), "the padding met no inf")
+                reduction = call.n * grad_out.shape[2] * grad_out.shape[3]
+                for label, got in (("the weight gradient alone", alone), ("with grad_input", together)):
+                    self.assertTrue(weight_gradient_references.matches_either(
+                        got, references, atol * reduction ** 0.5 * 4, rtol * 4), label)
+                grad_input64 = torch.nn.grad.conv2d_input(x.shape, w.double().cpu(), grad_out.double().cpu(), *args,
+                                                          groups=call.c)
+                got = grad_input.double().cpu()
+                self.assertTrue(torch.equal(got.isnan(), grad_input64.isnan()), "grad_input's NaNs")
+                self.assertTrue(torch.equal(got[got.isinf()], grad_input64[grad_input64.isinf()]), "its infinities")
+                self.assertTrue(bool(weight_gradient_references.matches(
+                    got, grad_input64, atol * grad_input64[grad_input64.isfinite()].abs().max().item() + atol, rtol).all()))
 
     @onlyCUDA
     @dtypes(torch.float16, torch.bfloat16)
