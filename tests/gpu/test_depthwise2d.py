@@ -449,7 +449,7 @@ class TestDepthwise2d(TestCase):
                     if name in passes:
                         self.assertTrue(launched(op_names(passes[name]), kernel_name), name)
                 (_, alone), (grad_input, together) = passes["grad-weight"](), passes[kernel_cases.BACKWARD]()
-                references = weight_gradient_references.weight_gradients(grad_out, x, *args)
+                references = weight_gradient_references.weight_gradients(grad_out, x, call.kernel, *args)
                 self.assertFalse(torch.equal(references[0].isnan(), references[1].isnan()), "the padding met no inf")
                 reduction = call.n * grad_out.shape[2] * grad_out.shape[3]
                 for label, got in (("the weight gradient alone", alone), ("with grad_input", together)):

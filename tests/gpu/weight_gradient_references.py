@@ -17,17 +17,18 @@ def weight_gradients(grad_output, x, kernel, stride, padding, dilation):
     go = grad_output.detach().double().cpu()
     src = x.detach().double().cpu().repeat_interleave(go.shape[1] // x.shape[1], dim=1)
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    padded = torch.nn.functional.pad(src, (pw, pw, ph, ph))
+    inside_plane = torch.nn.functional.pad(torch.ones(src.shape[2:], dtype=torch.bool), (pw, pw, ph, ph))
+    oh, ow = go.shape[2:]
     in_bounds = torch.zeros(go.shape[1], 1, kh, kw, dtype=torch.float64)
     zero_padded = torch.zeros_like(in_bounds)
     for a in range(kh):
-        rows = torch.arange(go.shape[2]) * sh - ph + a * dh
+        rows = slice(a * dh, a * dh + sh * (oh - 1) + 1, sh)
         for b in range(kw):
-            cols = torch.arange(go.shape[3]) * sw - pw + b * dw
-            inside = ((rows >= 0) & (rows < src.shape[2]))[:, None] & ((cols >= 0) & (cols < src.shape[3]))[None, :]
-            taken = src[:, :, rows.clamp(0, src.shape[2] - 1)][:, :, :, cols.clamp(0, src.shape[3] - 1)]
-            products = go * taken
-            in_bounds[:, 0, a, b] = torch.where(inside, products, 0.0).sum((0, 2, 3))
-            zero_padded[:, 0, a, b] = torch.where(inside, products, go * 0.0).sum((0, 2, 3))
+            cols = slice(b * dw, b * dw + sw * (ow - 1) + 1, sw)
+            products = go * padded[:, :, rows, cols]  # the padding's zeros in
+            zero_padded[:, 0, a, b] = products.sum((0, 2, 3))
+            in_bounds[:, 0, a, b] = torch.where(inside_plane[rows, cols], products, 0.0).sum((0, 2, 3))
     return in_bounds, zero_padded
 
 
