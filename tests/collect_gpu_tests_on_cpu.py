@@ -5,28 +5,14 @@ machine. Nothing is run. Prints pytest's collection, then one JSON line: {"exit"
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-import torch
-import torch.utils._triton
 
-torch.cuda.is_available = lambda: True
-torch.cuda.device_count = lambda: 1
-torch.cuda.get_device_capability = lambda *args, **kwargs: (9, 0)
-torch.cuda.get_device_name = lambda *args, **kwargs: "no GPU: collection only"
-torch.utils._triton.has_triton = lambda: False
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pretend_cuda import pretend_one_cuda_device  # noqa: E402
 
-from torch.testing._internal import common_device_type  # noqa: E402
-
-
-def _set_up_without_a_device(cls):
-    cls.primary_device = "cuda:0"
-    cls.no_magma = True
-    cls.no_cudnn = False
-    cls.cudnn_version = torch.backends.cudnn.version()
-
-
-common_device_type.CUDATestBase.setUpClass = classmethod(_set_up_without_a_device)
+pretend_one_cuda_device()
 
 
 class Collected:
