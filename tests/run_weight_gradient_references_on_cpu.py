@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 
 import torch  # noqa: E402
 
-from weight_gradient_references import matches_either, weight_gradients  # noqa: E402
+from weight_gradient_references import matches_either, weight_gradients, with_inf_and_nan  # noqa: E402
 
 # (label, n, c, multiplier, (h, w), kernel, stride, padding, dilation)
 CASES = [
@@ -36,16 +36,6 @@ CASES = [
 # Its four channels give every kind of element: NaN (channel 0), +inf and -inf (1), +inf alone (2:
 # inf in both references where the window stays inside), finite (3).
 ACCEPTS_CASE = "5x5 stride 2, multiplier 2"
-
-
-def with_non_finite(go):
-    """+inf at each plane's first output, -inf at every other plane's last, NaN in the first
-    plane's first column: all but the last channel (which stays finite)."""
-    go = go.clone()
-    go[:, :-1, 0, 0] = math.inf
-    go[:, 1:-1:2, -1, -1] = -math.inf
-    go[0, 0, go.shape[2] // 2, 0] = math.nan
-    return go
 
 
 def same_values(a, b):
@@ -80,7 +70,7 @@ def main():
         in_bounds, zero_padded = weight_gradients(go, x, *args)
         found["finite"][label] = (same_values(in_bounds, torch_weight_gradient(go))
                                   and same_values(zero_padded, torch_weight_gradient(go)))
-        go = with_non_finite(go)
+        go = with_inf_and_nan(go)
         in_bounds, zero_padded = weight_gradients(go, x, *args)
         found["zero_padded"][label] = same_values(zero_padded, torch_weight_gradient(go))
         found["in_bounds"][label] = same_values(in_bounds, plain_in_bounds(go, x, *args))

@@ -114,8 +114,9 @@ struct Tensor4 {
   // give instead (grad_weight's sums with the padding's products kept: see Problem).
   std::vector<double> or_else;
   Tensor4(int n_, int c_, int h_, int w_) : n(n_), c(c_), h(h_), w(w_), v(size_t(n_) * c_ * h_ * w_, 0.0) {}
-  double& at(int i, int j, int y, int x) { return v[((size_t(i) * c + j) * h + y) * w + x]; }
-  double at(int i, int j, int y, int x) const { return v[((size_t(i) * c + j) * h + y) * w + x]; }
+  size_t index(int i, int j, int y, int x) const { return ((size_t(i) * c + j) * h + y) * w + x; }
+  double& at(int i, int j, int y, int x) { return v[index(i, j, y, x)]; }
+  double at(int i, int j, int y, int x) const { return v[index(i, j, y, x)]; }
   Strides4 strides(bool channels_last) const {
     return channels_last ? Strides4{int64_t(h) * w * c, 1, int64_t(w) * c, c}
                          : Strides4{int64_t(c) * h * w, int64_t(h) * w, w, 1};
@@ -171,8 +172,9 @@ struct Problem {
         }
       input.at(0, 0, 0, c.w / 2) = std::numeric_limits<double>::quiet_NaN();
     }
+    const bool keeps_padding_terms = non_finite == NonFinite::grad_output;  // grad_weight.or_else's sums
     Tensor4 zero_padded_grad_weight(grad_weight.n, grad_weight.c, grad_weight.h, grad_weight.w);
-    if (non_finite == NonFinite::grad_output) {
+    if (keeps_padding_terms) {
       for (int i = 0; i < c.n; ++i)
         for (int co = 0; co < c.c * c.m; ++co) {
           grad_output.at(i, co, 0, 0) = inf;
@@ -189,19 +191,19 @@ struct Problem {
               for (int b = 0; b < c.kw; ++b) {
                 const int sy = y * c.sh - c.ph + a * c.dh, sx = x * c.sw - c.pw + b * c.dw;
                 if (sy < 0 || sy >= c.h || sx < 0 || sx >= c.w) {
-                  zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * 0.0;
+                  if (keeps_padding_terms) zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * 0.0;
                   continue;
                 }
                 const double in = input.at(i, co / c.m, sy, sx);
                 sum += in * weight.at(co, 0, a, b);
                 grad_input.at(i, co / c.m, sy, sx) += grad_output.at(i, co, y, x) * weight.at(co, 0, a, b);
                 grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
-                zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
+                if (keeps_padding_terms) zero_padded_grad_weight.at(co, 0, a, b) += grad_output.at(i, co, y, x) * in;
               }
             output.at(i, co, y, x) = sum;
             grad_bias.at(0, co, 0, 0) += grad_output.at(i, co, y, x);
           }
-    if (non_finite == NonFinite::grad_output) grad_weight.or_else = std::move(zero_padded_grad_weight.v);
+    if (keeps_padding_terms) grad_weight.or_else = std::move(zero_padded_grad_weight.v);
   }
 
   PassGeometry geometry() const {
@@ -246,7 +248,7 @@ void expect_close(const std::string& kernel, const std::string& detail, const Ca
             return value == non_finite || (std::isnan(value) && std::isnan(non_finite));
           };
           if (!ref.or_else.empty()) {
-            const double other = ref.or_else[((size_t(i) * ref.c + j) * ref.h + y) * ref.w + x];
+            const double other = ref.or_else[ref.index(i, j, y, x)];
             if (!std::isfinite(other) && same(other)) continue;
           }
           if (!std::isfinite(expected)) {  // a non-finite input's

@@ -7,7 +7,20 @@ multiply the zeros they staged and our direct ones skip them, so a kernel may gi
 by element; with finite data the two are one.
 """
 
+import math
+
 import torch
+
+
+def with_inf_and_nan(grad_output):
+    """A copy of grad_output (N, C, H, W) with +inf at each plane's first output, -inf at every
+    other plane's last and NaN in the first plane's first column, in all but the last channel (which
+    stays finite): outputs whose windows reach into the padding."""
+    grad_output = grad_output.clone()
+    grad_output[:, :-1, 0, 0] = math.inf
+    grad_output[:, 1:-1:2, -1, -1] = -math.inf
+    grad_output[0, 0, grad_output.shape[2] // 2, 0] = math.nan
+    return grad_output
 
 
 def weight_gradients(grad_output, x, kernel, stride, padding, dilation):
