@@ -95,7 +95,6 @@ def cmd_plan_report(args) -> None:
         problems(sets, configs_2d)
     except ValueError as err:  # an unknown layer set or configuration
         raise HarnessError(str(err)) from err
-    launches = bench_launches(build_driver(REPO_ROOT / "build" / "plan-report"), gpu, sets, configs_2d)
     resources = None
     if args.registers:  # L0 compiles the kernels and keeps the compiler's report (cached when unchanged)
         from .check import run_l0
@@ -103,6 +102,7 @@ def cmd_plan_report(args) -> None:
         from .resource_report import kernel_resources
         report = run_l0(load_pin())
         resources = [row for directory in report.compiler_reports.values() for row in kernel_resources(directory)]
+    launches = bench_launches(build_driver(REPO_ROOT / "build" / "plan-report"), gpu, sets, configs_2d, resources)
     print(markdown(launches, gpu, resources))
 
 

@@ -151,9 +151,16 @@ def problem_passes(problem) -> tuple[str, ...]:
     return ("forward",) if problem.passes == ("forward",) else PASSES
 
 
-def run_driver(binary: Path, lines: list[str], *args: str) -> list[str]:
-    proc = subprocess.run([str(binary), *args], input="\n".join(lines) + "\n", capture_output=True, text=True,
-                          timeout=300)
+def registers_lines(resources, arch: str) -> list[str]:
+    """The driver's "registers <instance> <count>" lines for the compiler's report rows of `arch`: what
+    the planners that count an instance's own registers ask for (GpuLimits::compiled_registers)."""
+    return [f"registers {row.name} {row.registers}" for row in resources if row.arch == arch and row.name]
+
+
+def run_driver(binary: Path, lines: list[str], *args: str, preamble: list[str] = ()) -> list[str]:
+    """The driver's answers to `lines`, a line each, after the `preamble` lines that answer nothing."""
+    proc = subprocess.run([str(binary), *args], input="\n".join([*preamble, *lines]) + "\n", capture_output=True,
+                          text=True, timeout=300)
     answers = proc.stdout.splitlines()
     if proc.returncode != 0 or len(answers) != len(lines):
         raise HarnessError(f"the kernel choice driver failed: {(proc.stdout + proc.stderr)[-2000:]}")
@@ -245,17 +252,20 @@ def instance_registers(resources, arch: str, problem, pass_: str, kernel: str,
 
 
 def bench_launches(binary: Path, gpu: Gpu, set_names: list[str] | None = None,
-                   configs_2d: tuple[tuple[str, str], ...] | None = None):
-    """(problem, pass, Launch) for every pass of every bench problem, planned for `gpu`."""
+                   configs_2d: tuple[tuple[str, str], ...] | None = None, resources=None):
+    """(problem, pass, Launch) for every pass of every bench problem, planned for `gpu`; with
+    `resources` (the compiler's report rows) the planners that count a kernel's own registers are
+    given them, as the runtime gives them on the GPU."""
     from .bench.layers import problems
 
+    preamble = [] if resources is None else registers_lines(resources, gpu.code_arch)
     keys = [(problem, pass_) for problem in problems(set_names, configs_2d) for pass_ in problem_passes(problem)]
-    answers = run_driver(binary, [bench_call_line(p, pass_, gpu) for p, pass_ in keys], "--plans")
+    answers = run_driver(binary, [bench_call_line(p, pass_, gpu) for p, pass_ in keys], "--plans", preamble=preamble)
     launches = [(p, pass_, Launch.parse(answer)) for (p, pass_), answer in zip(keys, answers)]
     # A training step's backward asks for both gradients at once: where one kernel computes them, the
     # step runs it in place of the two gradients' passes ("<one>+<other>" where it runs those).
     steps = [p for p in problems(set_names, configs_2d) if problem_passes(p) == PASSES]
-    both = run_driver(binary, [bench_call_line(p, BOTH_GRADIENTS, gpu) for p in steps], "--plans")
+    both = run_driver(binary, [bench_call_line(p, BOTH_GRADIENTS, gpu) for p in steps], "--plans", preamble=preamble)
     launches += [(p, BOTH_GRADIENTS, Launch.parse(answer)) for p, answer in zip(steps, both) if "+" not in answer]
     return launches
 

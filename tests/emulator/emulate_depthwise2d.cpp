@@ -763,21 +763,28 @@ void check_finished_grad_weight(const std::string& kernel, const std::string& ta
 
 // The register-tiled weight gradient (NCHW, 32-bit indexing only, as on the GPU), planned for
 // a one-SM GPU (several items a block) and a large one (an item or two a block); where its
-// grad_output planes are staged whole in shared memory, also with that path off.
+// grad_output planes are staged whole in shared memory, also with that path off; and with its
+// slices cut for the fewest waves (at the launch bound's registers: the emulator has no compiled
+// code to ask) and without, where the two cuts differ.
 template <typename T, typename index_t>
 void check_register_grad_weight(const Problem& p, const std::string& tag) {
-  using acc_t = at::acc_type<T, true>;
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto g = p.geometry();
     const auto go = p.grad_output.store<T>(false);
     const auto in = p.input.store<T>(false);
     const bool row_access = register_tile_row_access(g, go.data(), sizeof(T));
     for (const GpuLimits& gpu : {sm90_gpu(1), sm90_gpu(512)}) {
-      for (const bool stage_grad_output : {true, false}) {
-        auto plan = plan_register_grad_weight<acc_t>(g, gpu, row_access, stage_grad_output);
-        // Staging off plans as staging on does where staging on does not stage: run that plan once.
+      for (const auto [stage_grad_output, wave_cut] : {std::pair{true, true}, std::pair{false, true},
+                                                       std::pair{true, false}}) {
+        auto plan = plan_register_grad_weight<T>(g, gpu, row_access, stage_grad_output, wave_cut);
+        // Staging off plans as staging on does where staging on does not stage, and the eight-blocks
+        // cut as the waves' where it gives the same slices: run that plan once.
+        const auto planned_with = [&](bool staged, bool waves) {
+          return plan_register_grad_weight<T>(g, gpu, row_access, staged, waves);
+        };
         if (!plan ||
-            (!stage_grad_output && plan_register_grad_weight<acc_t>(g, gpu, row_access, true)->work.go_stride == 0)) {
+            (!stage_grad_output && planned_with(true, true)->work.go_stride == 0) ||
+            (!wave_cut && planned_with(true, true)->grid.y == plan->grid.y)) {
           continue;
         }
         for (const bool vector_loads : staging_modes(g, in.data(), sizeof(T))) {
@@ -1710,8 +1717,8 @@ void check_bench_layers_planned(const char* dtype) {
       for (const GpuLimits& gpu : {sm90_gpu(132), sm86_gpu(82)}) {
         const PassGeometry g = bench_layer_geometry(l, batch);
         expect_planned(plan_register_tiled<acc_t>(g, gpu).has_value() &&
-                           plan_register_grad_weight<acc_t>(g, gpu, false, true).has_value() &&
-                           plan_register_grad_weight<acc_t>(g, gpu, true, true).has_value(),
+                           plan_register_grad_weight<scalar_t>(g, gpu, false, true, true).has_value() &&
+                           plan_register_grad_weight<scalar_t>(g, gpu, true, true, true).has_value(),
                        dtype, l, batch, gpu, "register-tiled NCHW");
         const auto correlation = backward_input_as_correlation(g);
         expect_planned(plan_channels_last_register_tiled<scalar_t>(g, gpu.sm_count).has_value() &&

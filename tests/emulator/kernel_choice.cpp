@@ -15,6 +15,10 @@
 // freshly allocated; gpu: the GPU's GpuLimits, colon-separated (SMs, then an SM's threads, blocks,
 // registers, shared bytes and the shared bytes reserved a block, then the compute capability:
 // 132:2048:32:65536:233472:1024:90 for an H100 SXM); disabled: the kernel paths switched off, comma-separated, or "-".
+// A line "registers <instance> <count>" (the instance as the compiler's report names it demangled,
+// `grad_weight_register_tiled_kernel<float, int, 3, 2, false>`) says how many registers a thread of
+// that instance takes, for the planners that ask (GpuLimits::compiled_registers); it prints nothing
+// and holds for the calls after it. An instance not given one is counted at its launch bound.
 // Prints the chosen kernel's name (its __global__ function) a line, or "error: <why>" and exits 2.
 // With --plans, each name is followed by its launch's shape (DepthwiseConv2dLaunch.cuh's
 // launch_shape): " grid=X,Y,Z block=X,Y,Z shared=BYTES", " bools=B,..." where the instance's
@@ -31,6 +35,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -72,8 +77,57 @@ struct DenseTensor : dwconv_emu::DenseLayout {
   bool needs_64bit_indexing() const { return numel() > std::numeric_limits<int32_t>::max(); }
 };
 
+// The kernel instances the planners ask the registers of, by address, under the compiler's names
+// for them; and the registers the "registers" lines gave, by name.
+std::map<const void*, std::string> instance_names;
+std::map<std::string, int> registers_by_name;
+
+template <typename scalar_t>
+void name_register_grad_weight_instances(const std::string& dtype) {
+  for (const int kernel : {3, 5, 7}) {
+    for (const int stride : {1, 2}) {
+      for (const bool staged : {false, true}) {
+        const auto instance = grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(kernel, stride, staged);
+        if (instance == nullptr) continue;
+        instance_names[reinterpret_cast<const void*>(instance)] =
+            "grad_weight_register_tiled_kernel<" + dtype + ", int, " + std::to_string(kernel) + ", " +
+            std::to_string(stride) + ", " + (staged ? "true" : "false") + ">";
+      }
+    }
+  }
+}
+
+void name_instances() {
+  name_register_grad_weight_instances<double>("double");
+  name_register_grad_weight_instances<float>("float");
+  name_register_grad_weight_instances<c10::Half>("Half");
+  name_register_grad_weight_instances<c10::BFloat16>("BFloat16");
+}
+
+// GpuLimits::compiled_registers: a "registers" line's count, else 0 (unknown).
+int given_registers(const void* kernel) {
+  const auto name = instance_names.find(kernel);
+  if (name == instance_names.end()) return 0;
+  const auto count = registers_by_name.find(name->second);
+  return count == registers_by_name.end() ? 0 : count->second;
+}
+
+// "registers <instance> <count>": the instance's name runs to the last space.
+void read_registers(const std::string& line) {
+  const auto last_space = line.find_last_of(' ');
+  const std::string name = line.substr(std::string("registers ").size(), last_space - std::string("registers ").size());
+  int count = 0;
+  std::istringstream in(line.substr(last_space + 1));
+  if (last_space <= std::string("registers").size() || name.empty() || !(in >> count) || !(in >> std::ws).eof() ||
+      count < 1 || count > 255) {
+    fail("a registers line is \"registers <instance> <count of 1 to 255>\", not " + line);
+  }
+  registers_by_name[name] = count;
+}
+
 GpuLimits gpu_limits(const std::string& text) {
   GpuLimits gpu;
+  gpu.compiled_registers = &given_registers;
   char c1, c2, c3, c4, c5, c6;
   std::istringstream in(text);
   in >> gpu.sm_count >> c1 >> gpu.threads_per_sm >> c2 >> gpu.blocks_per_sm >> c3 >> gpu.registers_per_sm >> c4 >>
@@ -259,9 +313,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   print_plans = argc == 2 && std::string(argv[1]) == "--plans";
+  name_instances();
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;
+    if (line.rfind("registers ", 0) == 0) {
+      read_registers(line);
+      continue;
+    }
     const Call k = read_call(line);
     if (k.dtype == "double") {
       std::cout << choose<double>(k) << "\n";

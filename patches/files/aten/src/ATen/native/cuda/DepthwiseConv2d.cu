@@ -140,10 +140,13 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace at::native {
@@ -165,12 +168,25 @@ std::array<std::atomic<int>, C10_COMPILE_TIME_MAX_GPUS>& code_archs() {
   return archs;
 }
 
+// The registers a thread of `kernel` takes in the code the current device runs (cudaFuncGetAttributes'
+// numRegs), asked once a kernel and device: GpuLimits::compiled_registers.
+int runtime_registers(const void* kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<c10::DeviceIndex, const void*>, int> known;
+  const auto key = std::make_pair(c10::cuda::current_device(), kernel);
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = known.find(key); found != known.end()) return found->second;
+  cudaFuncAttributes attributes;
+  C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return known[key] = attributes.numRegs;
+}
+
 GpuLimits gpu_limits() {
   const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
   const int code_arch = code_archs()[c10::cuda::current_device()].load(std::memory_order_relaxed);
   return {p->multiProcessorCount, p->maxThreadsPerMultiProcessor, p->maxBlocksPerMultiProcessor,
           p->regsPerMultiprocessor, int64_t(p->sharedMemPerMultiprocessor), int64_t(p->reservedSharedMemPerBlock),
-          std::min(p->major * 10 + p->minor, code_arch)};
+          std::min(p->major * 10 + p->minor, code_arch), &runtime_registers};
 }
 
 // A kernel with no work: whether the runtime finds code of it for a device says whether this

@@ -108,11 +108,17 @@ constexpr int kMaxColsPerThread = 4;
 constexpr int kTapsPerPass = 16;  // weight gradient: taps kept in registers per pass (a 3x3 kernel in one pass)
 constexpr size_t kMaxSharedBytes = 48 * 1024;  // without opting in to more
 
+// The registers a thread of `kernel` (a __global__ function's address) takes in the code the
+// device runs, or 0 where the caller cannot tell.
+using CompiledRegisters = int (*)(const void* kernel);
+
 // What the GPU holds at once, which the planners size their grids by: its SMs, and what one SM
 // holds (threads, blocks, registers, shared memory, and the shared memory the runtime reserves a
 // block). DepthwiseConv2d.cu reads them from the device: an H100's SM holds 2048 threads and 228 KB,
 // an A100's 2048 and 164 KB, an sm_86 or sm_89 SM (RTX 30 and 40, L4, A10) 1536 and 100 KB; and
-// its compute capability (major x 10 + minor), which says whether the tensor-core kernels run.
+// its compute capability (major x 10 + minor), which says whether the tensor-core kernels run;
+// and, for the planners that count the blocks an SM by a kernel's own registers, where to ask for
+// them (DepthwiseConv2d.cu asks the runtime, cudaFuncGetAttributes).
 struct GpuLimits {
   int64_t sm_count;
   int threads_per_sm;
@@ -124,7 +130,19 @@ struct GpuLimits {
   // an H100), or the older arch whose PTX the runtime compiles for it where the build holds no code
   // of the device's own (TORCH_CUDA_ARCH_LIST="7.5+PTX" on an H100: 75), whichever is lower.
   int compute_capability;
+  CompiledRegisters compiled_registers = nullptr;  // null: unknown
 };
+
+// The registers a thread of `kernel` takes: what the GPU's code holds where the caller can tell,
+// else `bound`, the most its launch bounds allow.
+template <typename Kernel>
+int kernel_registers(const GpuLimits& gpu, Kernel kernel, int bound) {
+  static_assert(std::is_pointer_v<Kernel>, "a kernel is asked for by its address");
+  const int compiled = gpu.compiled_registers != nullptr && kernel != nullptr
+                           ? gpu.compiled_registers(reinterpret_cast<const void*>(kernel))
+                           : 0;
+  return compiled > 0 ? std::min(compiled, bound) : bound;
+}
 
 // The compute capability of the warp matrix products (mma.sync m16n8k8 in bfloat16 and half).
 constexpr int kWarpMatrixCapability = 80;
@@ -139,6 +157,41 @@ inline int64_t resident_blocks_per_sm(const GpuLimits& gpu, int threads, size_t 
       1, std::min({int64_t(gpu.blocks_per_sm), gpu.threads_per_sm / (warps * 32),
                    gpu.registers_per_sm / (warps * warp_registers),
                    gpu.shared_bytes_per_sm / (int64_t(shared_bytes) + gpu.reserved_shared_bytes)}));
+}
+
+// A cut of each of `groups` runs of `items` work items into slices of `items_per_slice` (a block
+// a slice, the last one short), run `resident` blocks at once: `steps` is the time it takes, waves
+// x the time a block takes, items a slice x `item_steps` + `block_steps` (what a block costs beyond
+// its items: its start and its final sums).
+struct SliceCut {
+  int64_t items_per_slice, slices, steps;
+};
+
+// The cut with the fewest steps, and of those the fewest slices (fewer partial sums to add), of
+// slices of at most `most_items_per_slice` items and no more than 65535 of them (a grid's y); only
+// the fewest slices that hold each number of items a slice are tried, 2 sqrt(items) cuts or fewer.
+// Nothing where more than 65535 slices would be needed.
+inline std::optional<SliceCut> fewest_steps_cut(int64_t items, int64_t groups, int64_t resident,
+                                                int64_t most_items_per_slice, int64_t item_steps,
+                                                int64_t block_steps) {
+  items = std::max<int64_t>(items, 1);
+  resident = std::max<int64_t>(resident, 1);
+  const int64_t most_slices = std::min<int64_t>(items, 65535);
+  const int64_t longest = std::clamp<int64_t>(most_items_per_slice, 1, items);
+  const int64_t fewest_slices = (items + longest - 1) / longest;
+  std::optional<SliceCut> best;
+  for (int64_t wanted = fewest_slices; wanted <= most_slices;) {
+    const int64_t per_slice = (items + wanted - 1) / wanted;
+    const int64_t slices = (items + per_slice - 1) / per_slice;  // <= wanted
+    const int64_t waves = (groups * slices + resident - 1) / resident;
+    const int64_t steps = waves * (per_slice * item_steps + block_steps);
+    if (!best || steps < best->steps || (steps == best->steps && slices < best->slices)) {
+      best = SliceCut{per_slice, slices, steps};
+    }
+    if (per_slice == 1) break;
+    wanted = (items + per_slice - 2) / (per_slice - 1);  // the fewest slices of per_slice - 1 items
+  }
+  return best;
 }
 
 // The dynamic shared memory a block may take, opting in past kMaxSharedBytes, while an SM still

@@ -341,8 +341,9 @@ GradWeightChoice choose_grad_weight(const PassGeometry& g, const GradWeightOpera
     }
   }
   if (index32 && t.nchw && paths.register_tiles(KernelPath::RegisterTiledGradWeight, g)) {
-    if (auto plan = plan_register_grad_weight<acc_t>(g, gpu, register_tile_row_access(g, grad_output, t.element_size),
-                                                     paths.on(KernelPath::StagedGradOutput))) {
+    if (auto plan = plan_register_grad_weight<scalar_t>(g, gpu, register_tile_row_access(g, grad_output, t.element_size),
+                                                        paths.on(KernelPath::StagedGradOutput),
+                                                        paths.on(KernelPath::RegisterTiledGradWeightWaves))) {
       plan->tile.vector_loads = paths.on(KernelPath::TileVectorLoads) &&
                                 register_tile_vector_loads(g, input, t.element_size);
       return {GradWeightKernel::kRegisterTiled, *plan};

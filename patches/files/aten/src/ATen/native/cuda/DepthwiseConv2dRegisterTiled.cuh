@@ -616,10 +616,15 @@ __device__ __forceinline__ void stage_whole_planes(at::acc_type<scalar_t, true>*
   }
 }
 
+// The blocks an SM grad_weight_register_tiled_kernel is bounded for (its registers: at most 128 a
+// thread in float and the half types, what the compiler needs of 255 in double).
+template <typename acc_t>
+constexpr int kRegisterGradWeightMinBlocks = sizeof(acc_t) == 8 ? 1 : 2;
+
 // kStagedGradOutput: the instance for work.go_stride > 0, apart so that the copy's registers do not
 // cost the layers that do not stage a block an SM (notes/performance.md, v34).
 template <typename scalar_t, typename index_t, int kKernel, int kStride, bool kStagedGradOutput>
-__global__ void __launch_bounds__(kThreads, sizeof(at::acc_type<scalar_t, true>) == 8 ? 1 : 2)
+__global__ void __launch_bounds__(kThreads, kRegisterGradWeightMinBlocks<at::acc_type<scalar_t, true>>)
 grad_weight_register_tiled_kernel(
     const scalar_t* __restrict__ grad_output,
     const scalar_t* __restrict__ input,
@@ -1286,6 +1291,11 @@ int register_grad_weight_staged_stride(dim3 block, int dst_h, int dst_w) {
   return best_stride;
 }
 
+// What an item of grad_weight_register_tiled_kernel (a tile of its batch entries, staged and summed)
+// costs against the rest of a block (its start, and its K^2 sums folded across the block and
+// stored): 8 to 1, an estimate (a tile's loads wait on memory; the fold is some 300 cycles).
+constexpr int64_t kRegisterGradWeightItemSteps = 8;
+
 // The fewest batch entries a block of grad_weight_register_tiled_kernel holds where it copies
 // grad_output into shared memory: with fewer, a warp's lanes sit on 4 planes or fewer and their
 // direct loads share sectors, while the copy (a warp a plane) would leave most warps waiting.
@@ -1295,15 +1305,21 @@ constexpr int kMinStagedGradOutputPlanes = 8;
 // filter is not a register-tiled one or no tile fits. Tiles are the forward kernel's; a
 // block holds as many batch entries of its channel as fill 256 threads (no more than the
 // batch has), fewer, then fewer rows of threads, while the tiles do not fit in shared memory;
-// and each channel's items are cut into enough slices for about eight blocks per SM. Shared
+// and each channel's items are cut into slices (fewest_steps_cut) for the fewest waves of the blocks
+// an SM holds, counted by the kernel instance's registers as the GPU's code has them (GpuLimits::
+// compiled_registers; its launch bound where unknown), or, without `wave_cut`, into enough slices for
+// about eight blocks an SM, however many it holds (to v54: MobileNetV2 96@112 s2 on an H100 took
+// 1.14 waves at the 7 blocks an SM its 72 registers allow, where one wave of 8 slices does). Shared
 // memory holds the tiles, then as many taps of the block's sums as fit. The block's grad_output
 // planes go ahead of the tiles where grad_output has no row access (register_tile_row_access,
 // which the caller works out from grad_output's address), one tile covers a plane and
 // `stage_grad_output` allows: with kMinStagedGradOutputPlanes or more a block, fewer while they do
 // not fit; where none fits, the plan without them.
-template <typename acc_t>
+template <typename scalar_t>
 std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeometry& g, const GpuLimits& gpu,
-                                                                  bool row_access, bool stage_grad_output) {
+                                                                  bool row_access, bool stage_grad_output,
+                                                                  bool wave_cut) {
+  using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<acc_t>;
   if (!has_register_tiled_filter(g) || g.batch < 1) return std::nullopt;
   if (g.dst_channels > std::numeric_limits<int32_t>::max()) return std::nullopt;
@@ -1331,10 +1347,22 @@ std::optional<RegisterGradWeightLaunch> plan_register_grad_weight(const PassGeom
       const int reduce_taps = static_cast<int>(std::min<size_t>(taps, kMaxSharedBytes / (threads * sizeof(acc_t))));
       const size_t bytes = std::max(tile_bytes, size_t(reduce_taps) * threads * sizeof(acc_t));
       const int64_t items = (g.batch + planes - 1) / planes * shape.tiles_h * shape.tiles_w;
-      const int64_t wanted = (8 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
-      const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
-      const int64_t items_per_slice = (items + most_slices - 1) / most_slices;
-      const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
+      int64_t items_per_slice, slices;
+      if (wave_cut) {
+        const int registers =
+            kernel_registers(gpu, grad_weight_register_tiled_kernel_for<scalar_t, int32_t>(kernel, g.stride_h, staged),
+                             registers_within_bounds(kRegisterGradWeightMinBlocks<acc_t>));
+        const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, threads, bytes, registers);
+        const auto cut = *fewest_steps_cut(items, g.dst_channels, resident, items,  // one slice always fits
+                                           kRegisterGradWeightItemSteps, 1);
+        items_per_slice = cut.items_per_slice;
+        slices = cut.slices;
+      } else {
+        const int64_t wanted = (8 * gpu.sm_count + g.dst_channels - 1) / g.dst_channels;
+        const int64_t most_slices = std::max<int64_t>(1, std::min<int64_t>({wanted, items, 65535}));
+        items_per_slice = (items + most_slices - 1) / most_slices;
+        slices = (items + items_per_slice - 1) / items_per_slice;
+      }
       return RegisterGradWeightLaunch{
           dim3(static_cast<unsigned>(g.dst_channels), static_cast<unsigned>(slices)), block,
           RegisterTile{layout.pitch_units * V, layout.plane_units * V, tile_in_h, register_tile_in_w(g, shape.bx),

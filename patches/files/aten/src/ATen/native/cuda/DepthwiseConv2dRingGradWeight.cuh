@@ -380,14 +380,10 @@ inline std::optional<RingItemCut> cut_ring_items(const PassGeometry& g, int64_t 
     const int64_t band_rows = (g.dst_h + bands - 1) / bands;
     const int64_t real_bands = (g.dst_h + band_rows - 1) / band_rows;
     const int64_t items = g.batch * real_bands * chunks_w;
-    for (int64_t items_per_slice = 1; items_per_slice <= std::min<int64_t>(items, 64); ++items_per_slice) {
-      const int64_t slices = (items + items_per_slice - 1) / items_per_slice;
-      if (slices > 65535) continue;
-      const int64_t waves = (channel_blocks * slices + resident - 1) / resident;
-      const int64_t cost = waves * items_per_slice * (band_rows + warm_up);
-      if (!best || cost < best->cost || (cost == best->cost && slices < best->slices)) {
-        best = RingItemCut{real_bands, band_rows, items, items_per_slice, slices, cost};
-      }
+    const auto cut = fewest_steps_cut(items, channel_blocks, resident, 64, band_rows + warm_up, 0);
+    if (!cut) continue;
+    if (!best || cut->steps < best->cost || (cut->steps == best->cost && cut->slices < best->slices)) {
+      best = RingItemCut{real_bands, band_rows, items, cut->items_per_slice, cut->slices, cut->steps};
     }
   }
   return best;
