@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from build_scripts import REPO_ROOT, plan_report
+from build_scripts import REPO_ROOT, plan_report, resource_report
 from build_scripts.bench.floor import ELEMENT_BYTES
 from tests.gpu import kernel_cases
 
@@ -813,3 +813,37 @@ def test_a_problem_checked_at_a_smaller_batch_takes_the_kernels_of_its_own_batch
     chosen = choose(kernel_choice, lines)
     timed, checked = chosen[0::2], chosen[1::2]
     assert [f"{k}: {t} timed, {c} checked" for k, t, c in zip(keys, timed, checked) if t != c] == []
+
+
+def test_the_register_tiled_weight_gradient_cuts_its_slices_by_the_blocks_an_sm_holds(kernel_choice):
+    # MobileNetV2 96@112 s2, fp32 NCHW batch 64 on an H100: 128 items a channel (64 entries x 2 tiles)
+    # in blocks of 112 threads. At the 72 registers ptxas gives the instance an SM holds 7 of them
+    # (924 resident): 19 slices of 7 items (2 waves of 7); the old cut, 11 slices of 12 (1,056
+    # blocks: 2 waves of 12). Unknown registers are counted at the launch bound's 128 (4 an SM).
+    call = kernel_cases.Call("mobilenet", 64, 96, (112, 112), (3, 3), (2, 2), (1, 1), layout="nchw")
+    line = query_line("float", "grad-weight", call, H100)
+    registers = [f"registers grad_weight_register_tiled_kernel<float, int, 3, 2, {staged}> 72"
+                 for staged in ("false", "true")]
+    slices = lambda answers: [plan_report.Launch.parse(a).grid[1] for a in answers]  # noqa: E731
+    assert slices(plan_report.run_driver(kernel_choice, [line], "--plans", preamble=registers)) == [19]
+    off = query_line("float", "grad-weight", call, H100, ("register_tiled_grad_weight_waves",))
+    assert slices(plan_report.run_driver(kernel_choice, [off], "--plans", preamble=registers)) == [11]
+    assert slices(plan_report.run_driver(kernel_choice, [line], "--plans")) == [11]  # 4 an SM: 2 waves of 12
+    # Another instance's registers leave this one at its bound.
+    other = ["registers grad_weight_register_tiled_kernel<float, int, 5, 2, false> 72"]
+    assert slices(plan_report.run_driver(kernel_choice, [line], "--plans", preamble=other)) == [11]
+
+
+@pytest.mark.parametrize("bad", ["registers 72", "registers grad_weight_register_tiled_kernel<float, int, 3, 2, false>",
+                                 "registers grad_weight_register_tiled_kernel<float, int, 3, 2, false> 0",
+                                 "registers grad_weight_register_tiled_kernel<float, int, 3, 2, false> 300"])
+def test_a_malformed_registers_line_is_refused(kernel_choice, bad):
+    proc = subprocess.run([str(kernel_choice)], input=bad + "\n", capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stdout.startswith("error: a registers line is")
+
+
+def test_the_plan_report_gives_the_driver_the_compilers_registers_of_its_arch():
+    rows = [resource_report.KernelResources("sm_90", "m1", 72, 0, 0, 0, 0, name="k<float, int, 3, 2, false>"),
+            resource_report.KernelResources("sm_80", "m2", 64, 0, 0, 0, 0, name="k<float, int, 3, 2, false>")]
+    assert plan_report.registers_lines(rows, "sm_90") == ["registers k<float, int, 3, 2, false> 72"]
