@@ -1308,8 +1308,9 @@ constexpr int kMinStagedGradOutputPlanes = 8;
 // and each channel's items are cut into slices (fewest_steps_cut) for the fewest waves of the blocks
 // an SM holds, counted by the kernel instance's registers as the GPU's code has them (GpuLimits::
 // compiled_registers; its launch bound where unknown), or, without `wave_cut`, into enough slices for
-// about eight blocks an SM, however many it holds (to v54: MobileNetV2 96@112 s2 on an H100 took
-// 1.14 waves at the 7 blocks an SM its 72 registers allow, where one wave of 8 slices does). Shared
+// about eight blocks an SM, however many it holds (to v54: MobileNetV2 96@112 s2 on an H100, 128
+// items a channel, took 11 slices, 1.14 waves at the 7 blocks an SM its 72 registers allow, so 2
+// waves of 12 items, where 19 slices take 2 waves of 7). Shared
 // memory holds the tiles, then as many taps of the block's sums as fit. The block's grad_output
 // planes go ahead of the tiles where grad_output has no row access (register_tile_row_access,
 // which the caller works out from grad_output's address), one tile covers a plane and
