@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report memory-profile clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report plan-audit memory-profile clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -96,8 +96,8 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # Like test-gpu, the GPU run uses GPU_PYTHON (torch 2.11.0+cu130, no .venv, no network) and the
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
-export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU CUDNN_BENCHMARK
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage MATCH=regex REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1)
+export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU CUDNN_BENCHMARK LAUNCHES
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage MATCH=regex REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1 LAUNCHES=1)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 
@@ -131,6 +131,9 @@ resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory an
 
 plan-report: $(VENV)/.ready  ## the kernel and launch of every bench pass, from the host code on a CPU (SMS=132, ARCH=sm_90, SETS=, CONFIGS=, REGISTERS=1)
 	$(HARNESS) plan-report
+
+plan-audit: $(VENV)/.ready  ## a GPU run's launches (make bench LAUNCHES=1) against the host code's plans for that GPU (BENCH=<report.json>)
+	$(HARNESS) plan-audit
 
 memory-profile: $(VENV)/.ready  ## bank conflicts and global sectors of every bench pass's kernel, on the CPU emulator (SETS=, CONFIGS=, PASSES=, MATCH=, OUT=)
 	$(HARNESS) memory-profile

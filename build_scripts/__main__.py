@@ -106,6 +106,21 @@ def cmd_plan_report(args) -> None:
     print(markdown(launches, gpu, resources))
 
 
+def cmd_plan_audit(args) -> None:
+    from .plan_audit import audit, markdown, read_report
+    from .plan_report import build_driver
+    if not args.report:
+        raise HarnessError("plan-audit: name the bench report, e.g. BENCH=results/<device>/<date>/bench-....json "
+                           "(a run with LAUNCHES=1)")
+    report = read_report(Path(args.report))
+    audited = audit(report, build_driver(REPO_ROOT / "build" / "plan-report"))
+    print(markdown(audited, report, args.report))
+    differing = sum(1 for a in audited if a.differences)
+    if differing:
+        raise HarnessError(f"plan-audit: {differing} of {len(audited)} passes did not launch as the host code plans "
+                           f"on a CPU: plan-report's estimates do not hold for them")
+
+
 def cmd_overlay(args) -> None:
     from .overlay import build_overlay
     from .pin import load_pin
@@ -222,7 +237,8 @@ def cmd_bench(args) -> None:
     out, command = _run_report_path(args, torch, sets or [])
     try:
         report = run_bench(out, sets, args.variants, repeats=args.repeats, command=command,
-                           stop_after_s=args.stop_after, configs_2d=configs_2d, match=args.match)
+                           stop_after_s=args.stop_after, configs_2d=configs_2d, match=args.match,
+                           launches=args.launches)
     except ValueError as err:
         raise HarnessError(f"bench: {err}") from None
     print(f"wrote {out}")
@@ -315,7 +331,7 @@ def _bench_command(args, kind: str) -> list[str]:
         if value:
             words += [flag, value]
     words += ["--repeats", str(args.repeats)] + (["--cudnn-benchmark"] if args.cudnn_benchmark else [])
-    return words
+    return words + (["--launches"] if kind == "bench" and args.launches else [])
 
 
 def _bench_models(args, configs) -> None:
@@ -401,6 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
          "bank conflicts and global sectors of every bench pass's kernel, counted on the CPU emulator"),
         ("plan-report", cmd_plan_report,
          "the kernel and launch (grid, block, shared memory, blocks per SM, waves) of every bench pass, on a CPU"),
+        ("plan-audit", cmd_plan_audit,
+         "a GPU run's recorded launches (make bench LAUNCHES=1) against the host code's plans for that GPU"),
     ]:
         verb = sub.add_parser(name, help=text)
         verb.add_argument("--force", action="store_true", help="proceed despite a wrong commit or a dirty tree")
@@ -445,6 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--match", default=os.environ.get("MATCH", ""),
                               help="run, profile: a regular expression on the problems' labels, only those it "
                                    "finds run, e.g. 'L=2048 b8 bfloat16 contiguous' or ' b1 '")
+            verb.add_argument("--launches", action="store_true", default=os.environ.get("LAUNCHES", "") not in ("", "0"),
+                              help="run: also record, under the profiler, the kernels each pass of ours launches, "
+                                   "with their grids, blocks, shared memory and registers, for `make plan-audit` "
+                                   "(one profiled run a pass)")
         if name == "plan-report":
             verb.add_argument("--sms", type=int, default=int(os.environ.get("SMS") or 132),
                               help="the GPU's SM count (default 132, an H100 SXM; 114: H100 PCIe; 108: A100)")
@@ -472,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
                               help="where memory-profile.md and memory-profile.json go (default: printed only)")
         if name == "resource-report":
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
-        if name == "routing-table":
+        if name in ("routing-table", "plan-audit"):
             verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
         if name == "test-upstream":
             verb.add_argument("--with", dest="mode", default=os.environ.get("WITH") or "overlay",

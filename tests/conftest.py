@@ -57,6 +57,13 @@ def patch_set(patch_set_dirs):
 
 
 @pytest.fixture(scope="session")
+def kernel_choice_driver(tmp_path_factory):
+    """The kernel-choice driver (tests/emulator/kernel_choice.cpp), built once a session."""
+    from build_scripts import plan_report
+    return plan_report.build_driver(tmp_path_factory.mktemp("kernel_choice"))
+
+
+@pytest.fixture(scope="session")
 def overlay_probe():
     """overlay_probe(code, **switches): the lines `code` prints in the pinned torch (on the CPU)
     with the real overlay imported (L0 built and staged it), and no switch in its environment

@@ -363,12 +363,16 @@ def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gav
     torch = SimpleNamespace(backends=SimpleNamespace(cudnn=cudnn),
                             cuda=SimpleNamespace(get_device_name=lambda index: "NVIDIA H100 80GB HBM3"))
     args = SimpleNamespace(results=str(tmp_path), sets="MobileNetV2,Mamba conv1d", models="", variants="stock,ours",
-                           configs="", repeats=30, cudnn_benchmark=False, match="")
+                           configs="", repeats=30, cudnn_benchmark=False, match="", launches=False)
     _set_cudnn_benchmark(args, torch)
     out, command = _run_report_path(args, torch, ["MobileNetV2", "Mamba conv1d"])
     assert not cudnn.benchmark and out.name == "bench-MobileNetV2-Mamba-conv1d-stock-ours.json"
     assert out.parent.parent.parent == tmp_path and out.parent.parent.name == "NVIDIA-H100-80GB-HBM3"
     assert command == "python -m build_scripts bench run --sets 'MobileNetV2,Mamba conv1d' --variants stock,ours --repeats 30"
+    # LAUNCHES=1: the launches recorded beside the times, which it does not change (the same report's name)
+    out_with_launches, command = _run_report_path(SimpleNamespace(**{**vars(args), "launches": True}), torch,
+                                                  ["MobileNetV2", "Mamba conv1d"])
+    assert out_with_launches == out and command.endswith("--repeats 30 --launches")
     # MATCH: the run of some problems is named apart from the day's run of all of them
     names = {}
     for match in (" b1 ", "b1$"):

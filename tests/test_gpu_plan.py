@@ -19,7 +19,7 @@ NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS",
-                  "CUDNN_BENCHMARK"}
+                  "CUDNN_BENCHMARK", "LAUNCHES"}
 
 
 def planned_calls(notes: str) -> list[str]:

@@ -27,8 +27,8 @@ GPUS = (Gpu(108, "sm_80"), Gpu(114, "sm_90"), H100, Gpu(82, "sm_86"), Gpu(128, "
 
 
 @pytest.fixture(scope="module")
-def kernel_choice(tmp_path_factory) -> Path:
-    return plan_report.build_driver(tmp_path_factory.mktemp("kernel_choice"))
+def kernel_choice(kernel_choice_driver) -> Path:
+    return kernel_choice_driver
 
 
 def query_line(dtype: str, pass_: str, call: kernel_cases.Call, gpu: plan_report.Gpu, disabled=()) -> str:

@@ -27,6 +27,7 @@ import torch
 
 from ..upstream_runs import DEFAULT_OVERLAY_DIR
 from .floor import L2_MULTIPLE, allocation_bytes, buffer_sets_needed, pass_bytes, rotation_bytes
+from .launches import record_launches
 from .layers import CHECK_MAX_MACS, CONFIGS_2D, DEFAULT_SETS, Problem, checked_problem, matching, problems
 from .report import problem_label
 from .schema import SCHEMA, ends_in_time, parse_variants, problem_row
@@ -133,9 +134,11 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
 def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = "", repeats: int = 30,
               warmup: int = 3, memory_budget_bytes: int = 24 << 30, command: str = "",
               stop_after_s: float | None = None, configs_2d: tuple[tuple[str, str], ...] | None = None,
-              match: str = "") -> dict:
+              match: str = "", launches: bool = False) -> dict:
     """Times the problems of the sets (2D layers in configs_2d) whose label `match` finds, every
-    variant of each checked against float64 first; the report goes to out_path after each problem."""
+    variant of each checked against float64 first; the report goes to out_path after each problem.
+    With `launches`, each pass of ours is also run once under the profiler, and its rows keep the
+    kernels it launched (launches.py), for `make plan-audit`."""
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
     chosen = matching(problems(set_names, configs_2d), match)
@@ -163,6 +166,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
                      "l2_multiple": L2_MULTIPLE, "cudnn_allow_tf32": False, "cudnn_deterministic": True,
                      "cudnn_benchmark": torch.backends.cudnn.benchmark,
                      "variants": list(variants), "sets": set_names or list(DEFAULT_SETS), "match": match,
+                     "launches": launches,
                      "configs_2d": [f"{dtype}/{layout}" for dtype, layout in configs_2d or CONFIGS_2D]},
         "rows": [],
     }
@@ -190,6 +194,8 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
             row.update(buffer_sets=sets_needed, rotation_l2_multiple=sets_needed * pass_bytes(problem, passname)
                        / props.L2_cache_size, backends=backends, check={v: checks[v] for v in variants},
                        problem_seconds=seconds)
+            if launches:
+                row["launches"] = record_pass_launches(problem, passname, overlay, checks, buffer_sets[0])
             for name in variants:
                 if "failed" in checks[name]:
                     row["ms"][name] = None
@@ -211,6 +217,24 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         write_json(out_path, report)
         longest_problem_s = max(longest_problem_s, time.monotonic() - problem_started)
     return report
+
+
+# The variant whose launches LAUNCHES=1 records: a profiled run a pass, kept to ours so that a look-back's
+# many ours-without-<path> variants do not spend a device call's seconds on it.
+RECORDED_VARIANT = "ours"
+
+
+def record_pass_launches(problem: Problem, passname: str, overlay: Overlay, checks: dict, buffers) -> dict:
+    """{"ours": the kernels one run of the pass launched, or {"error": why} where recording raised},
+    where ours is timed and passed its check; else {}."""
+    if RECORDED_VARIANT not in checks or "failed" in checks[RECORDED_VARIANT]:
+        return {}
+    try:
+        with overlay.variant(RECORDED_VARIANT):
+            run_pass = passes_of(RECORDED_VARIANT, problem)[passname]
+            return {RECORDED_VARIANT: record_launches(lambda: run_pass(buffers))}
+    except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
+        return {RECORDED_VARIANT: {"error": error_text(err)}}
 
 
 def write_json(path: Path, report: dict) -> None:
