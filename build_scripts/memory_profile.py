@@ -55,8 +55,7 @@ DRAM_BYTES_PER_CLOCK = 3.0e12 / (H100_SMS * 1.98e9)
 def build(directory: Path) -> Path:
     """The profiled emulator, compiled into `directory` (g++ and the pinned torch's c10), or copied
     from $DWCONV_CACHE/emulator-builds where one was built from the same files (output_cache.py)."""
-    from .output_cache import cached_output, placeless
-    from .patchset import digest_tree
+    from .output_cache import cached_output, placeless, sources_digest
     from .pin import load_pin
     from .toolchain import compiler_version
     from .wheel_cache import cache_dir, ensure_pinned_torch
@@ -90,7 +89,8 @@ def build(directory: Path) -> Path:
 
     commands = (" ".join(placeless(step, {str(directory): "<build>", str(REPO_ROOT): "<repo>"}))
                 for step in steps(directory / "binary"))
-    key = "\0".join([compiler_version("g++"), *commands, digest_tree(KERNEL_SOURCES), digest_tree(EMULATOR)])
+    sources = [EMULATOR / "emulate_depthwise2d.cpp", EMULATOR / "memory_profile_runtime.cpp"]
+    key = "\0".join([compiler_version("g++"), *commands, sources_digest(sources, [KERNEL_SOURCES, EMULATOR])])
     return cached_output(cache_dir() / "emulator-builds", key, directory / "emulate_depthwise2d_profiled", compile_to)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -33,6 +34,42 @@ def placeless(args: list[str], places: dict[str, str]) -> list[str]:
             arg = arg.replace(path, places[path])
         named.append(arg)
     return named
+
+
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"]+)[>"]', re.M)
+
+
+def included_files(sources: list[Path], include_dirs: list[Path]) -> list[tuple[str, Path]]:
+    """`sources` and every file they include, directly or not, that the compiler finds in
+    `include_dirs` (its -I folders, in order; a quoted include looks in the including file's folder
+    first), each with the name it is known by: "<source>" or "<folder index>:<include spelling>". Every
+    include is followed, whatever #if around it, so the list holds at least what a build reads; a
+    header found in none of the folders (the pinned torch's, the system's) is not in it."""
+    found = [(f"<source {i}>", source) for i, source in enumerate(sources)]
+    seen = {path.resolve() for _, path in found}
+    for _, path in found:  # grows as it goes
+        for kind, spelling in INCLUDE.findall(path.read_text(errors="replace")):
+            folders = ([path.parent] if kind == '"' else []) + list(include_dirs)
+            for folder in folders:
+                candidate = folder / spelling
+                if candidate.is_file():
+                    if candidate.resolve() not in seen:
+                        seen.add(candidate.resolve())
+                        index = include_dirs.index(folder) if folder in include_dirs else "here"
+                        found.append((f"{index}:{spelling}", candidate))
+                    break
+    return found
+
+
+def sources_digest(sources: list[Path], include_dirs: list[Path]) -> str:
+    """sha256 over what included_files finds, by name and bytes: a key's part for the files a build
+    reads that are not pinned, which changes with any of them and with nothing else (a file beside
+    them that the build does not include, a checkout's own paths)."""
+    digest = hashlib.sha256()
+    for name, path in included_files(sources, include_dirs):
+        data = path.read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()
 
 
 def cached_output(folder: Path, key: str, output: Path, make: Callable[[Path], None]) -> Path:

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from build_scripts import REPO_ROOT
-from build_scripts.output_cache import cached_output, placeless
-from build_scripts.patchset import digest_tree
+from build_scripts.output_cache import cached_output, placeless, sources_digest
 from build_scripts.pin import load_pin
 from build_scripts.toolchain import compiler_version
 from build_scripts.wheel_cache import cache_dir, ensure_pinned_torch
@@ -96,11 +95,14 @@ def build(tmp_path: Path, include_roots: list[Path], optimization: str = "-O1", 
     def compile_to(output: Path) -> None:
         subprocess.run(command(output), check=True, capture_output=True, text=True)
 
-    # The key: the command with this run's own paths named by what they are, and what the roots hold.
+    # The key: the command with this run's own paths named by what they are, and the files it compiles:
+    # the emulator's source and what it includes from the roots and the emulator's folder (not the rest of
+    # either: the routing table, the .cu, the kernel-choice driver).
     named = placeless(command(binary), {
         str(binary): "<binary>", **({str(prelude): "<prelude>"} if prelude else {}), str(REPO_ROOT): "<repo>",
         **{str(root): f"<include root {i}>" for i, root in enumerate(include_roots)}})
-    key = "\0".join([gxx_version(), *named, *(digest_tree(root) for root in include_roots), digest_tree(EMULATOR)])
+    key = "\0".join([gxx_version(), *named, sources_digest([EMULATOR / "emulate_depthwise2d.cpp"],
+                                                            [*include_roots, EMULATOR])])
     return cached_output(cache_dir() / "emulator-builds", key, binary, compile_to)
 
 
