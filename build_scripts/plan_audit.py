@@ -10,8 +10,9 @@ runtime gives the planners theirs. Each audited launch is listed with its regist
 SM holds by them and its waves: what plan-report estimates, as measured.
 
 Audited: the forward, backward-input and backward-weight rows of each variant whose launches the
-report holds (the bench records ours; an ours-without-<path> is planned with its paths switched
-off). The training step's rows are those passes again.
+report holds (the bench records ours; an ours-without-<path> would be planned with its paths switched
+off), and of a training step's row the kernel that computes both gradients where one does (conv1d's
+fused backwards); its other kernels are the forward's and the gradients' own, audited on their rows.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bench.report import problem_label
 from .bench.schema import switched_off_paths
 from .errors import HarnessError
-from .plan_report import DRIVER_DTYPES, Gpu, Launch, call_line, run_driver
+from .plan_report import BOTH_GRADIENTS, DRIVER_DTYPES, Gpu, Launch, call_line, registers_line, run_driver
 from .resource_report import KERNEL_NAMESPACE, short_name
 
-ROW_PASSES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "grad-weight"}
+# The driver's pass for each audited row's: a training step's, where one kernel computes both gradients.
+ROW_PASSES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "grad-weight",
+              "step": BOTH_GRADIENTS}
 
 
 def function_name(kernel: str) -> str:
@@ -41,7 +45,7 @@ def registers_lines(report: dict) -> list[str]:
             for launch in recorded if isinstance(recorded, list) else ():
                 if KERNEL_NAMESPACE in launch["kernel"]:
                     counts[short_name(launch["kernel"])] = launch["registers"]
-    return [f"registers {name} {count}" for name, count in sorted(counts.items())]
+    return [registers_line(name, count) for name, count in sorted(counts.items())]
 
 
 def row_call_line(row: dict, gpu: Gpu, variant: str) -> str:
@@ -91,16 +95,21 @@ def audit(report: dict, binary: Path) -> list[Audited]:
     for row in report["rows"]:
         if row["pass"] not in ROW_PASSES:
             continue
-        label = f"{row['set']} {row['layer']} b{row['batch']} {row['dtype']} {row['layout']} {row['pass']}"
+        label = f"{problem_label(row)} {row['pass'].replace('step', 'step, both gradients')}"
         for variant, recorded in row.get("launches", {}).items():
-            if isinstance(recorded, dict):  # the recording raised
+            if isinstance(recorded, dict):  # not recorded: why
                 errors.append(Audited(label, variant, None, None, (f"not recorded: {recorded.get('error')}",)))
                 continue
             keys.append((label, variant, recorded))
             lines.append(row_call_line(row, gpu, variant))
+    if not keys and not errors:
+        raise HarnessError("plan-audit: the report holds no recorded launches: the bench records ours, so its "
+                           "VARIANTS must name ours")
     answers = run_driver(binary, lines, "--plans", preamble=registers_lines(report)) if lines else []
     audited = []
     for (label, variant, recorded), answer in zip(keys, answers):
+        if "+" in answer:  # a step whose gradients two kernels compute ("<one> ...+<other> ..."), each on its row
+            continue
         planned = Launch.parse(answer)
         ran, differences = compare(planned, recorded)
         audited.append(Audited(label, variant, planned, ran, differences))
@@ -114,7 +123,9 @@ def markdown(audited: list[Audited], report: dict, source: str) -> str:
              f"From {source} (overlay patch set {report.get('overlay_patchset', '?')[:12]}, {report.get('date', '?')}). "
              f"**{len(audited) - len(differing)} of {len(audited)} passes launched as planned.** Registers: the "
              f"profiler's for the launch; blocks an SM and waves by them (as `make plan-report REGISTERS=1` "
-             f"estimates them); shared: static and dynamic.", "",
+             f"estimates them); shared: static and dynamic."
+             + (f" The recording stopped before {report['launches_cut_short']['next']}: its rows and the later "
+                f"ones are not audited." if "launches_cut_short" in report else ""), "",
              "| pass | variant | kernel | grid | block | shared KB | registers | blocks/SM | waves | as planned |",
              "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
     for a in sorted(audited, key=lambda a: (not a.differences, a.label, a.variant)):

@@ -151,10 +151,15 @@ def problem_passes(problem) -> tuple[str, ...]:
     return ("forward",) if problem.passes == ("forward",) else PASSES
 
 
+def registers_line(instance: str, count: int) -> str:
+    """The driver's line saying a kernel instance (`k<float, int, 3, 2, false>`) takes `count` registers a
+    thread: what the planners that count an instance's own registers ask for (GpuLimits::compiled_registers)."""
+    return f"registers {instance} {count}"
+
+
 def registers_lines(resources, arch: str) -> list[str]:
-    """The driver's "registers <instance> <count>" lines for the compiler's report rows of `arch`: what
-    the planners that count an instance's own registers ask for (GpuLimits::compiled_registers)."""
-    return [f"registers {row.name} {row.registers}" for row in resources if row.arch == arch and row.name]
+    """The driver's registers lines for the compiler's report rows of `arch`."""
+    return [registers_line(row.name, row.registers) for row in resources if row.arch == arch and row.name]
 
 
 def run_driver(binary: Path, lines: list[str], *args: str, preamble: list[str] = ()) -> list[str]:

@@ -130,18 +130,39 @@ def test_another_kernel_block_or_too_little_shared_memory_is_a_difference(kernel
         assert ours.differences == expected
 
 
-def test_the_step_rows_and_the_failed_recordings_are_reported_not_planned(kernel_choice_driver):
-    step = dict(weight_gradient_row({"ours": [AS_PLANNED]}), **{"pass": "step"})
+def mamba_step_row(launches: dict) -> dict:
+    """Mamba's conv1d at batch 8, L=2048, 1536 channels, bf16 NCHW: a training step's row, whose backward
+    one kernel computes (v52's row_backward_kernel)."""
+    return {"set": "Mamba conv1d", "layer": "1536 L=2048", "conv": "1d", "batch": 8, "channels": 1536, "height": 1,
+            "width": 2048, "kernel": [1, 4], "stride": [1, 1], "padding": [0, 3], "bias": True,
+            "dtype": "bfloat16", "layout": "contiguous", "pass": "step", "launches": launches}
+
+
+ROW_BACKWARD = ("void at::native::dwconv::row_backward_kernel<c10::BFloat16, int, 4, true, true>"
+                "(c10::BFloat16 const*, c10::BFloat16 const*, float*, c10::BFloat16*)")
+
+
+def test_a_step_is_held_to_its_fused_backward_and_a_failed_recording_is_a_difference(kernel_choice_driver):
+    fused = launch(ROW_BACKWARD, (1536, 3, 1), (256, 1, 1), 8 * 5 * 4, 64)  # its static warp sums
+    step_2d = dict(weight_gradient_row({"ours": [AS_PLANNED]}), **{"pass": "step"})  # two kernels: not here
     failed = weight_gradient_row({"ours": {"error": "RuntimeError: CUPTI_ERROR_NOT_INITIALIZED"}})
-    result = plan_audit.audit(report_of([step, failed]), kernel_choice_driver)
-    assert [(a.variant, a.differences) for a in result] == [
-        ("ours", ("not recorded: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED",))]
-    assert "**0 of 1 passes launched as planned.**" in plan_audit.markdown(result, report_of([]), "bench.json")
+    result = plan_audit.audit(report_of([mamba_step_row({"ours": [fused]}), step_2d, failed]), kernel_choice_driver)
+    assert [(a.label, a.planned and a.planned.kernel, a.differences) for a in result] == [
+        ("Mamba conv1d 1536 L=2048 b8 bfloat16 contiguous step, both gradients", "row_backward_kernel", ()),
+        ("MobileNetV2 96@112 s2 b64 float32 contiguous backward_weight", None,
+         ("not recorded: RuntimeError: CUPTI_ERROR_NOT_INITIALIZED",))]
+    assert "**1 of 2 passes launched as planned.**" in plan_audit.markdown(result, report_of([]), "bench.json")
+    two_blocks = dict(fused, grid=[1536, 2, 1])
+    differs, = plan_audit.audit(report_of([mamba_step_row({"ours": [two_blocks]})]), kernel_choice_driver)
+    assert differs.differences == ("grid 1536x2x1, planned 1536x3x1",)
 
 
 def test_a_report_without_launches_is_refused_saying_how_to_record_them(tmp_path):
     with pytest.raises(HarnessError, match="LAUNCHES=1"):
         plan_audit.audit(report_of([], launches_recorded=False), tmp_path / "no-driver")
+    stock_only = weight_gradient_row({})  # a run whose VARIANTS left ours out recorded nothing
+    with pytest.raises(HarnessError, match="VARIANTS must name ours"):
+        plan_audit.audit(report_of([stock_only]), tmp_path / "no-driver")
 
 
 def test_make_plan_audit_fails_where_a_pass_did_not_launch_as_planned(tmp_path, capsys, monkeypatch,

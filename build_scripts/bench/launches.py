@@ -51,6 +51,9 @@ def record_launches(run_pass) -> list[dict]:
     try:
         prof.export_chrome_trace(path)
         with open(path) as trace:
-            return kernel_launches(json.load(trace))
+            launches = kernel_launches(json.load(trace))
     finally:
         os.unlink(path)
+    if not launches:
+        raise RuntimeError("the profiler recorded no kernel (is CUPTI usable here?)")
+    return launches

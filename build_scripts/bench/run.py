@@ -137,8 +137,9 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
               match: str = "", launches: bool = False) -> dict:
     """Times the problems of the sets (2D layers in configs_2d) whose label `match` finds, every
     variant of each checked against float64 first; the report goes to out_path after each problem.
-    With `launches`, each pass of ours is also run once under the profiler, and its rows keep the
-    kernels it launched (launches.py), for `make plan-audit`."""
+    With `launches`, once every problem is timed (so that no profiler runs beside a timing), each pass
+    of ours is run once more under the profiler, and its rows keep the kernels it launched
+    (launches.py), for `make plan-audit`, within the same stop_after_s."""
     overlay = Overlay(import_overlay())
     variants = parse_variants(variant_names, overlay.module.kernel_paths())
     chosen = matching(problems(set_names, configs_2d), match)
@@ -171,6 +172,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "rows": [],
     }
     longest_problem_s = 0.0
+    measured = []  # (problem, its rows, its checks), for the launches recorded after the timing
     for index, problem in enumerate(chosen, 1):
         if not ends_in_time(time.monotonic() - started, longest_problem_s, stop_after_s):
             report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
@@ -194,8 +196,6 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
             row.update(buffer_sets=sets_needed, rotation_l2_multiple=sets_needed * pass_bytes(problem, passname)
                        / props.L2_cache_size, backends=backends, check={v: checks[v] for v in variants},
                        problem_seconds=seconds)
-            if launches:
-                row["launches"] = record_pass_launches(problem, passname, overlay, checks, buffer_sets[0])
             for name in variants:
                 if "failed" in checks[name]:
                     row["ms"][name] = None
@@ -216,7 +216,31 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         seconds["timing"] = time.monotonic() - problem_started - seconds["check"] - seconds["buffers"]
         write_json(out_path, report)
         longest_problem_s = max(longest_problem_s, time.monotonic() - problem_started)
+        measured.append((problem, report["rows"][-len(problem.passes):], checks))
+    if launches:
+        record_run_launches(report, measured, overlay, out_path, started, stop_after_s)
     return report
+
+
+def record_run_launches(report: dict, measured: list, overlay: Overlay, out_path: Path, started: float,
+                        stop_after_s: float | None) -> None:
+    """Each measured problem's rows given the launches of ours (record_pass_launches), a problem at a
+    time while the next ends within stop_after_s; where it stops, report["launches_cut_short"] names
+    the first problem left without them."""
+    longest_s = 0.0
+    for problem, rows, checks in measured:
+        if not ends_in_time(time.monotonic() - started, longest_s, stop_after_s):
+            report["launches_cut_short"] = {"next": problem.label, "stop_after_s": stop_after_s}
+            print(f"stopping the launches' recording: the next would end past {stop_after_s:.0f} s", flush=True)
+            break
+        problem_started = time.monotonic()
+        buffers = make_buffers(problem)
+        for row in rows:
+            row["launches"] = record_pass_launches(problem, row["pass"], overlay, checks, buffers)
+        del buffers
+        write_json(out_path, report)
+        longest_s = max(longest_s, time.monotonic() - problem_started)
+    print(f"recorded the launches of {sum('launches' in row for row in report['rows'])} rows", flush=True)
 
 
 # The variant whose launches LAUNCHES=1 records: a profiled run a pass, kept to ours so that a look-back's
@@ -225,10 +249,12 @@ RECORDED_VARIANT = "ours"
 
 
 def record_pass_launches(problem: Problem, passname: str, overlay: Overlay, checks: dict, buffers) -> dict:
-    """{"ours": the kernels one run of the pass launched, or {"error": why} where recording raised},
-    where ours is timed and passed its check; else {}."""
-    if RECORDED_VARIANT not in checks or "failed" in checks[RECORDED_VARIANT]:
+    """{"ours": the kernels one run of the pass launched, or {"error": why} where it was not recorded
+    (recording raised, or ours raised in its float64 check)}; {} where ours is not a variant of the run."""
+    if RECORDED_VARIANT not in checks:
         return {}
+    if "failed" in checks[RECORDED_VARIANT]:
+        return {RECORDED_VARIANT: {"error": "not recorded: ours raised in its float64 check"}}
     try:
         with overlay.variant(RECORDED_VARIANT):
             run_pass = passes_of(RECORDED_VARIANT, problem)[passname]

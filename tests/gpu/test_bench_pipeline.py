@@ -115,8 +115,8 @@ def test_a_coverage_run_times_the_other_configurations_and_routes_by_them(tmp_pa
 
 
 def test_launches_record_the_kernels_of_ours_each_pass_ran(tmp_path, one_layer_set):
-    """LAUNCHES=1: each pass of ours keeps the kernels one run launched, with grids, blocks, shared memory
-    and registers (for `make plan-audit` on a CPU); the other variants none."""
+    """LAUNCHES=1: after the timing, each pass of ours keeps the kernels one run launched, with grids,
+    blocks, shared memory and registers (for `make plan-audit` on a CPU); the other variants none."""
     report = run_bench(tmp_path / "bench.json", one_layer_set, "stock,ours", repeats=3, warmup=1, command="test",
                        match=r"64@28 s2 b8 float32 ", launches=True)
     assert failed_checks(report) == [] and report["settings"]["launches"] is True
@@ -128,7 +128,7 @@ def test_launches_record_the_kernels_of_ours_each_pass_ran(tmp_path, one_layer_s
         assert ours, (row["pass"], row["launches"])
         for launch in ours:
             assert all(v >= 1 for v in launch["grid"] + launch["block"]) and 1 <= launch["registers"] <= 255
-            assert launch["shared_bytes"] >= 0
-    # the stride-2 weight gradient on the register tiles (`make plan-report`'s plan for 132 SMs: an H100
-    # SXM, an H200), whose compiled registers the runtime gave its planner
-    assert any("grad_weight_register_tiled_kernel" in launch["kernel"] for launch in rows[2]["launches"]["ours"])
+        assert row["ms"]["ours"] is not None and row["graph"]["ours"]  # timed as without the recording
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:  # an H100 SXM, an H200
+        # the stride-2 weight gradient on the register tiles, as `make plan-report` plans it for 132 SMs
+        assert any("grad_weight_register_tiled_kernel" in launch["kernel"] for launch in rows[2]["launches"]["ours"])
