@@ -25,7 +25,8 @@ from .bench.report import problem_label
 from .bench.schema import switched_off_paths
 from .errors import HarnessError
 from .plan_report import BOTH_GRADIENTS, DRIVER_DTYPES, Gpu, Launch, call_line, registers_line, run_driver
-from .resource_report import KERNEL_NAMESPACE, short_name
+from .bench.launches import KERNEL_NAMESPACE
+from .resource_report import short_name
 
 # The driver's pass for each audited row's: a training step's, where one kernel computes both gradients.
 ROW_PASSES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "grad-weight",

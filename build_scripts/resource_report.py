@@ -19,13 +19,13 @@ import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .bench.launches import KERNEL_NAMESPACE
 from .errors import HarnessError
 from .sass_chain import GLOBAL_LOAD_CYCLES
 from .sass_mix import SassMix, object_sass_mix
 from .wheel_cache import cache_dir
 
 PTXAS_LOG = "ptxas.txt"
-KERNEL_NAMESPACE = "at::native::dwconv::"
 
 _ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for 'sm_(?P<sm>\d+a?)'")
 _FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, "

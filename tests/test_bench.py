@@ -261,6 +261,27 @@ def test_the_markdown_report_names_the_run_and_every_row(tmp_path):
     assert "make plan-report" not in markdown(report)
 
 
+def test_the_markdown_names_the_kernels_of_ours_each_pass_ran_where_they_were_recorded():
+    """LAUNCHES=1: an "ours runs" column, our kernels with their grids (not torch's), in the tables whose
+    rows were recorded; none in the others."""
+    report = synthetic_report()
+    weight_gradient = next(r for r in report["rows"] if r["set"] == "MobileNetV2" and r["layer"] == "96@112 s2"
+                           and r["dtype"] == "float32" and r["batch"] == 64 and r["pass"] == "backward_weight")
+    weight_gradient["launches"] = {"ours": [
+        {"kernel": "void at::native::dwconv::grad_weight_register_tiled_kernel<float, int, 3, 2, false>(float const*)",
+         "grid": [96, 19, 1], "block": [1, 16, 7], "registers": 72, "shared_bytes": 30096},
+        {"kernel": "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float> >(int)",
+         "grid": [8, 1, 1], "block": [128, 1, 1], "registers": 16, "shared_bytes": 0},
+        {"kernel": "void at::native::dwconv::grad_weight_finish_kernel<float, float>(float const*, float*)",
+         "grid": [3, 1, 1], "block": [32, 8, 1], "registers": 40, "shared_bytes": 1024}]}
+    text = markdown(report).split("\n## ")
+    mobilenet_fp32 = next(section for section in text if section.startswith("MobileNetV2, fp32 NCHW, batch 64"))
+    assert mobilenet_fp32.splitlines()[2].endswith("| stock runs | ours runs |")
+    assert "| Cudnn | grad_weight_register_tiled_kernel 96x19x1 + grad_weight_finish_kernel 3x1x1 |" in mobilenet_fp32
+    assert "| 96@112 s2 | forward |" in mobilenet_fp32 and "× | Cudnn | - |" in mobilenet_fp32  # not recorded
+    assert all("ours runs" not in section for section in text if not section.startswith("MobileNetV2, fp32 NCHW, batch 64"))
+
+
 def test_the_markdown_says_at_which_batch_the_problems_were_checked():
     report = synthetic_report()
     report["settings"] = {**report["settings"], "check_batch": 2}

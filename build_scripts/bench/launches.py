@@ -13,6 +13,8 @@ import json
 import os
 import tempfile
 
+KERNEL_NAMESPACE = "at::native::dwconv::"  # our kernels', as their demangled names give it
+
 # Kineto writes a kernel's launch in its trace event's args under these names; "shared memory" is the
 # static and the dynamic shared memory together.
 GRID, BLOCK, REGISTERS, SHARED = "grid", "block", "registers per thread", "shared memory"

@@ -12,7 +12,9 @@ from math import exp, log
 from pathlib import Path
 
 from .floor import ELEMENT_BYTES
+from .launches import KERNEL_NAMESPACE
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
+from .profile import short_name
 from .schema import BASELINES, problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
@@ -30,6 +32,16 @@ NOISE = 0.03
 def variant_title(variant: str) -> str:
     path = switched_off_path(variant)
     return f"ours without {path}" if path else VARIANT_TITLES[variant]
+
+
+def ours_runs(row: dict) -> str:
+    """The kernels of ours a pass launched, as `make bench LAUNCHES=1` recorded them, with their grids
+    ("grad_weight_register_tiled_kernel 96x19x1 + grad_weight_finish_kernel 3x1x1"); "-" where none were."""
+    recorded = row.get("launches", {}).get("ours")
+    if not isinstance(recorded, list):
+        return "-"
+    return " + ".join(f"{short_name(launch['kernel']).partition('<')[0]} {'x'.join(map(str, launch['grid']))}"
+                      for launch in recorded if KERNEL_NAMESPACE in launch["kernel"]) or "-"
 
 
 def problem_label(row: dict) -> str:
@@ -333,10 +345,13 @@ def markdown(report: dict) -> str:
     for r in rows:
         groups.setdefault((r["set"], config_title(r), r["batch"]), []).append(r)
     for (set_name, config, batch), group in groups.items():
+        recorded = any("launches" in r for r in group)  # LAUNCHES=1: which of our kernels ran, beside the times
         lines += ["", f"## {set_name}, {config}, batch {batch}", "",
                   "| layer | pass | " + " | ".join(variant_title(v) for v in variants)
-                  + " | floor | ours % of floor | ours % of roofline | ours / stock | ours / cuDNN | stock runs |",
-                  "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | ---: | --- |"]
+                  + " | floor | ours % of floor | ours % of roofline | ours / stock | ours / cuDNN | stock runs |"
+                  + (" ours runs |" if recorded else ""),
+                  "| --- | --- | " + " | ".join("---:" for _ in variants) + " | ---: | ---: | ---: | ---: | ---: | --- |"
+                  + (" --- |" if recorded else "")]
         for r in group:
             times = " | ".join(fmt(r["ms"].get(v), ".4f") for v in variants)
             lines.append(
@@ -344,7 +359,7 @@ def markdown(report: dict) -> str:
                 f"{fmt(floor_fraction(r) and 100 * floor_fraction(r), '.0f')} | "
                 f"{fmt(roofline_fraction(r) and 100 * roofline_fraction(r), '.0f')} | "
                 f"{fmt(speedup(r, 'ours', 'stock'), '.2f')}× | {fmt(speedup(r, 'ours', 'cudnn'), '.2f')}× | "
-                f"{r['backends']['stock_forward']} |")
+                f"{r['backends']['stock_forward']} |" + (f" {ours_runs(r)} |" if recorded else ""))
     return "\n".join(lines) + "\n"
 
 
