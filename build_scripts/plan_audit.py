@@ -21,21 +21,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .bench.launches import KERNEL_NAMESPACE, function_name
+from .bench.profile import short_name
 from .bench.report import problem_label
 from .bench.schema import switched_off_paths
 from .errors import HarnessError
 from .plan_report import BOTH_GRADIENTS, DRIVER_DTYPES, Gpu, Launch, call_line, registers_line, run_driver
-from .bench.launches import KERNEL_NAMESPACE
-from .resource_report import short_name
 
 # The driver's pass for each audited row's: a training step's, where one kernel computes both gradients.
 ROW_PASSES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "grad-weight",
               "step": BOTH_GRADIENTS}
-
-
-def function_name(kernel: str) -> str:
-    """A recorded kernel's __global__ function, as the driver names a plan's kernel."""
-    return short_name(kernel).partition("<")[0]
 
 
 def registers_lines(report: dict) -> list[str]:

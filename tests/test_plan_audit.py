@@ -10,6 +10,7 @@ import pytest
 
 from build_scripts import plan_audit, plan_report
 from build_scripts.__main__ import main
+from build_scripts.bench import launches
 from build_scripts.bench.launches import kernel_launches
 from build_scripts.errors import HarnessError
 
@@ -52,8 +53,8 @@ def test_a_kernel_event_without_its_launch_is_refused_by_name():
 
 
 def test_recorded_kernels_are_named_as_the_driver_and_the_compilers_report_name_them():
-    assert plan_audit.function_name(INSTANCE + PARAMETERS) == WEIGHT_GRADIENT
-    assert plan_audit.function_name(FORWARD_INSTANCE) == "channels_last_mma_kernel"
+    assert launches.function_name(INSTANCE + PARAMETERS) == WEIGHT_GRADIENT
+    assert launches.function_name(FORWARD_INSTANCE) == "channels_last_mma_kernel"
     report = {"rows": [{"launches": {"ours": [launch(FORWARD_INSTANCE, (1, 1, 1), (1, 1, 1), 0, 90)],
                                      "ours-without-x": {"error": "CUPTI is not usable"}}},
                        {"launches": {"ours": [launch("void at::native::vectorized_elementwise_kernel<4>()",

@@ -13,6 +13,8 @@ import json
 import os
 import tempfile
 
+from .profile import short_name
+
 KERNEL_NAMESPACE = "at::native::dwconv::"  # our kernels', as their demangled names give it
 
 # Kineto writes a kernel's launch in its trace event's args under these names; "shared memory" is the
@@ -36,6 +38,12 @@ def kernel_launches(trace: dict) -> list[dict]:
                          "block": [int(v) for v in args[BLOCK]], "registers": int(args[REGISTERS]),
                          "shared_bytes": int(args[SHARED])})
     return launches
+
+
+def function_name(kernel: str) -> str:
+    """A recorded kernel's __global__ function (`grad_weight_register_tiled_kernel`), as the kernel-choice
+    driver names a plan's kernel."""
+    return short_name(kernel).partition("<")[0]
 
 
 def record_launches(run_pass) -> list[dict]:

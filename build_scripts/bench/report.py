@@ -12,9 +12,8 @@ from math import exp, log
 from pathlib import Path
 
 from .floor import ELEMENT_BYTES
-from .launches import KERNEL_NAMESPACE
+from .launches import KERNEL_NAMESPACE, function_name
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
-from .profile import short_name
 from .schema import BASELINES, problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
@@ -40,7 +39,7 @@ def ours_runs(row: dict) -> str:
     recorded = row.get("launches", {}).get("ours")
     if not isinstance(recorded, list):
         return "-"
-    return " + ".join(f"{short_name(launch['kernel']).partition('<')[0]} {'x'.join(map(str, launch['grid']))}"
+    return " + ".join(f"{function_name(launch['kernel'])} {'x'.join(map(str, launch['grid']))}"
                       for launch in recorded if KERNEL_NAMESPACE in launch["kernel"]) or "-"
 
 
