@@ -123,7 +123,7 @@ profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,
 bench-report: $(VENV)/.ready  ## markdown tables and PNG plots of a bench run (BENCH="<report.json> ...") or of a bench-models one
 	$(HARNESS) bench report $(BENCH)
 
-routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a bench report (BENCH=<report.json>); print how they route layers held out
+routing-table: $(VENV)/.ready  ## regenerate the routing's measurements from a bench report (BENCH=<report.json>); print how they route layers held out (TABLE=<file>: into a file that DWCONV_ROUTING_TABLE loads at run time, no rebuild)
 	$(HARNESS) routing-table
 
 resource-report: $(VENV)/.ready  ## L0, then registers, spills, shared memory and 16-byte accesses per kernel (ARCH=sm_90)

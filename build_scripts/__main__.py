@@ -370,17 +370,28 @@ def _has_matplotlib() -> bool:
 def cmd_routing_table(args) -> None:
     from .pin import load_pin
     from . import routing_held_out
-    from .routing_table import TABLE, read_points, render, summary
+    from .routing_table import TABLE, read_points, render, render_runtime, summary
     if not args.report:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
     points, measured_on, source, arch = read_points([Path(p) for p in args.report.split()],
                                                     load_pin().stock_version)
     held_out = routing_held_out.summary(points)  # before writing: a failure leaves the table as it was
-    TABLE.write_text(render(points, measured_on, source, arch))
+    if args.table:
+        table_file = Path(args.table)
+        text = render_runtime(points, measured_on, source, arch)
+        try:
+            table_file.write_text(text)
+        except OSError as err:
+            raise HarnessError(f"routing-table: cannot write {table_file}: {err}") from None
+        done = (f"wrote {table_file}: DWCONV_ROUTING_TABLE={table_file} (or dwconv_overlay.load_routing_table) routes "
+                "by it, with no rebuild")
+    else:
+        TABLE.write_text(render(points, measured_on, source, arch))
+        done = f"wrote {os.path.relpath(TABLE, REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it"
     print(summary(points))
     print(held_out)
-    print(f"wrote {os.path.relpath(TABLE, REPO_ROOT)}: rebuild the overlay (`make overlay`) to route by it")
+    print(done)
 
 
 def cmd_series(args) -> None:
@@ -496,6 +507,10 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
         if name in ("routing-table", "plan-audit"):
             verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
+        if name == "routing-table":
+            verb.add_argument("--table", default=os.environ.get("TABLE", ""),
+                              help="write the table to this file, to load at run time (DWCONV_ROUTING_TABLE), "
+                                   "instead of the compiled-in DepthwiseConvRoutingTable.h")
         if name == "test-upstream":
             verb.add_argument("--with", dest="mode", default=os.environ.get("WITH") or "overlay",
                               choices=("overlay", "local", "image"), help="which patched torch (default: WITH or overlay)")

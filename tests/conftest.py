@@ -67,7 +67,7 @@ def kernel_choice_driver(tmp_path_factory):
 def overlay_probe():
     """overlay_probe(code, **switches): the lines `code` prints in the pinned torch (on the CPU)
     with the real overlay imported (L0 built and staged it), and no switch in its environment
-    but the given ones (DWCONV_ROUTING, DWCONV_DISABLE_KERNELS)."""
+    but the given ones (DWCONV_ROUTING, DWCONV_ROUTING_TABLE, DWCONV_DISABLE_KERNELS)."""
     import os
     import subprocess
     from build_scripts.check import DEFAULT_WORK_DIR, run_l0
@@ -87,7 +87,8 @@ def overlay_probe():
     )
 
     def run(code, **switches):
-        env = {k: v for k, v in os.environ.items() if k not in ("DWCONV_ROUTING", "DWCONV_DISABLE_KERNELS")}
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("DWCONV_ROUTING", "DWCONV_ROUTING_TABLE", "DWCONV_DISABLE_KERNELS")}
         env.update(switches)
         proc = subprocess.run([str(python), "-c", prologue + code], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,12 +1,16 @@
 """The overlay's run-time switches, in the real overlay loaded into the pinned torch on the CPU:
-the routing (dwconv_overlay.set_routing / routing, DWCONV_ROUTING at start) and the kernel paths
+the routing (dwconv_overlay.set_routing / routing, DWCONV_ROUTING at start), its table
+(dwconv_overlay.load_routing_table, DWCONV_ROUTING_TABLE at start) and the kernel paths
 (dwconv_overlay.disable_kernels / disabled_kernels / kernel_paths, DWCONV_DISABLE_KERNELS at
 start). A bad value is an error that names it. CPU convolutions are untouched by the overlay's
 CUDA kernels."""
 
+import re
+
 import pytest
 
 from build_scripts import REPO_ROOT
+from build_scripts.routing_table import RUNTIME_FORMAT, TABLE
 
 pytestmark = pytest.mark.l0
 
@@ -140,6 +144,68 @@ def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
         "cudnn False [] upstream cudnn enabled=1 benchmark=1 allow_tf32=0 deterministic=1",
         f"after True [] upstream {before}",
         f"within True ['row'] upstream {before}", f"restored False ['column'] upstream {before}"]
+
+
+# A table measured elsewhere, loaded at run time; asked about with meta tensors.
+LOADED_TABLE = """
+def show():
+    x = torch.empty(64, 144, 56, 56, device="meta", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    w = torch.empty(144, 1, 3, 3, device="meta", dtype=torch.bfloat16)
+    try:
+        print("measured", dwconv_overlay.routing_measured_on())
+        print(*dwconv_overlay.explain_routing(x, w, None, 1, 1, 1, 144).splitlines(), sep="\\n")
+    except RuntimeError as err:
+        print("error", str(err).splitlines()[0])
+    x = torch.randn(2, 6, 9, 9, dtype=torch.float64)
+    print("cpu", torch.nn.functional.conv2d(x, torch.randn(6, 1, 3, 3, dtype=torch.float64), None, 1, 1, 1, 6).shape)
+show()
+for path in {loads!r}:
+    try:
+        dwconv_overlay.load_routing_table(path)
+        print("loaded", path)
+    except RuntimeError as err:
+        print("refused", str(err).splitlines()[0])
+    show()
+"""
+
+SYNTHETIC_TABLE = (RUNTIME_FORMAT + "\n# by hand, for the test\nmeasured_on\tSynthetic A100, torch 2.11.0+cu130, 2026-01-01\n"
+                   "measured_arch\t80\n"
+                   "point\tforward\tbfloat16\tchannels_last\t3\t3\t1\t1\t28901376\t3136\tours\tA 144@56 forward\n"
+                   "point\tbackward_weight\tbfloat16\tchannels_last\t3\t3\t1\t1\t28901376\t3136\tcudnn\tA 144@56 wgrad\n")
+
+
+def test_a_routing_table_file_replaces_the_built_in_one_and_a_bad_one_is_refused(overlay_probe, tmp_path):
+    good, bad = tmp_path / "a100.tsv", tmp_path / "bad.tsv"
+    good.write_text(SYNTHETIC_TABLE)
+    bad.write_text(SYNTHETIC_TABLE.replace("\tcudnn\t", "\tfastest\t"))
+    built_in = re.search(r'kMeasuredOn = "([^"]*)"', TABLE.read_text()).group(1)
+    arch = re.search(r"kMeasuredArch = (\d+);", TABLE.read_text()).group(1)
+    loaded = [f"measured Synthetic A100, torch 2.11.0+cu130, 2026-01-01 (sm_80), loaded from {good}",
+              "depthwise conv2d: batch 64, 144 channels, multiplier 1, 56x56, kernel 3x3, stride 1x1, bfloat16 "
+              "channels_last; routing auto, table measured on Synthetic A100, torch 2.11.0+cu130, 2026-01-01 (sm_80), "
+              f"loaded from {good}; no GPU here, routed as on sm_80",
+              "forward: ours: as the nearest measured, A 144@56 forward",
+              "backward_input: upstream: nothing measured for this dtype, layout and pass (stock's choice)",
+              "backward_weight: cudnn: as the nearest measured, A 144@56 wgrad",
+              "cpu torch.Size([2, 6, 9, 9])"]
+    malformed = f"the routing table {bad} is malformed: line 6: route 'fastest': ours, cudnn or upstream"
+    lines = overlay_probe(LOADED_TABLE.format(loads=[str(bad), None]), DWCONV_ROUTING_TABLE=str(good))
+    assert lines[:6] == loaded
+    assert lines[6] == f"refused dwconv.load_routing_table: {malformed}"
+    assert lines[7:13] == loaded  # a refused file changes nothing
+    assert lines[13] == "loaded None"
+    assert lines[14] == f"measured {built_in} (sm_{arch})"
+    assert lines[15].endswith(f"table measured on {built_in} (sm_{arch}); no GPU here, routed as on sm_{arch}")
+
+    lines = overlay_probe(LOADED_TABLE.format(loads=[str(good)]), DWCONV_ROUTING_TABLE=str(bad))
+    error = (f"error DWCONV_ROUTING_TABLE: {malformed} (torch.ops.dwconv.load_routing_table loads another in this "
+             "process, \"\" the built-in one)")
+    assert lines[:2] == [error, "cpu torch.Size([2, 6, 9, 9])"]  # routed calls fail; CPU ones never route
+    assert lines[2:] == [f"loaded {good}", *loaded]
+    missing = tmp_path / "missing.tsv"
+    assert overlay_probe(LOADED_TABLE.format(loads=[]), DWCONV_ROUTING_TABLE=str(missing))[0] == \
+        f"error DWCONV_ROUTING_TABLE: cannot open the routing table {missing} (torch.ops.dwconv.load_routing_table " \
+        "loads another in this process, \"\" the built-in one)"
 
 
 # Asked about with meta tensors: no GPU, no memory.

@@ -45,9 +45,11 @@ def report(rows, torch=PINNED, arch="sm_90"):
 
 
 class Router:
-    """route_query built against a table generated from `rows` (None: the committed table)."""
+    """route_query built against a table generated from `rows` (None: the committed table), routing
+    by that or, given `table_file`, by the table file it names, as DWCONV_ROUTING_TABLE does."""
 
-    def __init__(self, tmp_path: Path, rows=None):
+    def __init__(self, tmp_path: Path, rows=None, table_file: Path | None = None):
+        self.table_args = [] if table_file is None else ["--table", str(table_file)]
         include = [f"-I{KERNEL_INCLUDE}"]
         if rows is not None:
             table_dir = tmp_path / "table" / "ATen" / "native" / "cuda"
@@ -62,14 +64,14 @@ class Router:
 
     def ask(self, *calls: dict) -> list[dict]:
         lines = [self._line(c) for c in calls]
-        out = subprocess.run([str(self.binary)], input="\n".join(lines) + "\n", capture_output=True, text=True,
-                             check=True).stdout.splitlines()
+        out = subprocess.run([str(self.binary), *self.table_args], input="\n".join(lines) + "\n",
+                             capture_output=True, text=True, check=True).stdout.splitlines()
         return [self._parse(line) for line in out]
 
     def explain(self, call: dict) -> dict[str, str]:
         """explain_route's words for each pass of one eligible call."""
-        out = subprocess.run([str(self.binary), "--explain"], input=self._line(call) + "\n", capture_output=True,
-                             text=True, check=True).stdout.splitlines()
+        out = subprocess.run([str(self.binary), "--explain", *self.table_args], input=self._line(call) + "\n",
+                             capture_output=True, text=True, check=True).stdout.splitlines()
         return dict(line.split(" ", 2)[1:] for line in out if line.startswith("explain "))
 
     @staticmethod

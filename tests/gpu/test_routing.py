@@ -78,6 +78,41 @@ class TestRouting(TestCase):
         self.assertIn("aten::cudnn_convolution", names, f"table measured on {measured_on}")
         self.assertNotIn(OUR_FORWARD, names)
 
+    def test_a_loaded_table_routes_auto_on_this_gpu(self):
+        """A table file measured on this kind of GPU (`make routing-table TABLE=<file>`) takes over from
+        the built-in one with no rebuild: bf16 channels_last 32@112 runs its forward and weight
+        gradient in ours by the file, and goes back to the built-in table's cuDNN forward without it."""
+        import tempfile
+        from build_scripts.routing_table import RUNTIME_FORMAT
+        props = torch.cuda.get_device_properties(0)
+        elements = 64 * 32 * 112 * 112
+        points = [f"point\t{name}\tbfloat16\tchannels_last\t3\t3\t1\t1\t{elements}\t{112 * 112}\t{route}\ttest {name}"
+                  for name, route in (("forward", "ours"), ("backward_input", "upstream"), ("backward_weight", "ours"))]
+        text = "\n".join([RUNTIME_FORMAT, "measured_on\tthis test", f"measured_arch\t{props.major}{props.minor}",
+                          *points]) + "\n"
+        module = depthwise_module(channels=32, kernel=3)
+        x = make_input(module, batch=64, length=112)
+        with tempfile.NamedTemporaryFile("w", suffix=".tsv") as table:
+            table.write(text)
+            table.flush()
+            dwconv_overlay.load_routing_table(table.name)
+            try:
+                self.assertTrue(dwconv_overlay.routing_measured_on().endswith(f", loaded from {table.name}"))
+                with routing("auto"):
+                    names = op_names(lambda: train_step(module, x))
+            finally:
+                dwconv_overlay.load_routing_table(None)
+        self.assertIn(OUR_FORWARD, names)
+        self.assertIn(OUR_BACKWARD, names)  # the weight gradient; upstream (cuDNN) computes grad_input
+        self.assertNotIn("aten::cudnn_convolution", names)
+        self.assertNotIn("loaded from", dwconv_overlay.routing_measured_on())
+        measured_on = dwconv_overlay.routing_measured_on()
+        if measured_on.endswith(f"(sm_{props.major}{props.minor})"):  # the built-in table: cuDNN's forward here
+            with routing("auto"):
+                names = op_names(lambda: train_step(module, x))
+            self.assertIn("aten::cudnn_convolution", names)
+            self.assertNotIn(OUR_FORWARD, names)
+
     def test_routing_upstream_is_stock_behaviour(self):
         module = depthwise_module()
         x = make_input(module)

@@ -8,9 +8,13 @@
 //   batch .. dilation_w layout conv1d | <reason>
 // With --explain, an eligible call's line is followed by explain_route's words for each pass:
 //   explain <pass> <words>
+// With --table <file>, the calls are routed by the table that file holds (parse_routing_table), as
+// DWCONV_ROUTING_TABLE routes them; a file it refuses prints `table error: <why>` and exits 3.
 #include <ATen/native/cuda/DepthwiseConvRoutingTable.h>
 
+#include <fstream>
 #include <iostream>
+#include <memory>
 #include <string>
 
 using namespace at::native::dwconv::routing;
@@ -55,17 +59,39 @@ bool read_call(std::istream& in, Mode* mode, int* gpu_arch, ConvCall* c) {
 } // namespace
 
 int main(int argc, char** argv) {
-  const bool explain = argc > 1 && std::string(argv[1]) == "--explain";
+  bool explain = false;
+  std::unique_ptr<RoutingTable> loaded;
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--explain") {
+      explain = true;
+    } else if (arg == "--table" && a + 1 < argc) {
+      std::ifstream file(argv[++a]);
+      const bool opened = file.is_open();
+      std::string error = "cannot be opened";
+      if (opened) loaded = parse_routing_table(file, argv[a], &error);
+      if (!loaded) {
+        std::cout << "table error: " << error << "\n";
+        return 3;
+      }
+    } else {
+      std::cerr << "usage: route_query [--explain] [--table <file>]\n";
+      return 2;
+    }
+  }
+  const std::vector<MeasuredPoint> compiled_in(kMeasuredPoints.begin(), kMeasuredPoints.end());
+  const std::vector<MeasuredPoint>& points = loaded ? loaded->points : compiled_in;
+  const int measured_arch = loaded ? loaded->measured_arch : kMeasuredArch;
   Mode mode;
   int gpu_arch;
   ConvCall call;
   while (read_call(std::cin, &mode, &gpu_arch, &call)) {
-    const Mode routed = mode_on_gpu(mode, gpu_arch, kMeasuredArch);
+    const Mode routed = mode_on_gpu(mode, gpu_arch, measured_arch);
     const Eligibility e = depthwise_problem(call);
     const Problem& p = e.problem;
     std::cout << "eligible " << e.eligible;
     for (const Pass pass : kPasses) {
-      std::cout << " " << pass_name(pass) << " " << route_name(e.eligible ? route_of(p, pass, routed, kMeasuredPoints) : Route::Upstream);
+      std::cout << " " << pass_name(pass) << " " << route_name(e.eligible ? route_of(p, pass, routed, points) : Route::Upstream);
     }
     if (!e.eligible) {
       std::cout << " | " << e.reason << "\n";
@@ -76,7 +102,7 @@ int main(int argc, char** argv) {
               << p.stride_w << " " << p.pad_h << " " << p.pad_w << " " << p.dilation_h << " " << p.dilation_w << " "
               << static_cast<int>(p.layout) << " " << p.conv1d << "\n";
     for (const Pass pass : kPasses) {
-      if (explain) std::cout << "explain " << pass_name(pass) << " " << explain_route(p, pass, mode, gpu_arch, kMeasuredArch, kMeasuredPoints) << "\n";
+      if (explain) std::cout << "explain " << pass_name(pass) << " " << explain_route(p, pass, mode, gpu_arch, measured_arch, points) << "\n";
     }
   }
   return 0;

@@ -9,6 +9,8 @@
                                          # or "upstream" (never ours)
     print(dwconv_overlay.explain_routing(x, conv.weight, conv.bias, conv.stride, conv.padding,
                                          conv.dilation, conv.groups))  # who runs each pass, and why
+    dwconv_overlay.load_routing_table("a100.tsv")  # "auto" by a table measured on this kind of GPU
+                                                   # (`make routing-table TABLE=a100.tsv`); None: built in
     dwconv_overlay.disable_kernels(["register_tiled"])  # a specialised kernel path off
     dwconv_overlay.disable_kernels([])                  # all back on
 
@@ -19,6 +21,7 @@ patches torch too; the library then checks the commit itself.)
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -26,7 +29,7 @@ import torch
 from ._build_info import CUDA_ARCHS, PATCHSET_HASH, PINNED_COMMIT, PINNED_TORCH_VERSION
 
 __all__ = ["enable", "disable", "enabled", "set_routing", "routing", "routing_measured_on", "explain_routing",
-           "disable_kernels", "disabled_kernels", "kernel_paths",
+           "load_routing_table", "disable_kernels", "disabled_kernels", "kernel_paths",
            "LIBRARY", "PATCHSET_HASH", "CUDA_ARCHS"]
 
 LIBRARY = Path(__file__).with_name("libdwconv_overlay.so")
@@ -45,8 +48,17 @@ def routing() -> str:
 
 
 def routing_measured_on() -> str:
-    """Where the routing table's measurements come from (device, torch, date)."""
+    """Where the routing table's measurements come from (device, torch, date, arch), and the file
+    a loaded table came from."""
     return str(torch.ops.dwconv.routing_measured_on())
+
+
+def load_routing_table(path: str | os.PathLike | None) -> None:
+    """Routes "auto" by the table in this file, written by `make routing-table BENCH=<report>
+    TABLE=<file>` from a bench on the GPU it is for, in place of the table built in (None: back to
+    that). A file that cannot be read or parsed is refused, naming the line, and the table in use
+    stays. The environment variable DWCONV_ROUTING_TABLE loads one at start."""
+    torch.ops.dwconv.load_routing_table("" if path is None else os.fspath(path))
 
 
 def explain_routing(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,

@@ -21,6 +21,9 @@
 //   have it), overrides the measurements.
 // - The measurements hold on GPUs of the kind they were taken on (kMeasuredArch): on another,
 //   "auto" keeps upstream's choice (mode_on_gpu).
+// - DWCONV_ROUTING_TABLE=<file> (read once), or torch.ops.dwconv.load_routing_table(<file>), routes
+//   "auto" by a table measured elsewhere (`make routing-table TABLE=<file>`) in place of the
+//   compiled-in one; load_routing_table("") goes back to it.
 // - The backward our kernels take runs as dwconv::conv_depthwise2d_backward, which also returns
 //   the bias gradient: summed by our weight-gradient kernel where that runs, so a biased layer's
 //   step reads grad_output once less than upstream's (which sums it in a pass of its own).
@@ -52,6 +55,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -97,6 +103,80 @@ class RoutingMode {
 RoutingMode& current_mode() {
   static RoutingMode mode;
   return mode;
+}
+
+// DepthwiseConvRoutingTable.h's points, as a table.
+std::shared_ptr<const RoutingTable> compiled_in_table() {
+  static const std::shared_ptr<const RoutingTable> table = [] {
+    auto built_in = std::make_shared<RoutingTable>();
+    built_in->source = "built in";
+    built_in->measured_on = kMeasuredOn;
+    built_in->measured_arch = kMeasuredArch;
+    built_in->points.assign(kMeasuredPoints.begin(), kMeasuredPoints.end());
+    return std::shared_ptr<const RoutingTable>(std::move(built_in));
+  }();
+  return table;
+}
+
+// The table a file holds, or an error naming the file and what is wrong with it.
+std::shared_ptr<const RoutingTable> read_table_file(const std::string& path, std::string* error) {
+  std::ifstream file(path);
+  if (!file) {
+    *error = "cannot open the routing table " + path;
+    return nullptr;
+  }
+  std::string why;
+  std::unique_ptr<RoutingTable> table = parse_routing_table(file, path, &why);
+  if (table == nullptr) *error = "the routing table " + path + " is malformed: " + why;
+  return std::shared_ptr<const RoutingTable>(std::move(table));
+}
+
+// The measurements "auto" routes by: the compiled-in table, or the one DWCONV_ROUTING_TABLE names
+// (read at first use), until load_routing_table loads another or ("") goes back. A
+// DWCONV_ROUTING_TABLE that cannot be read fails every routed call, saying why, until
+// load_routing_table succeeds: never a silent fallback to a table the user did not ask for.
+class ActiveTable {
+ public:
+  ActiveTable() : table_(compiled_in_table()) {
+    const char* path = std::getenv("DWCONV_ROUTING_TABLE");
+    if (path == nullptr || *path == '\0') return;
+    std::string why;
+    if (auto loaded = read_table_file(path, &why)) {
+      table_ = std::move(loaded);
+    } else {
+      error_ = "DWCONV_ROUTING_TABLE: " + why +
+               " (torch.ops.dwconv.load_routing_table loads another in this process, \"\" the built-in one)";
+    }
+  }
+
+  std::shared_ptr<const RoutingTable> get() const {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    TORCH_CHECK(error_.empty(), error_);
+    return table_;
+  }
+
+  // A table that cannot be read is refused, and the table in use stays.
+  void load(const std::string& path) {
+    std::shared_ptr<const RoutingTable> table = compiled_in_table();
+    if (!path.empty()) {
+      std::string why;
+      table = read_table_file(path, &why);
+      TORCH_CHECK(table != nullptr, "dwconv.load_routing_table: ", why);
+    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    table_ = std::move(table);
+    error_.clear();
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const RoutingTable> table_;
+  std::string error_;
+};
+
+ActiveTable& active_table() {
+  static ActiveTable table;
+  return table;
 }
 
 DType dtype_of(ScalarType t) {
@@ -176,7 +256,8 @@ int gpu_arch_of(c10::DeviceIndex device) {
 }
 
 Route route_pass(const Problem& p, Pass pass, int gpu_arch) {
-  return route_of(p, pass, mode_on_gpu(current_mode().get(), gpu_arch, kMeasuredArch), kMeasuredPoints);
+  const std::shared_ptr<const RoutingTable> table = active_table().get();
+  return route_of(p, pass, mode_on_gpu(current_mode().get(), gpu_arch, table->measured_arch), table->points);
 }
 
 struct Geometry2d {
@@ -280,8 +361,18 @@ std::string routing_op() {
   return mode_name(current_mode().get());
 }
 
+std::string measured_on(const RoutingTable& table) {
+  return table.measured_on + (table.measured_arch == 0 ? "" : " (sm_" + std::to_string(table.measured_arch) + ")") +
+         (&table == compiled_in_table().get() ? "" : ", loaded from " + table.source);
+}
+
 std::string routing_measured_on_op() {
-  return std::string(kMeasuredOn) + (kMeasuredArch == 0 ? "" : " (sm_" + std::to_string(kMeasuredArch) + ")");
+  return measured_on(*active_table().get());
+}
+
+// torch.ops.dwconv.load_routing_table: route "auto" by the table this file holds ("" : the built-in one).
+void load_routing_table_op(const std::string& path) {
+  active_table().load(path);
 }
 
 // torch.ops.dwconv.explain_routing: who would compute each pass of aten::convolution with these
@@ -298,18 +389,20 @@ std::string explain_routing_op(const Tensor& input, const Tensor& weight, const 
   if (!verdict.eligible) return std::string("not taken, upstream decides every pass: ") + verdict.reason;
   const Problem& p = verdict.problem;
   const Mode mode = current_mode().get();
+  const std::shared_ptr<const RoutingTable> table = active_table().get();
   const bool on_gpu = input.is_cuda() || at::cuda::is_available();
   const int gpu_arch = on_gpu ? gpu_arch_of(input.is_cuda() ? input.device().index() : c10::cuda::current_device())
-                              : kMeasuredArch;
+                              : table->measured_arch;
   std::ostringstream text;
   text << "depthwise conv" << (p.conv1d ? "1d" : "2d") << ": batch " << p.batch << ", " << p.channels
        << " channels, multiplier " << p.multiplier << ", " << p.height << "x" << p.width << ", kernel "
        << p.kernel_h << "x" << p.kernel_w << ", stride " << p.stride_h << "x" << p.stride_w << ", "
        << dtype_name(p.dtype) << " " << layout_name(p.layout)
-       << "; routing " << mode_name(mode) << ", table measured on " << routing_measured_on_op()
+       << "; routing " << mode_name(mode) << ", table measured on " << measured_on(*table)
        << (on_gpu ? "; this GPU: sm_" : "; no GPU here, routed as on sm_") << gpu_arch;
   for (const Pass pass : kPasses) {
-    text << "\n" << pass_name(pass) << ": " << explain_route(p, pass, mode, gpu_arch, kMeasuredArch, kMeasuredPoints);
+    text << "\n" << pass_name(pass) << ": "
+         << explain_route(p, pass, mode, gpu_arch, table->measured_arch, table->points);
   }
   return text.str();
 }
@@ -408,6 +501,7 @@ TORCH_LIBRARY_FRAGMENT(dwconv, m) {
   m.def("set_routing(str mode) -> ()", &at::native::set_routing_op);
   m.def("routing() -> str", &at::native::routing_op);
   m.def("routing_measured_on() -> str", &at::native::routing_measured_on_op);
+  m.def("load_routing_table(str path) -> ()", &at::native::load_routing_table_op);
   m.def("explain_routing(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
         "bool transposed, int[] output_padding, int groups) -> str",
         &at::native::explain_routing_op);

@@ -16,14 +16,23 @@
 // kernel size, then the nearest problem and plane sizes decide. No point for a dtype, layout and pass: upstream's choice stands.
 // The points speak for the kind of GPU they were measured on (its compute capability): on another
 // kind, upstream's choice stands too (mode_on_gpu).
+// A table measured on another GPU can replace the compiled-in one at run time, with no rebuild:
+// `make routing-table TABLE=<file>` writes it, and DWCONV_ROUTING_TABLE=<file> (at first use) or
+// torch.ops.dwconv.load_routing_table(<file>) loads it (parse_routing_table).
 
 #include <array>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <initializer_list>
+#include <istream>
+#include <memory>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace at::native::dwconv::routing {
 
@@ -392,6 +401,163 @@ std::string explain_route(const Problem& p, Pass pass, Mode mode, int gpu_arch, 
     return text + ": measured points as near disagree (stock's choice); one is " + nearest.point->measured;
   }
   return text + ": as the nearest measured, " + nearest.point->measured;
+}
+
+// A routing table: where its points were measured, the compute capability of that kind of GPU (0:
+// nothing measured) and the points. The compiled-in table's points name static text; a table read
+// from a file keeps its points' text in `texts`, whose strings never move (a deque), so a table is
+// neither copied nor moved once read.
+struct RoutingTable {
+  std::string source;       // "built in", or the file it was read from
+  std::string measured_on;  // device, torch and date
+  int measured_arch = 0;
+  std::vector<MeasuredPoint> points;
+  std::deque<std::string> texts;  // what each loaded point's `measured` names
+
+  RoutingTable() = default;
+  RoutingTable(const RoutingTable&) = delete;
+  RoutingTable& operator=(const RoutingTable&) = delete;
+};
+
+// A routing table as a file (build_scripts/routing_table.py writes it: `make routing-table
+// TABLE=<file>`): lines of fields separated by tabs, the first naming the format,
+//   dwconv-routing-table 1
+//   measured_on    <device, torch, date>
+//   measured_arch  <compute capability of the GPUs measured: 90 for sm_90>
+//   point  <pass> <dtype> <layout> <kernel_h> <kernel_w> <stride_h> <stride_w> <N*C*H*W> <H*W> <route> <measured>
+// pass, dtype, layout and route as pass_name, dtype_name, layout_name and route_name name them;
+// measured_on and measured_arch once each, before the points; one point or more. Empty lines and
+// lines that start with '#' are comments.
+constexpr const char* kRoutingTableFormat = "dwconv-routing-table 1";
+
+namespace detail {
+
+inline std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> fields;
+  std::string::size_type start = 0;
+  for (;;) {
+    const std::string::size_type tab = line.find('\t', start);
+    fields.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) return fields;
+    start = tab + 1;
+  }
+}
+
+// A whole decimal integer (digits only) in [lo, hi].
+inline bool parse_integer(const std::string& text, long long lo, long long hi, long long* value) {
+  if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), nullptr, 10);
+  if (errno != 0 || v < lo || v > hi) return false;
+  *value = v;
+  return true;
+}
+
+template <typename E, typename NameOf>
+bool parse_name(const std::string& text, std::initializer_list<E> values, NameOf name_of, E* value) {
+  for (const E v : values) {
+    if (text == name_of(v)) {
+      *value = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace detail
+
+// The table a file holds (`source` names it), or null with `error` saying where and what is wrong
+// ("line 4: ..."): nothing of a malformed file is used.
+inline std::unique_ptr<RoutingTable> parse_routing_table(std::istream& in, const std::string& source,
+                                                         std::string* error) {
+  auto table = std::make_unique<RoutingTable>();
+  table->source = source;
+  int number = 0;
+  const auto fail = [&](const std::string& what) {
+    *error = (number > 0 ? "line " + std::to_string(number) + ": " : std::string()) + what;
+    return std::unique_ptr<RoutingTable>();
+  };
+  const std::string format = kRoutingTableFormat;
+  std::string line;
+  const auto next_line = [&] {
+    if (!std::getline(in, line)) return false;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  };
+  if (!next_line()) return fail("empty, where a routing table starts with '" + format + "'");
+  if (line != format) {
+    return fail("'" + line.substr(0, 60) + "' where a routing table starts with '" + format +
+                "' (`make routing-table TABLE=<file>` writes one)");
+  }
+  bool have_measured_on = false, have_arch = false;
+  while (next_line()) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> fields = detail::split_tabs(line);
+    const std::string& kind = fields[0];
+    if (kind == "measured_on") {
+      if (have_measured_on) return fail("a second measured_on");
+      if (fields.size() != 2 || fields[1].empty()) return fail("measured_on takes one field: the device, torch and date");
+      table->measured_on = fields[1];
+      have_measured_on = true;
+    } else if (kind == "measured_arch") {
+      long long arch = 0;
+      if (have_arch) return fail("a second measured_arch");
+      if (fields.size() != 2 || !detail::parse_integer(fields[1], 1, 1000, &arch)) {
+        return fail("measured_arch takes one field: the compute capability of the GPUs measured, 90 for sm_90");
+      }
+      table->measured_arch = static_cast<int>(arch);
+      have_arch = true;
+    } else if (kind == "point") {
+      if (!have_measured_on || !have_arch) return fail("a point before measured_on and measured_arch");
+      if (fields.size() != 12) {
+        return fail("a point has 11 fields (pass, dtype, layout, kernel_h, kernel_w, stride_h, stride_w, input "
+                    "elements, plane elements, route, measured), this one " + std::to_string(fields.size() - 1));
+      }
+      MeasuredPoint m{};
+      if (!detail::parse_name(fields[1], {Pass::Forward, Pass::BackwardInput, Pass::BackwardWeight}, pass_name, &m.pass)) {
+        return fail("pass '" + fields[1] + "': forward, backward_input or backward_weight");
+      }
+      if (!detail::parse_name(fields[2], {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}, dtype_name,
+                              &m.dtype)) {
+        return fail("dtype '" + fields[2] + "': float64, float32, float16 or bfloat16");
+      }
+      if (!detail::parse_name(fields[3], {Layout::Contiguous, Layout::ChannelsLast}, layout_name, &m.layout)) {
+        return fail("layout '" + fields[3] + "': contiguous or channels_last");
+      }
+      long long sizes[4], elements = 0, plane = 0;
+      for (int k = 0; k < 4; ++k) {
+        if (!detail::parse_integer(fields[4 + k], 1, detail::kMaxParam, &sizes[k])) {
+          return fail("kernel and stride sizes are whole numbers from 1, got '" + fields[4 + k] + "'");
+        }
+      }
+      constexpr long long kMostElements = 1LL << 53;  // held exactly as doubles
+      if (!detail::parse_integer(fields[8], 1, kMostElements, &elements) ||
+          !detail::parse_integer(fields[9], 1, elements, &plane)) {
+        return fail("input and plane elements are whole numbers from 1, the plane's no more than the input's, got '" +
+                    fields[8] + "' and '" + fields[9] + "'");
+      }
+      if (!detail::parse_name(fields[10], {Route::Ours, Route::Cudnn, Route::Upstream}, route_name, &m.fastest)) {
+        return fail("route '" + fields[10] + "': ours, cudnn or upstream");
+      }
+      m.kernel_h = static_cast<int>(sizes[0]);
+      m.kernel_w = static_cast<int>(sizes[1]);
+      m.stride_h = static_cast<int>(sizes[2]);
+      m.stride_w = static_cast<int>(sizes[3]);
+      m.input_elements = static_cast<double>(elements);
+      m.plane_elements = static_cast<double>(plane);
+      table->texts.push_back(fields[11]);
+      m.measured = table->texts.back().c_str();
+      table->points.push_back(m);
+    } else {
+      return fail("'" + kind.substr(0, 60) + "' begins no line of a routing table (measured_on, measured_arch, point)");
+    }
+  }
+  if (in.bad()) return fail("unreadable after this line");
+  number = 0;
+  if (!have_measured_on || !have_arch) return fail("no measured_on or no measured_arch line");
+  if (table->points.empty()) return fail("no points to route by");
+  return table;
 }
 
 } // namespace at::native::dwconv::routing
