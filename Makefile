@@ -111,7 +111,7 @@ bench-models:  ## (GPU) whole models' training step and inference: stock, cuDNN,
 # One device call: the GPU verbs named in STEPS, each stopped in time for the call to end with
 # OUT/session.md (also printed last) and a log per step. See build_scripts/gpu_session.py.
 export STEPS OUT BUDGET TESTS
-gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,models,profile,upstream within BUDGET s (540), logs in OUT (TESTS=kernels or tests/gpu files; SETS, CONFIGS, VARIANTS, MATCH, CUDNN_BENCHMARK, LAUNCHES as bench; MODELS as bench-models)
+gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-back,routed,models,profile,upstream within BUDGET s (540), logs in OUT (TESTS=kernels or tests/gpu files; SETS, CONFIGS, VARIANTS, MATCH, CUDNN_BENCHMARK, LAUNCHES as bench; MODELS as bench-models)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session

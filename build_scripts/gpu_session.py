@@ -17,6 +17,10 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
              (the device gives back nothing deeper than OUT/a/b/file, nor more than 8 files), and
              `make bench-report` redraws the markdown and plots from it here
   look-back  make bench with VARIANTS=ours and ours-without-<path> for each kernel path
+  routed     the routing table of the reports the bench step gave back in this call (make routing-table
+             TABLE=OUT/routing-table.tsv, on the device: no rebuild), then make bench VARIANTS=stock,cudnn,routed
+             of the same problems with DWCONV_ROUTING_TABLE set to it: the routing by the kernels just
+             measured, timed in the same call (STEPS=bench,routed; the bench's VARIANTS must hold stock and ours)
   models     make bench-models MODELS=... CONFIGS=...: whole networks, stock against the overlay (its
              JSON report lands in OUT, as the bench's; `make bench-report` redraws models.md here)
   profile    make profile: Nsight Compute on our kernels of the bench passes SETS, CONFIGS,
@@ -38,8 +42,9 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from . import REPO_ROOT
 from .errors import HarnessError
@@ -60,6 +65,8 @@ SANITIZER_TESTS = "tests/gpu/test_sanitizer.py"  # compute-sanitizer, the slowes
 KERNEL_TESTS = ("tests/gpu/test_depthwise2d.py", "tests/gpu/test_depthwise_autograd.py",
                 "tests/gpu/test_routing.py", "tests/gpu/test_gpu_limits.py")
 BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
+# and the table's: its routes a configuration and pass, how it routes the layers held out
+ROUTED_SUMMARY = re.compile(BENCH_SUMMARY.pattern + r"|^held out|ours \d+, cuDNN \d+, upstream \d+$")
 MODELS_SUMMARY = re.compile(r"^(\[\d+/\d+ |wrote |given back: |stopping: |make bench-models: |error|variants failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
 
@@ -67,12 +74,30 @@ NVIDIA_SMI_QUERY = ("name,driver_version,pstate,clocks.sm,clocks.max.sm,clocks.m
                     "temperature.gpu,utilization.gpu,memory.used,memory.total")
 
 
+ROUTING_TABLE_FILE = "routing-table.tsv"  # the routed step's table, in OUT
+ROUTED_VARIANTS = "stock,cudnn,routed"
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
-    commands: list[list[str]]  # run in order, each while time is left; the step fails at the first failure
+    # run in order, each while time is left; the step fails at the first failure. A callable gives its
+    # command when its turn comes (from what the steps before it left), or raises HarnessError saying why not.
+    commands: list[list[str] | Callable[[], list[str]]]
     summary: re.Pattern        # the lines of its output that say how it went
     reports_under: str = ""    # a folder of OUT whose JSON reports are moved up into OUT after the step
+    env: dict[str, str] = field(default_factory=dict)  # set for its commands
+
+
+def session_bench_reports(out: Path) -> list[Path]:
+    """The reports the bench step gave back into OUT in this call (its log's `given back:` lines)."""
+    log = out / "bench.log"
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    reports = [Path(line.removeprefix("given back: ").strip()) for line in lines if line.startswith("given back: ")]
+    if not reports:
+        raise HarnessError("routed: the bench step gave back no report in this call to make the routing table of: "
+                           "run it first (STEPS=bench,routed), with VARIANTS holding stock and ours")
+    return reports
 
 
 @dataclass
@@ -146,6 +171,11 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         "look-back": Step("look-back", [
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, "VARIANTS=look-back"],
         ], BENCH_SUMMARY, reports_under="results"),
+        "routed": Step("routed", [
+            lambda: [python, "-m", "build_scripts", "routing-table", "--table", str(out / ROUTING_TABLE_FILE),
+                     " ".join(map(str, session_bench_reports(out)))],
+            [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, f"VARIANTS={ROUTED_VARIANTS}"],
+        ], ROUTED_SUMMARY, reports_under="results", env={"DWCONV_ROUTING_TABLE": str(out / ROUTING_TABLE_FILE)}),
         "models": Step("models", [
             [make, "bench-models", *make_vars, f"RESULTS={out / 'results'}", f"MODELS={models}", f"CONFIGS={configs}"],
         ], MODELS_SUMMARY, reports_under="results"),
@@ -226,8 +256,14 @@ def run_step(step: Step, out: Path, deadline: float, env: dict[str, str]) -> Out
             if seconds < MIN_STEP_S:
                 status = "stopped at the budget" if command is not step.commands[0] else "skipped"
                 break
-            step_env = dict(env, BENCH_STOP_AFTER=str(int(max(seconds - BENCH_REPORT_S, 1))))
-            code = run_command(command, log, seconds, step_env)
+            try:
+                argv = command() if callable(command) else command
+            except HarnessError as err:
+                log.write(f"error: {err}\n")
+                status = "failed (no command)"
+                break
+            step_env = dict(env, **step.env, BENCH_STOP_AFTER=str(int(max(seconds - BENCH_REPORT_S, 1))))
+            code = run_command(argv, log, seconds, step_env)
             if code is None:
                 status = "stopped at the budget"
                 break
@@ -295,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                           stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models,
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
-        if {"bench", "look-back", "profile"} & set(names):
+        if {"bench", "look-back", "routed", "profile"} & set(names):
             check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""),
                                  os.environ.get("PASSES", "") if "profile" in names else None)
         outcomes = run_session(names, out, args.budget, available, context=args.steps)

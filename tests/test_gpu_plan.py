@@ -19,7 +19,7 @@ NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
 PLAN_END = "The earlier plan"
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS",
-                  "CUDNN_BENCHMARK", "LAUNCHES"}
+                  "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR"}
 
 
 def planned_calls(notes: str) -> list[str]:
@@ -65,7 +65,7 @@ def call_problems(call: str) -> list[str]:
         try:
             if "profile" in named:
                 targets(sets, settings.get("PASSES", DEFAULT_PASSES).split(","), settings["MATCH"], configs)
-            if {"bench", "look-back"} & set(named):
+            if {"bench", "look-back", "routed"} & set(named):
                 check_problem_choice(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings["MATCH"])
         except HarnessError as err:
             found.append(str(err))

@@ -2,8 +2,10 @@
 stopped in time with its whole process group, every outcome summarised. Stand-in steps here;
 the real ones need a GPU."""
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -89,7 +91,7 @@ def test_the_summary_keeps_the_lines_that_say_how_a_step_went(tmp_path, quick_li
 def test_unknown_steps_are_refused_with_the_list_and_nothing_runs(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(HarnessError, match=r"unknown step\(s\) \['benchmark'\]; STEPS takes a comma-separated list "
-                                           r"of probe, tests, sanitizer, bench, look-back, models, profile, upstream"):
+                                           r"of probe, tests, sanitizer, bench, look-back, routed, models, profile, upstream"):
         run_session(["probe", "benchmark"], out, 60, steps(out, "python", "make", "", ""))
     assert not out.exists()
 
@@ -97,7 +99,8 @@ def test_unknown_steps_are_refused_with_the_list_and_nothing_runs(tmp_path):
 def test_the_real_steps_write_under_out_and_pass_the_sets_and_variants(tmp_path):
     real = steps(tmp_path, "/gpu/python3", "make", "MobileNetV2,Mamba conv1d", "ours,ours-without-row",
                  configs="coverage", models="ConvNeXt-T")
-    assert list(real) == ["probe", "tests", "sanitizer", "bench", "look-back", "models", "profile", "upstream"]
+    assert list(real) == ["probe", "tests", "sanitizer", "bench", "look-back", "routed", "models", "profile",
+                          "upstream"]
     make_gpu = ["make", "test-gpu", "--no-print-directory", "GPU_PYTHON=/gpu/python3"]
     assert real["tests"].commands == [[*make_gpu, "GPU_TESTS=tests/gpu --ignore=tests/gpu/test_sanitizer.py",
                                        f"PYTEST_ARGS=--junitxml={tmp_path / 'tests.xml'} --timeout=300 "
@@ -162,7 +165,46 @@ def test_bench_reports_come_up_to_where_the_device_gives_them_back(tmp_path, qui
     assert not (tmp_path / "results").exists()
     assert f"given back: {tmp_path / 'bench-Tiny.json'}" in (tmp_path / "bench.log").read_text()
     assert all(s.reports_under == "results" for name, s in steps(tmp_path, "py", "make", "", "").items()
-               if name in ("bench", "look-back", "models"))
+               if name in ("bench", "look-back", "routed", "models"))
+
+
+# Stands in for make: says what it was asked and which table it would route by.
+FAKE_MAKE = """import os, sys
+table = os.environ.get("DWCONV_ROUTING_TABLE", "")
+print("make", *sys.argv[1:])
+print("table", table, open(table).readline().strip() if table else "")
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the routing table's held-out check compiles with g++")
+def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path, quick_limits):
+    """STEPS=bench,routed: the table is made on the device from the reports the bench step gave back
+    (no rebuild), and the routed bench runs with DWCONV_ROUTING_TABLE naming it."""
+    from build_scripts.routing_table import RUNTIME_FORMAT
+    from tests.test_routing_rule import report, row
+    bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
+    bench_report.write_text(json.dumps(report([row("144@56", "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
+                                               for p in ("forward", "backward_input", "backward_weight")])))
+    fake_make = tmp_path / "make"
+    fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
+    fake_make.chmod(0o755)
+    real = steps(tmp_path, sys.executable, str(fake_make), "MobileNetV2", "stock,cudnn,ours",
+                 configs="bfloat16/channels_last")
+    [no_report] = run_session(["routed"], tmp_path, 60, real, env=dict(os.environ))
+    assert no_report.status == "failed (no command)"
+    assert "the bench step gave back no report in this call" in (tmp_path / "routed.log").read_text()
+    assert not (tmp_path / "routing-table.tsv").exists()
+
+    (tmp_path / "bench.log").write_text(f"given back: {bench_report}\n")  # as the bench step leaves it
+    [routed] = run_session(["routed"], tmp_path, 120, real, env=dict(os.environ))
+    assert routed.status == "passed", (tmp_path / "routed.log").read_text()
+    table = tmp_path / "routing-table.tsv"
+    assert table.read_text().startswith(RUNTIME_FORMAT + "\n")
+    log = (tmp_path / "routed.log").read_text()
+    assert f"table {table} {RUNTIME_FORMAT}" in log
+    assert "VARIANTS=stock,cudnn,routed" in log and "SETS=MobileNetV2" in log and "CONFIGS=bfloat16/channels_last" in log
+    assert any(line.endswith("ours 1, cuDNN 0, upstream 0") for line in routed.lines)  # the table's routes
+    assert any(line.startswith("wrote ") and line.endswith("with no rebuild") for line in routed.lines)
 
 
 @pytest.mark.parametrize("steps, sets, match, message", [
