@@ -169,3 +169,13 @@ def test_make_routing_table_with_a_table_file_leaves_the_compiled_in_table_alone
     assert f"DWCONV_ROUTING_TABLE={table}" in capsys.readouterr().out
     assert main(["routing-table", "--table", str(tmp_path / "missing" / "t.tsv"), str(source)]) == 1
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_a_machine_without_gpp_still_makes_the_table_and_says_the_check_was_skipped(tmp_path, monkeypatch, capsys):
+    """The GPU machine's `routed` step makes its table there: the held-out check needs g++, the table not."""
+    monkeypatch.setattr("build_scripts.routing_table.TABLE", tmp_path / "DepthwiseConvRoutingTable.h")
+    monkeypatch.setattr("shutil.which", lambda name, *a, **k: None)
+    table = tmp_path / "t.tsv"
+    assert main(["routing-table", "--table", str(table), str(write_reports(tmp_path, SYNTHETIC_ROWS))]) == 0
+    assert table.read_text().startswith(RUNTIME_FORMAT)
+    assert "held-out check skipped: it compiles the routing rule with g++" in capsys.readouterr().out
