@@ -372,11 +372,11 @@ def cmd_routing_table(args) -> None:
     from .pin import load_pin
     from . import routing_held_out
     from .routing_table import TABLE, read_points, render, render_runtime, summary
-    if not args.report:
+    reports = args.reports or os.environ.get("BENCH", "").split()
+    if not reports:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
-    points, measured_on, source, arch = read_points([Path(p) for p in args.report.split()],
-                                                    load_pin().stock_version)
+    points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version)
     # before writing: a failure leaves the table as it was. The check compiles the rule with g++; a GPU
     # machine making a table for its `routed` step may have none, and the table does not depend on it.
     if shutil.which("g++") is None:
@@ -511,9 +511,10 @@ def build_parser() -> argparse.ArgumentParser:
                               help="where memory-profile.md and memory-profile.json go (default: printed only)")
         if name == "resource-report":
             verb.add_argument("--arch", default=os.environ.get("ARCH", ""), help="one arch only, e.g. sm_90")
-        if name in ("routing-table", "plan-audit"):
+        if name == "plan-audit":
             verb.add_argument("report", nargs="?", default=os.environ.get("BENCH", ""))
         if name == "routing-table":
+            verb.add_argument("reports", nargs="*", help="bench reports (default: BENCH, space-separated)")
             verb.add_argument("--table", default=os.environ.get("TABLE", ""),
                               help="write the table to this file, to load at run time (DWCONV_ROUTING_TABLE), "
                                    "instead of the compiled-in DepthwiseConvRoutingTable.h")

@@ -66,7 +66,8 @@ KERNEL_TESTS = ("tests/gpu/test_depthwise2d.py", "tests/gpu/test_depthwise_autog
                 "tests/gpu/test_routing.py", "tests/gpu/test_gpu_limits.py")
 BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
 # and the table's: its routes a configuration and pass, how it routes the layers held out
-ROUTED_SUMMARY = re.compile(BENCH_SUMMARY.pattern + r"|^held out|ours \d+, cuDNN \d+, upstream \d+$")
+ROUTED_SUMMARY = re.compile(BENCH_SUMMARY.pattern + r"|^held[ -]out|^(routed as measured|time over|slower than stock)"
+                            r"|ours \d+, cuDNN \d+, upstream \d+$")
 MODELS_SUMMARY = re.compile(r"^(\[\d+/\d+ |wrote |given back: |stopping: |make bench-models: |error|variants failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
 
@@ -173,7 +174,7 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         ], BENCH_SUMMARY, reports_under="results"),
         "routed": Step("routed", [
             lambda: [python, "-m", "build_scripts", "routing-table", "--table", str(out / ROUTING_TABLE_FILE),
-                     " ".join(map(str, session_bench_reports(out)))],
+                     *map(str, session_bench_reports(out))],
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, f"VARIANTS={ROUTED_VARIANTS}"],
         ], ROUTED_SUMMARY, reports_under="results", env={"DWCONV_ROUTING_TABLE": str(out / ROUTING_TABLE_FILE)}),
         "models": Step("models", [
@@ -331,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                           stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models,
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
+        if "routed" in names and "bench" not in names[:names.index("routed")]:
+            raise HarnessError("gpu-session: the routed step routes by the table of this call's bench: name bench "
+                               "before it (STEPS=bench,routed)")
         if {"bench", "look-back", "routed", "profile"} & set(names):
             check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""),
                                  os.environ.get("PASSES", "") if "profile" in names else None)

@@ -213,9 +213,9 @@ def render_runtime(points: list[Point], measured_on: str, source: str, arch: int
     separated by tabs (the format: DepthwiseConvRouting.h, above kRoutingTableFormat)."""
     if not points:
         raise HarnessError("routing-table: no points to write: a table routes by its points")
-    if arch < 1:
+    if not 1 <= arch <= 1000:
         raise HarnessError(f"routing-table: the measured GPU's compute capability is {arch}; a table file needs it")
-    for text in (measured_on, *(p.measured for p in points)):
+    for text in (measured_on, source, *(p.measured for p in points)):
         if "\t" in text or "\n" in text or "\r" in text:
             raise HarnessError(f"routing-table: {text!r} holds a tab or a line break, which a table file cannot")
     lines = [RUNTIME_FORMAT,

@@ -207,6 +207,16 @@ def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path,
     assert any(line.startswith("wrote ") and line.endswith("with no rebuild") for line in routed.lines)
 
 
+@pytest.mark.parametrize("named", ["routed", "routed,bench", "probe,routed"])
+def test_a_routed_step_without_a_bench_before_it_is_refused_before_any_step(tmp_path, named):
+    env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=named)
+    result = subprocess.run([sys.executable, "-m", "build_scripts.gpu_session"], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stdout
+    assert "the routed step routes by the table of this call's bench: name bench before it" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize("steps, sets, match, message", [
     ("probe,bench", "ConvNeXt-T", "(", "MATCH='(' is not a regular expression"),
     ("probe,bench", "ConvNeXt-T", "k31", "no problem of the chosen sets and configurations matches MATCH='k31' "

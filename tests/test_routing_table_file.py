@@ -128,21 +128,35 @@ GOOD_POINT = "point\tforward\tbfloat16\tchannels_last\t3\t3\t1\t1\t28901376\t313
     (f"{RUNTIME_FORMAT}\n{GOOD_POINT}\n", "line 2: a point before measured_on and measured_arch"),
     (f"{RUNTIME_FORMAT}\nmeasured_on\tX\n", "no measured_on or no measured_arch line"),
     (GOOD_HEAD, "no points to route by"),
+    # what an error quotes is printable ASCII, whatever the file holds (torch hands it to Python as UTF-8)
+    ("\x1f\x8b\x08\x00gzip", "line 1: '\\x1f\\x8b\\x08\\x00gzip' where a routing table starts with"),
+    (GOOD_HEAD + GOOD_POINT.replace("Synthetic", "Synth\xffetic") + "\n",
+     "line 4: not UTF-8 text without control characters: 'Synth\\xffetic 144@56'"),
+    (GOOD_HEAD + GOOD_POINT.replace("Synthetic", "Synth\xc0\xafetic") + "\n",  # an overlong '/'
+     "line 4: not UTF-8 text without control characters: 'Synth\\xc0\\xafetic 144@56'"),
+    (GOOD_HEAD + GOOD_POINT.replace("Synthetic", "Synth\x07etic") + "\n",
+     "line 4: not UTF-8 text without control characters: 'Synth\\x07etic 144@56'"),
+    (GOOD_HEAD + GOOD_POINT.replace("bfloat16", "bfloat16" * 10) + "\n",
+     "line 4: dtype 'bfloat16bfloat16bfloat16bfloat16bfloat16bfloat16bfloat16bflo...': float64"),
 ])
 def test_a_malformed_table_file_is_refused_saying_where(tmp_path, text, error):
     path = tmp_path / "table.tsv"
-    path.write_text(text)
+    path.write_bytes(text.encode("latin-1"))  # each character a byte, as written
     router = Router(tmp_path, table_file=path)
     done = subprocess.run([str(router.binary), *router.table_args], input="", capture_output=True, text=True)
     assert done.returncode == 3
     assert done.stdout.startswith("table error: " + error), done.stdout
 
 
-def test_a_well_formed_file_with_comments_and_crlf_lines_is_read(tmp_path):
+def test_a_well_formed_file_with_comments_crlf_lines_and_utf8_text_is_read(tmp_path):
     path = tmp_path / "table.tsv"
-    path.write_bytes((GOOD_HEAD + "# written by hand\n\n" + GOOD_POINT + "\n").replace("\n", "\r\n").encode())
-    [a] = Router(tmp_path, table_file=path).ask(conv2d(dtype="bfloat16", layout="channels_last"))
+    text = GOOD_HEAD.replace("Synthetic GPU", "Synthetic GPU \u00e9\u4e2d\U0001f600") + "# written by hand\n\n" + GOOD_POINT
+    path.write_bytes((text + "\n").replace("\n", "\r\n").encode())
+    router = Router(tmp_path, table_file=path)
+    [a] = router.ask(conv2d(dtype="bfloat16", layout="channels_last"))
     assert a["routes"] == {"forward": "ours", "backward_input": "upstream", "backward_weight": "upstream"}
+    assert router.explain(conv2d(dtype="bfloat16", layout="channels_last"))["forward"] == \
+        "ours: as the nearest measured, Synthetic 144@56"
 
 
 def test_the_file_refuses_what_it_cannot_hold():

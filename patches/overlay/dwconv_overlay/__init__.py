@@ -58,7 +58,7 @@ def load_routing_table(path: str | os.PathLike | None) -> None:
     TABLE=<file>` from a bench on the GPU it is for, in place of the table built in (None: back to
     that). A file that cannot be read or parsed is refused, naming the line, and the table in use
     stays. The environment variable DWCONV_ROUTING_TABLE loads one at start."""
-    torch.ops.dwconv.load_routing_table("" if path is None else os.fspath(path))
+    torch.ops.dwconv.load_routing_table("" if path is None else os.fsdecode(path))
 
 
 def explain_routing(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,

@@ -55,6 +55,7 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -120,6 +121,11 @@ std::shared_ptr<const RoutingTable> compiled_in_table() {
 
 // The table a file holds, or an error naming the file and what is wrong with it.
 std::shared_ptr<const RoutingTable> read_table_file(const std::string& path, std::string* error) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    *error = "the routing table " + path + " is a directory, not a file";
+    return nullptr;
+  }
   std::ifstream file(path);
   if (!file) {
     *error = "cannot open the routing table " + path;
@@ -133,8 +139,9 @@ std::shared_ptr<const RoutingTable> read_table_file(const std::string& path, std
 
 // The measurements "auto" routes by: the compiled-in table, or the one DWCONV_ROUTING_TABLE names
 // (read at first use), until load_routing_table loads another or ("") goes back. A
-// DWCONV_ROUTING_TABLE that cannot be read fails every routed call, saying why, until
-// load_routing_table succeeds: never a silent fallback to a table the user did not ask for.
+// DWCONV_ROUTING_TABLE that cannot be read fails every call "auto" routes, saying why, until
+// load_routing_table succeeds: never a silent fallback to a table the user did not ask for. Read
+// under a lock (a table loaded while another thread routes is never seen half-made) in "auto" only.
 class ActiveTable {
  public:
   ActiveTable() : table_(compiled_in_table()) {
@@ -255,9 +262,13 @@ int gpu_arch_of(c10::DeviceIndex device) {
   return p->major * 10 + p->minor;
 }
 
+// The table is read only in "auto": a mode set by hand, "upstream" (stock's behaviour) among them,
+// routes even where DWCONV_ROUTING_TABLE names a file that cannot be read.
 Route route_pass(const Problem& p, Pass pass, int gpu_arch) {
+  const Mode mode = current_mode().get();
+  if (mode != Mode::Auto) return route_of(p, pass, mode, kMeasuredPoints);
   const std::shared_ptr<const RoutingTable> table = active_table().get();
-  return route_of(p, pass, mode_on_gpu(current_mode().get(), gpu_arch, table->measured_arch), table->points);
+  return route_of(p, pass, mode_on_gpu(mode, gpu_arch, table->measured_arch), table->points);
 }
 
 struct Geometry2d {

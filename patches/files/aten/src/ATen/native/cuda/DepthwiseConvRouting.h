@@ -453,6 +453,60 @@ inline bool parse_integer(const std::string& text, long long lo, long long hi, l
   return true;
 }
 
+// Text of a file as an error message may quote it: at most 60 bytes, a byte outside printable ASCII
+// as \xNN, so that the message is always valid UTF-8 (torch hands it to Python as such).
+inline std::string quoted(const std::string& text) {
+  static const char* const kHex = "0123456789abcdef";
+  std::string shown = "'";
+  for (std::string::size_type i = 0; i < text.size() && i < 60; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= 0x20 && byte < 0x7f) {
+      shown += static_cast<char>(byte);
+    } else {
+      shown += std::string("\\x") + kHex[byte >> 4] + kHex[byte & 15];
+    }
+  }
+  return shown + (text.size() > 60 ? "...'" : "'");
+}
+
+// Whether `text` is UTF-8, as Python decodes it, with no control character (a point's text comes
+// back to Python in explain_routing, as a str).
+inline bool plain_utf8(const std::string& text) {
+  std::string::size_type i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      if (byte < 0x20 || byte == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    // The lead byte's continuation count and the range its first continuation byte must be in
+    // (none overlong, no surrogate, nothing past U+10FFFF).
+    int extra = 0;
+    unsigned char low = 0x80, high = 0xbf;
+    if (byte >= 0xc2 && byte <= 0xdf) {
+      extra = 1;
+    } else if (byte >= 0xe0 && byte <= 0xef) {
+      extra = 2;
+      if (byte == 0xe0) low = 0xa0;
+      if (byte == 0xed) high = 0x9f;
+    } else if (byte >= 0xf0 && byte <= 0xf4) {
+      extra = 3;
+      if (byte == 0xf0) low = 0x90;
+      if (byte == 0xf4) high = 0x8f;
+    } else {
+      return false;
+    }
+    if (text.size() - i <= static_cast<std::string::size_type>(extra)) return false;
+    for (int k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next < (k == 1 ? low : 0x80) || next > (k == 1 ? high : 0xbf)) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
 template <typename E, typename NameOf>
 bool parse_name(const std::string& text, std::initializer_list<E> values, NameOf name_of, E* value) {
   for (const E v : values) {
@@ -487,13 +541,16 @@ inline std::unique_ptr<RoutingTable> parse_routing_table(std::istream& in, const
   };
   if (!next_line()) return fail("empty, where a routing table starts with '" + format + "'");
   if (line != format) {
-    return fail("'" + line.substr(0, 60) + "' where a routing table starts with '" + format +
+    return fail(detail::quoted(line) + " where a routing table starts with '" + format +
                 "' (`make routing-table TABLE=<file>` writes one)");
   }
   bool have_measured_on = false, have_arch = false;
   while (next_line()) {
     if (line.empty() || line[0] == '#') continue;
     const std::vector<std::string> fields = detail::split_tabs(line);
+    for (const std::string& field : fields) {
+      if (!detail::plain_utf8(field)) return fail("not UTF-8 text without control characters: " + detail::quoted(field));
+    }
     const std::string& kind = fields[0];
     if (kind == "measured_on") {
       if (have_measured_on) return fail("a second measured_on");
@@ -516,29 +573,29 @@ inline std::unique_ptr<RoutingTable> parse_routing_table(std::istream& in, const
       }
       MeasuredPoint m{};
       if (!detail::parse_name(fields[1], {Pass::Forward, Pass::BackwardInput, Pass::BackwardWeight}, pass_name, &m.pass)) {
-        return fail("pass '" + fields[1] + "': forward, backward_input or backward_weight");
+        return fail("pass " + detail::quoted(fields[1]) + ": forward, backward_input or backward_weight");
       }
       if (!detail::parse_name(fields[2], {DType::Float64, DType::Float32, DType::Float16, DType::BFloat16}, dtype_name,
                               &m.dtype)) {
-        return fail("dtype '" + fields[2] + "': float64, float32, float16 or bfloat16");
+        return fail("dtype " + detail::quoted(fields[2]) + ": float64, float32, float16 or bfloat16");
       }
       if (!detail::parse_name(fields[3], {Layout::Contiguous, Layout::ChannelsLast}, layout_name, &m.layout)) {
-        return fail("layout '" + fields[3] + "': contiguous or channels_last");
+        return fail("layout " + detail::quoted(fields[3]) + ": contiguous or channels_last");
       }
       long long sizes[4], elements = 0, plane = 0;
       for (int k = 0; k < 4; ++k) {
         if (!detail::parse_integer(fields[4 + k], 1, detail::kMaxParam, &sizes[k])) {
-          return fail("kernel and stride sizes are whole numbers from 1, got '" + fields[4 + k] + "'");
+          return fail("kernel and stride sizes are whole numbers from 1, got " + detail::quoted(fields[4 + k]));
         }
       }
       constexpr long long kMostElements = 1LL << 53;  // held exactly as doubles
       if (!detail::parse_integer(fields[8], 1, kMostElements, &elements) ||
           !detail::parse_integer(fields[9], 1, elements, &plane)) {
-        return fail("input and plane elements are whole numbers from 1, the plane's no more than the input's, got '" +
-                    fields[8] + "' and '" + fields[9] + "'");
+        return fail("input and plane elements are whole numbers from 1, the plane's no more than the input's, got " +
+                    detail::quoted(fields[8]) + " and " + detail::quoted(fields[9]));
       }
       if (!detail::parse_name(fields[10], {Route::Ours, Route::Cudnn, Route::Upstream}, route_name, &m.fastest)) {
-        return fail("route '" + fields[10] + "': ours, cudnn or upstream");
+        return fail("route " + detail::quoted(fields[10]) + ": ours, cudnn or upstream");
       }
       m.kernel_h = static_cast<int>(sizes[0]);
       m.kernel_w = static_cast<int>(sizes[1]);
@@ -550,7 +607,7 @@ inline std::unique_ptr<RoutingTable> parse_routing_table(std::istream& in, const
       m.measured = table->texts.back().c_str();
       table->points.push_back(m);
     } else {
-      return fail("'" + kind.substr(0, 60) + "' begins no line of a routing table (measured_on, measured_arch, point)");
+      return fail(detail::quoted(kind) + " begins no line of a routing table (measured_on, measured_arch, point)");
     }
   }
   if (in.bad()) return fail("unreadable after this line");
