@@ -135,8 +135,11 @@ def test_the_3x3_tensor_core_passes_take_the_instance_bounded_for_three_blocks_a
         assert (three.args, two.args) == ((direction, "3", stride, "1", "true"),
                                           (direction, "3", stride, two_tiles, "false")), (call, pass_)
         assert three.block == two.block and three.shared_bytes == two.shared_bytes
-        # Bands for 3 x 132 blocks at once: at least four waves where two blocks an SM needed fewer bands.
-        assert three.blocks >= 4 * 3 * H100.sm_count > two.blocks >= 4 * 2 * H100.sm_count, (call, pass_)
+        # Bands for 3 x 132 blocks at once: at least four waves where two blocks an SM needed fewer bands
+        # (the bands v47 cut; stream_band_waves cuts them for the fewest waves x steps since v56).
+        three_bands = plans(call, pass_, ("stream_band_waves",))
+        two_bands = plans(call, pass_, ("channels_last_mma_three_blocks", "stream_band_waves"))
+        assert three_bands.blocks >= 4 * 3 * H100.sm_count > two_bands.blocks >= 4 * 2 * H100.sm_count, (call, pass_)
         assert three.blocks_per_sm(registers=80) == 3 and two.blocks_per_sm(registers=128) == 2
     for call in (kernel_cases.Call("efficientnet", 64, 240, (28, 28), (5, 5), padding=(2, 2), layout="cl"),
                  kernel_cases.Call("convnext", 64, 96, (56, 56), (7, 7), padding=(3, 3), layout="cl")):
@@ -813,6 +816,42 @@ def test_a_problem_checked_at_a_smaller_batch_takes_the_kernels_of_its_own_batch
     chosen = choose(kernel_choice, lines)
     timed, checked = chosen[0::2], chosen[1::2]
     assert [f"{k}: {t} timed, {c} checked" for k, t, c in zip(keys, timed, checked) if t != c] == []
+
+
+def stream_steps(launch, row_steps: int, strips: int, resident: int) -> tuple[int, int]:
+    """(waves, steps) of a streamed launch of `strips` blocks a band: its waves over `resident` blocks,
+    and waves x (a band's steps + the band's start, kStreamBandStartSteps)."""
+    bands = launch.blocks // strips
+    waves = -(-launch.blocks // resident)
+    return waves, waves * (-(-row_steps // bands) + 1)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "half"])
+def test_the_streamed_bands_are_cut_for_the_fewest_waves_times_steps(kernel_choice, dtype):
+    """v56 (stream_band_waves): the tensor-core and streamed channels_last kernels cut a plane into the
+    bands whose launch takes the fewest waves x (band steps + 1), among those that fill the GPU once.
+    MobileNetV2 144@56 at batch 64 on an H100, 3 blocks an SM (396 resident), 14 steps of 4 rows and
+    5 x 64 strips: 2 bands of 7 steps (640 blocks, 2 waves: 16 steps) where the kStreamWaves cut gave 5
+    bands of 3 (1,600 blocks, 4.04 waves: 5 x 4 = 20). 672@14 k5 at 2 an SM (264 resident): one band of
+    4 steps (704 blocks, 2.67 waves: 3 x 5 = 15) where 2 bands of 2 (1,408 blocks, 5.33 waves) gave
+    6 x 3 = 18. At batch 8 144@56 has 40 strips: no three-block cut fills the GPU once (7 bands of 2
+    steps are 280 blocks), and of the two-block ones only 7 bands of 2 do (264 resident)."""
+    def plan(call, disabled=()):
+        answer, = plan_report.run_driver(kernel_choice, [query_line(dtype, "forward", call, H100, disabled)], "--plans")
+        return plan_report.Launch.parse(answer)
+
+    mobilenet = kernel_cases.Call("mobilenet", 64, 144, (56, 56), (3, 3), padding=(1, 1), layout="cl")
+    by_waves, by_four = plan(mobilenet), plan(mobilenet, ("stream_band_waves",))
+    assert by_waves.kernel == by_four.kernel == kernel_cases.CHANNELS_LAST_MMA
+    assert (by_waves.grid, by_four.grid) == ((2, 5, 64), (5, 5, 64))
+    assert stream_steps(by_waves, 14, 5 * 64, 396) == (2, 16) and stream_steps(by_four, 14, 5 * 64, 396) == (5, 20)
+    efficientnet = kernel_cases.Call("efficientnet", 64, 672, (14, 14), (5, 5), padding=(2, 2), layout="cl")
+    by_waves, by_four = plan(efficientnet), plan(efficientnet, ("stream_band_waves",))
+    assert (by_waves.grid, by_four.grid) == ((1, 11, 64), (2, 11, 64))
+    assert stream_steps(by_waves, 4, 11 * 64, 264) == (3, 15) and stream_steps(by_four, 4, 11 * 64, 264) == (6, 18)
+    small_batch = plan(kernel_cases.Call("mobilenet", 8, 144, (56, 56), (3, 3), padding=(1, 1), layout="cl"))
+    assert small_batch.kernel == kernel_cases.CHANNELS_LAST_MMA and small_batch.args[-1] == "false"
+    assert small_batch.grid == (7, 5, 8)
 
 
 def test_the_register_tiled_weight_gradient_cuts_its_slices_by_the_blocks_an_sm_holds(kernel_choice):

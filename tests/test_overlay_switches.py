@@ -115,7 +115,7 @@ ALL_PATHS = ("channels_last_tiled,register_tiled,register_tiled_grad_weight,chan
              "channels_last_window_grad_weight,pixel,channels_last_mma,staged_grad_output,channels_last_walk_grad_weight,"
              "window_shared_opt_in,channels_last_mma_grad_weight,channels_last_mma_three_blocks,"
              "channels_last_register_tiled_three_blocks,plane_stream,plane_stream_vector_rows,plane_stream_grad_weight,"
-             "row_backward,column_backward,plane_stream_large_planes,register_tiled_grad_weight_waves")
+             "row_backward,column_backward,plane_stream_large_planes,register_tiled_grad_weight_waves,stream_band_waves")
 UNKNOWN_PATH = "no depthwise kernel path is called 'fastest'; the paths are " + ALL_PATHS.replace(",", ", ")
 
 
@@ -206,6 +206,13 @@ def test_a_routing_table_file_replaces_the_built_in_one_and_a_bad_one_is_refused
     assert overlay_probe(LOADED_TABLE.format(loads=[]), DWCONV_ROUTING_TABLE=str(missing))[0] == \
         f"error DWCONV_ROUTING_TABLE: cannot open the routing table {missing} (torch.ops.dwconv.load_routing_table " \
         "loads another in this process, \"\" the built-in one)"
+    binary = tmp_path / "table.tsv.gz"
+    binary.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe")
+    assert overlay_probe(LOADED_TABLE.format(loads=[str(tmp_path), str(binary)]))[6:14:7] == [
+        f"refused dwconv.load_routing_table: the routing table {tmp_path} is a directory, not a file",
+        f"refused dwconv.load_routing_table: the routing table {binary} is malformed: line 1: "
+        "'\\x1f\\x8b\\x08\\x00\\xff\\xfe' where a routing table starts with 'dwconv-routing-table 1' "
+        "(`make routing-table TABLE=<file>` writes one)"]
 
 
 # Asked about with meta tensors: no GPU, no memory.

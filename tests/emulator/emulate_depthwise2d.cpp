@@ -422,7 +422,7 @@ void check_channels_last_stream(const std::string& pass, const std::string& tag,
   if constexpr (std::is_same_v<index_t, int32_t>) {
     const auto weight = p.weight.store<T>(false);
     const auto in = src.store<T>(true);
-    const auto planned = plan_channels_last_stream<T>(g, sm90_gpu(1));
+    const auto planned = plan_channels_last_stream<T>(g, sm90_gpu(1), true);
     if (!planned) return;
     for (const auto& plan : {planned, with_stream_steps(*planned, g, g.dst_h), with_stream_steps(*planned, g, 3)}) {
       if (!plan) continue;
@@ -448,8 +448,8 @@ void check_channels_last_mma(const std::string& pass, const std::string& tag, co
   if constexpr (std::is_same_v<index_t, int32_t> && sizeof(T) == 2) {
     const auto weight = p.weight.store<T>(false);
     const auto in = src.store<T>(true);
-    const auto three_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), true);
-    const auto two_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), false);
+    const auto three_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), true, true);
+    const auto two_blocks = plan_channels_last_mma<T>(g, sm90_gpu(1), false, true);
     if (!three_blocks) return;
     std::vector<std::optional<ChannelsLastMmaLaunch>> plans;
     const auto add_with_its_bands = [&](const ChannelsLastMmaLaunch& planned) {

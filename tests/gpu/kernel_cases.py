@@ -472,8 +472,9 @@ KERNEL_CHOICE_TABLES = {
 # the window weight gradient's blocks are, and channels_last_mma_three_blocks and
 # channels_last_register_tiled_three_blocks the register bound of the tensor-core kernel (3x3) and of
 # the channels_last register tiles (3x3 and 5x5): 3 blocks an SM or 2, plane_stream_vector_rows
-# how the plane stream reads its rows, and register_tiled_grad_weight_waves how the register-tiled
-# weight gradient cuts a channel's work into slices, not which kernel runs.
+# how the plane stream reads its rows, register_tiled_grad_weight_waves how the register-tiled
+# weight gradient cuts a channel's work into slices, and stream_band_waves how the streamed
+# channels_last kernels cut a plane into bands, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -518,6 +519,7 @@ KERNEL_PATH_ROWS = [
     ("plane_stream_large_planes", "nchw", 8, 144, (56, 56), (3, 3), 1, (1, 1),  # 1,152 chunks: 2 a block or more
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM, "grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
     ("register_tiled_grad_weight_waves", "nchw", 8, 24, (40, 40), (3, 3), 2, (1, 1), {}),  # the slices' cut only
+    ("stream_band_waves", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1), {}),  # the bands' cut only
 ]
 
 

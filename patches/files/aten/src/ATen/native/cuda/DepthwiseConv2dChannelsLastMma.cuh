@@ -369,11 +369,11 @@ inline std::optional<ChannelsLastMmaLaunch> with_mma_steps(ChannelsLastMmaLaunch
 // (mma_most_task_tiles) two; of them the best use of the warps' task slots (in sixteenths), then
 // two tiles, then at least two tasks a warp a step, then the fewest input vectors copied an output.
 // With `three_blocks`, 3x3 tasks of one tile, launched as the instance bounded for three blocks an SM
-// (mma_three_blocks_serve). The band's steps: as channels_last_stream's, for the blocks an SM the
-// instance's registers allow.
+// (mma_three_blocks_serve). The band's steps: as channels_last_stream's (by the waves where
+// `band_waves`), for the blocks an SM the instance's registers allow.
 template <typename scalar_t>
 std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGeometry& g, const GpuLimits& gpu,
-                                                                    bool three_blocks) {
+                                                                    bool three_blocks, bool band_waves) {
   if (!has_channels_last_mma<scalar_t>(g, gpu)) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / kMmaChannels;
   const int vectors = channel_vectors_per_block(channel_vectors);
@@ -436,7 +436,8 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGe
       gpu, kThreads, best->bytes, registers_within_bounds(bounded_for_three ? kThreeBlocksPerSm : kMmaMinBlocks));
   if (bounded_for_three && blocks_per_sm < kThreeBlocksPerSm) return std::nullopt;  // shared memory holds fewer
   const int64_t resident = gpu.sm_count * blocks_per_sm;
-  const auto steps = stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident);
+  const auto steps =
+      stream_band_steps(best->row_steps, channel_blocks * g.batch * best->mma.ring.strips_w, resident, band_waves);
   if (!steps) return std::nullopt;
   return with_mma_steps(ChannelsLastMmaLaunch{dim3(1, static_cast<unsigned>(channel_blocks),
                                                    static_cast<unsigned>(g.batch)),
@@ -452,11 +453,11 @@ std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma_bounded(const PassGe
 // two blocks an SM, tasks of two tiles where the strip is wide enough.
 template <typename scalar_t>
 std::optional<ChannelsLastMmaLaunch> plan_channels_last_mma(const PassGeometry& g, const GpuLimits& gpu,
-                                                            bool three_blocks) {
+                                                            bool three_blocks, bool band_waves) {
   if (three_blocks && mma_three_blocks_serve(g.kernel_h, 1)) {
-    if (auto plan = plan_channels_last_mma_bounded<scalar_t>(g, gpu, true)) return plan;
+    if (auto plan = plan_channels_last_mma_bounded<scalar_t>(g, gpu, true, band_waves)) return plan;
   }
-  return plan_channels_last_mma_bounded<scalar_t>(g, gpu, false);
+  return plan_channels_last_mma_bounded<scalar_t>(g, gpu, false, band_waves);
 }
 
 // The kernel for a filter size (3, 5 or 7), stride (1 or 2; 1 for 7x7 and backward-input), tiles

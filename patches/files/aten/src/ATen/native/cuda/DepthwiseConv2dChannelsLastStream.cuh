@@ -29,8 +29,11 @@ constexpr int kStreamMinBlocks = 2;
 // a band's first step, whose rows nothing overlaps, is half its work or more.
 constexpr int kStreamMinRowSteps = 3;
 // Blocks a launch wants, in units of what the GPU holds at once: the band's steps are as many as
-// keep this many waves, so that the last wave's idle SMs cost little.
+// keep this many waves, so that the last wave's idle SMs cost little (without stream_band_waves).
 constexpr int kStreamWaves = 4;
+// What a band costs beside its steps, in steps: its first window is copied with nothing to overlap
+// the wait (about a step's latency), and its last step's sums are stored with no copies behind them.
+constexpr int64_t kStreamBandStartSteps = 1;
 
 struct ChannelsLastStream {
   int lanes_w;    // output columns of a strip; blockDim.y / lanes_w rows of lanes
@@ -215,15 +218,35 @@ inline bool set_stream_bands(ChannelsLastStream& stream, dim3& grid, int64_t row
   return true;
 }
 
-// The steps a band of the streamed kernels takes: the most that leave kStreamWaves waves of blocks
-// (`strips` x bands of them) over the `resident` blocks the GPU holds at once, at least 2; nothing
-// where bands of 2 steps would not fill the GPU once.
-inline std::optional<int64_t> stream_band_steps(int64_t row_steps, int64_t strips, int64_t resident) {
+// The steps a band of the streamed kernels takes, at least 2, for `strips` x bands blocks over the
+// `resident` blocks the GPU holds at once; nothing where bands of 2 steps would not fill the GPU once.
+// With `by_waves` (the path stream_band_waves): the cut of the fewest steps in all, waves x (a band's
+// steps + kStreamBandStartSteps), among those that fill the GPU at least once, fewer bands on a tie.
+// The blocks of a wave start together and take as long as each other, so a last wave only a few
+// blocks deep costs a whole band (MobileNetV2 144@56 at three blocks an SM: 4.04 waves of 3 steps
+// are 5 x 4 steps; 2 bands of 7 steps, 1.62 waves, are 2 x 8), and every band's start is paid again.
+// Without: the most steps that leave kStreamWaves waves.
+inline std::optional<int64_t> stream_band_steps(int64_t row_steps, int64_t strips, int64_t resident, bool by_waves) {
   const auto bands = [&](int64_t steps) { return (row_steps + steps - 1) / steps; };
   if (strips * bands(2) < resident) return std::nullopt;
-  int64_t steps = 2;
-  while (steps < row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
-  return steps;
+  if (!by_waves) {
+    int64_t steps = 2;
+    while (steps < row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
+    return steps;
+  }
+  std::optional<int64_t> best;
+  int64_t fewest = 0;
+  for (int64_t steps = std::max<int64_t>(row_steps, 2); steps >= 2; --steps) {
+    const int64_t blocks = strips * bands(steps);
+    // Only each band count's own cut (the steps that count spreads evenly), and only full GPUs.
+    if ((row_steps + bands(steps) - 1) / bands(steps) != steps || blocks < resident) continue;
+    const int64_t total = (blocks + resident - 1) / resident * (steps + kStreamBandStartSteps);
+    if (!best || total < fewest) {
+      best = steps;
+      fewest = total;
+    }
+  }
+  return best;
 }
 
 // `launch` with bands of about `steps` steps, or nothing where the grid would be too wide.
@@ -245,10 +268,11 @@ inline std::optional<ChannelsLastStreamLaunch> with_stream_steps(ChannelsLastStr
 // then more, narrower ones while the ring does not fit), those that waste at most a third of their
 // lanes' slots (kMinRegisterTileUse); of them, blocks of 128 threads or more first, then the best
 // use of slots (in steps of 1/16), the most vectors (the longest runs of a pixel's channels a block
-// reads), the fewest input vectors copied an output. The band's steps: the most that leave
-// kStreamWaves waves of blocks, at least 2.
+// reads), the fewest input vectors copied an output. The band's steps: stream_band_steps's, by the
+// waves where `band_waves` (the stream_band_waves path).
 template <typename scalar_t>
-std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeometry& g, const GpuLimits& gpu) {
+std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeometry& g, const GpuLimits& gpu,
+                                                                  bool band_waves) {
   using acc_t = at::acc_type<scalar_t, true>;
   constexpr int V = kVector16<scalar_t>;
   if (!channels_last_register_kernels_serve<scalar_t>(g)) return std::nullopt;
@@ -307,7 +331,7 @@ std::optional<ChannelsLastStreamLaunch> plan_channels_last_stream(const PassGeom
   const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, best->threads, best->launch.shared_bytes,
                                                                   registers_within_bounds(kStreamMinBlocks));
   const int64_t strips = int64_t(best->launch.grid.y) * best->launch.grid.z * best->launch.stream.strips_w;
-  const auto steps = stream_band_steps(best->row_steps, strips, resident);
+  const auto steps = stream_band_steps(best->row_steps, strips, resident, band_waves);
   if (!steps) return std::nullopt;
   return with_stream_steps(best->launch, g, *steps);
 }

@@ -249,12 +249,13 @@ std::optional<PassChoice> choose_tiled(const PassGeometry& g, const PassOperands
                       ColumnLaunch{plan_column(g, kVector16<scalar_t>, std::numeric_limits<int32_t>::max())}};
   }
   if (index32 && paths.on(KernelPath::ChannelsLastMma) && is_16_byte_aligned(t.weight)) {  // its filters' copies
-    if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu, paths.on(KernelPath::ChannelsLastMmaThreeBlocks))) {
+    if (auto plan = plan_channels_last_mma<scalar_t>(g, gpu, paths.on(KernelPath::ChannelsLastMmaThreeBlocks),
+                                                     paths.on(KernelPath::StreamBandWaves))) {
       return PassChoice{PassKernel::kChannelsLastMma, g, *plan};
     }
   }
   if (index32 && paths.on(KernelPath::ChannelsLastStream)) {
-    if (auto plan = plan_channels_last_stream<scalar_t>(g, gpu)) {
+    if (auto plan = plan_channels_last_stream<scalar_t>(g, gpu, paths.on(KernelPath::StreamBandWaves))) {
       return PassChoice{PassKernel::kChannelsLastStream, g, *plan};
     }
   }
