@@ -854,6 +854,28 @@ def test_the_streamed_bands_are_cut_for_the_fewest_waves_times_steps(kernel_choi
     assert small_batch.grid == (7, 5, 8)
 
 
+def test_the_channels_last_stride2_backward_input_walks_in_whole_waves(kernel_choice):
+    """v57 (stride2_grad_input_waves): MobileNetV2 192@28 s2, bf16 channels_last batch 64 on an H100: 12,544
+    2 x 2 blocks a channel group, 3 groups of 8 vectors x 32 lanes (392 lane items a group). At the 69
+    registers ptxas gives the instance an SM holds 3 blocks (396 at once): 132 blocks a group, one wave of
+    3 items a lane (4 steps with the block's start); the old count, 176 a group (4 blocks an SM at the
+    least), was 1.33 waves, 2 x (3 + 1) = 8. Unknown registers are counted at the launch bound's (1 an SM)."""
+    call = kernel_cases.Call("mobilenet", 64, 192, (28, 28), (3, 3), (2, 2), (1, 1), layout="cl")
+    line = query_line("bfloat16", "backward-input", call, H100)
+    registers = ["registers stride2_grad_input_channels_last_kernel<BFloat16, int, 3, 1> 69"]
+    grid = lambda answers: plan_report.Launch.parse(answers[0]).grid  # noqa: E731
+    assert grid(plan_report.run_driver(kernel_choice, [line], "--plans", preamble=registers)) == (132, 3, 1)
+    off = query_line("bfloat16", "backward-input", call, H100, ("stride2_grad_input_waves",))
+    assert grid(plan_report.run_driver(kernel_choice, [off], "--plans", preamble=registers)) == (176, 3, 1)
+    assert grid(plan_report.run_driver(kernel_choice, [line], "--plans")) == (44, 3, 1)
+    # 5x5 (92 registers: 2 an SM): EfficientNet-B0 144@56 k5 s2, 5 groups of 4 vectors x 64 lanes
+    efficientnet = kernel_cases.Call("efficientnet", 64, 144, (56, 56), (5, 5), (2, 2), (2, 2), layout="cl")
+    line = query_line("bfloat16", "backward-input", efficientnet, H100)
+    registers = ["registers stride2_grad_input_channels_last_kernel<BFloat16, int, 5, 0> 92"]
+    blocks, groups, _ = grid(plan_report.run_driver(kernel_choice, [line], "--plans", preamble=registers))
+    assert (blocks, groups) == (52, 5) and blocks * groups <= 2 * H100.sm_count
+
+
 def test_the_register_tiled_weight_gradient_cuts_its_slices_by_the_blocks_an_sm_holds(kernel_choice):
     # MobileNetV2 96@112 s2, fp32 NCHW batch 64 on an H100: 128 items a channel (64 entries x 2 tiles)
     # in blocks of 112 threads. At the 72 registers ptxas gives the instance an SM holds 7 of them

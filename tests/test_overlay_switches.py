@@ -115,7 +115,8 @@ ALL_PATHS = ("channels_last_tiled,register_tiled,register_tiled_grad_weight,chan
              "channels_last_window_grad_weight,pixel,channels_last_mma,staged_grad_output,channels_last_walk_grad_weight,"
              "window_shared_opt_in,channels_last_mma_grad_weight,channels_last_mma_three_blocks,"
              "channels_last_register_tiled_three_blocks,plane_stream,plane_stream_vector_rows,plane_stream_grad_weight,"
-             "row_backward,column_backward,plane_stream_large_planes,register_tiled_grad_weight_waves,stream_band_waves")
+             "row_backward,column_backward,plane_stream_large_planes,register_tiled_grad_weight_waves,stream_band_waves,"
+             "stride2_grad_input_waves")
 UNKNOWN_PATH = "no depthwise kernel path is called 'fastest'; the paths are " + ALL_PATHS.replace(",", ", ")
 
 

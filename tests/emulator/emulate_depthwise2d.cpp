@@ -567,7 +567,7 @@ void check_stride2_grad_input(const std::string& tag, const Problem& p, const Pa
         std::string kernel = "backward-input stride-2 ";
         dim3 grid;
         if (channels_last) {
-          const auto plan = plan_stride2_grad_input_channels_last<T>(g, gpu);
+          const auto plan = plan_stride2_grad_input_channels_last<T>(g, gpu, true);
           if (!plan) continue;
           grid = plan->grid;
           dwconv_emu::launch(plan->grid, plan->block, plan->shared_bytes,

@@ -97,11 +97,30 @@ void name_register_grad_weight_instances(const std::string& dtype) {
   }
 }
 
+template <typename scalar_t>
+void name_stride2_channels_last_instances(const std::string& dtype) {
+  for (const int kernel : {3, 5}) {
+    for (const int parity : {0, 1}) {
+      PassGeometry g{};
+      g.kernel_h = g.kernel_w = kernel;
+      g.pad_h = g.pad_w = parity;
+      const auto instance = stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g);
+      instance_names[reinterpret_cast<const void*>(instance)] = "stride2_grad_input_channels_last_kernel<" + dtype +
+                                                                ", int, " + std::to_string(kernel) + ", " +
+                                                                std::to_string(parity) + ">";
+    }
+  }
+}
+
 void name_instances() {
   name_register_grad_weight_instances<double>("double");
   name_register_grad_weight_instances<float>("float");
   name_register_grad_weight_instances<c10::Half>("Half");
   name_register_grad_weight_instances<c10::BFloat16>("BFloat16");
+  name_stride2_channels_last_instances<double>("double");
+  name_stride2_channels_last_instances<float>("float");
+  name_stride2_channels_last_instances<c10::Half>("Half");
+  name_stride2_channels_last_instances<c10::BFloat16>("BFloat16");
 }
 
 // GpuLimits::compiled_registers: a "registers" line's count, else 0 (unknown).

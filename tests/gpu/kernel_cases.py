@@ -473,8 +473,9 @@ KERNEL_CHOICE_TABLES = {
 # channels_last_register_tiled_three_blocks the register bound of the tensor-core kernel (3x3) and of
 # the channels_last register tiles (3x3 and 5x5): 3 blocks an SM or 2, plane_stream_vector_rows
 # how the plane stream reads its rows, register_tiled_grad_weight_waves how the register-tiled
-# weight gradient cuts a channel's work into slices, and stream_band_waves how the streamed
-# channels_last kernels cut a plane into bands, not which kernel runs.
+# weight gradient cuts a channel's work into slices, stream_band_waves how the streamed
+# channels_last kernels cut a plane into bands, and stride2_grad_input_waves how many blocks the
+# channels_last stride-2 backward-input walks with, not which kernel runs.
 KERNEL_PATH_ROWS = [
     ("channels_last_tiled", "cl", 2, 8, (20, 33), (3, 4), 1, (1, 1),
      {"forward": CHANNELS_LAST_TILED, "backward-input": CHANNELS_LAST_TILED}),
@@ -520,6 +521,7 @@ KERNEL_PATH_ROWS = [
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM, "grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
     ("register_tiled_grad_weight_waves", "nchw", 8, 24, (40, 40), (3, 3), 2, (1, 1), {}),  # the slices' cut only
     ("stream_band_waves", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1), {}),  # the bands' cut only
+    ("stride2_grad_input_waves", "cl", 8, 8, (28, 28), (3, 3), 2, (1, 1), {}),  # the blocks' count only
 ]
 
 

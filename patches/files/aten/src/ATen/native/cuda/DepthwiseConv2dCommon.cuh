@@ -740,6 +740,29 @@ inline int64_t walk_blocks(int64_t items, int threads, int per_thread, const Gpu
   return std::clamp<int64_t>(blocks, 1, std::numeric_limits<int32_t>::max());
 }
 
+// The blocks a walk of `items` takes in each of `groups` (the grid's other dimension, blocks alike),
+// `lanes` threads a block each walking the items by the grid's stride, `resident` blocks at once on the
+// GPU: the fewest steps, waves x (the items a lane walks + `start_items`, what a block does before its
+// first item). The blocks of one launch are alike, so a wave's start and end together, and a last wave
+// only some blocks deep costs as long as a full one. Within a number of waves more blocks walk fewer
+// items each, so only each number's most blocks are tried; fewer blocks on a tie.
+inline int64_t walk_blocks_by_waves(int64_t items, int lanes, int64_t groups, int64_t resident, int64_t start_items) {
+  const int64_t lane_items = std::max<int64_t>(1, (items + lanes - 1) / lanes);  // the most blocks: an item a lane
+  groups = std::max<int64_t>(groups, 1);
+  resident = std::max<int64_t>(resident, 1);
+  int64_t best_blocks = 1, fewest = std::numeric_limits<int64_t>::max();
+  for (int64_t waves = 1; waves * (1 + start_items) < fewest; ++waves) {  // no more waves can take fewer steps
+    const int64_t blocks = std::clamp<int64_t>(waves * resident / groups, 1, lane_items);
+    const int64_t steps = (blocks * groups + resident - 1) / resident * ((lane_items + blocks - 1) / blocks + start_items);
+    if (steps < fewest) {
+      fewest = steps;
+      best_blocks = blocks;
+    }
+    if (blocks == lane_items) break;
+  }
+  return std::min<int64_t>(best_blocks, std::numeric_limits<int32_t>::max());
+}
+
 // Backward-input as a stride-1 correlation of grad_output with the flipped kernel:
 // grad_input[y] = sum_k grad_output[y - ((K-1)*d - p) + k*d] * w[K-1-k]. Only for stride 1
 // and p <= (K-1)*d (no negative padding).

@@ -286,7 +286,7 @@ std::optional<PassChoice> choose_stride2_grad_input(const PassGeometry& g, const
                                                                     t.element_size)}};
   }
   if (t.channels_last && is_16_byte_aligned(t.src) && is_16_byte_aligned(t.dst)) {
-    if (auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, gpu)) {
+    if (auto plan = plan_stride2_grad_input_channels_last<scalar_t>(g, gpu, paths.on(KernelPath::Stride2GradInputWaves))) {
       return PassChoice{PassKernel::kStride2GradInputChannelsLast, g, *plan};
     }
   }

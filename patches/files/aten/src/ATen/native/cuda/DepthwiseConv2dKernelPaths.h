@@ -49,6 +49,7 @@ enum class KernelPath : int {
   PlaneStreamLargePlanes,          // the plane stream (all three passes) on planes up to 64x64 floats, 3x3/5x5 stride 1
   RegisterTiledGradWeightWaves,    // register_tiled_grad_weight's slices cut for the fewest waves at its compiled registers
   StreamBandWaves,                 // the streamed channels_last kernels' bands cut for the fewest waves x steps
+  Stride2GradInputWaves,           // the channels_last stride-2 backward-input's blocks for the fewest waves x items
   kCount
 };
 
@@ -60,7 +61,8 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "channels_last_walk_grad_weight", "window_shared_opt_in", "channels_last_mma_grad_weight",
     "channels_last_mma_three_blocks", "channels_last_register_tiled_three_blocks", "plane_stream",
     "plane_stream_vector_rows", "plane_stream_grad_weight", "row_backward", "column_backward",
-    "plane_stream_large_planes", "register_tiled_grad_weight_waves", "stream_band_waves"};
+    "plane_stream_large_planes", "register_tiled_grad_weight_waves", "stream_band_waves",
+    "stride2_grad_input_waves"};
 
 using KernelPathMask = std::uint32_t;
 

@@ -270,9 +270,17 @@ struct Stride2ChannelsLastLaunch {
   size_t shared_bytes;
 };
 
+// What a channels_last block does before its first 2 x 2 block, in its items' time: stage its filters.
+constexpr int64_t kStride2StartItems = 1;
+
+// Blocks of (vectors, lanes) threads for each group of channel vectors, walking the 2 x 2 blocks of
+// grad_input. With `by_waves` (the path stride2_grad_input_waves): walk_blocks_by_waves's count for the
+// blocks an SM the instance's registers allow (GpuLimits::compiled_registers; where unknown, its
+// launch bound's, one block an SM). Without: about kStride2ItemsPerThread items a lane, 4 blocks an SM at
+// the least, which at batch 64 gave MobileNetV2 192@28 s2 1.33 waves of blocks.
 template <typename scalar_t>
 std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(const PassGeometry& g,
-                                                                               const GpuLimits& gpu) {
+                                                                               const GpuLimits& gpu, bool by_waves) {
   constexpr int V = kVector16<scalar_t>;
   if (g.multiplier != 1 || g.dst_channels % V != 0) return std::nullopt;
   const int64_t channel_vectors = g.dst_channels / V;
@@ -281,13 +289,22 @@ std::optional<Stride2ChannelsLastLaunch> plan_stride2_grad_input_channels_last(c
   const int64_t channel_blocks = (channel_vectors + vectors - 1) / vectors;
   if (channel_blocks > 65535) return std::nullopt;
   const int64_t items = g.batch * ((g.dst_h + 1) / 2) * ((g.dst_w + 1) / 2);
-  // The walks' blocks for the whole grid, shared among the channel groups.
-  const int64_t walks = std::max<int64_t>(
-      1, walk_blocks(items * channel_blocks, lanes, kStride2ItemsPerThread, gpu) / channel_blocks);
-  const int64_t blocks = std::max<int64_t>(1, std::min((items + lanes - 1) / lanes, walks));
-  return Stride2ChannelsLastLaunch{
-      dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)), dim3(vectors, lanes),
-      staged_weight_bytes<at::acc_type<scalar_t, true>, scalar_t>(int64_t(g.kernel_h) * g.kernel_w, vectors)};
+  const size_t shared_bytes =
+      staged_weight_bytes<at::acc_type<scalar_t, true>, scalar_t>(int64_t(g.kernel_h) * g.kernel_w, vectors);
+  int64_t blocks;
+  if (by_waves) {
+    const int registers = kernel_registers(gpu, stride2_grad_input_channels_last_kernel_for<scalar_t, int32_t>(g),
+                                           registers_within_bounds(1));
+    const int64_t resident = gpu.sm_count * resident_blocks_per_sm(gpu, kThreads, shared_bytes, registers);
+    blocks = walk_blocks_by_waves(items, lanes, channel_blocks, resident, kStride2StartItems);
+  } else {
+    // The walks' blocks for the whole grid, shared among the channel groups.
+    const int64_t walks = std::max<int64_t>(
+        1, walk_blocks(items * channel_blocks, lanes, kStride2ItemsPerThread, gpu) / channel_blocks);
+    blocks = std::max<int64_t>(1, std::min((items + lanes - 1) / lanes, walks));
+  }
+  return Stride2ChannelsLastLaunch{dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(channel_blocks)),
+                                   dim3(vectors, lanes), shared_bytes};
 }
 
 }  // namespace at::native::dwconv
