@@ -1761,6 +1761,7 @@ void check_grid_stride_bound() {
   }
 }
 
+#ifndef DWCONV_EMULATE_FLOAT32_ONLY  // its bfloat16 choices' planners name bfloat16 kernels (their registers)
 // The tensor-core kernel copies its filters as 16-byte vectors: a weight tensor off a 16-byte
 // boundary must send a pass it takes (ConvNeXt-T's 96@56 in bf16, both passes) to another kernel.
 void check_tensor_core_filters_aligned() {
@@ -1783,15 +1784,17 @@ void check_tensor_core_filters_aligned() {
     std::printf("FAIL: the tensor-core kernel is chosen, or not, regardless of its weight tensor's alignment\n");
   }
 }
+#endif
 
 // A kernel built for some element types or one pass only refuses a launch for another, naming
 // itself, the pass and the type, before it reads an operand (the operands' pointers here are null).
 void check_unbuilt_instances_refused() {
   const GpuLimits gpu = kDispatchGpu;
-  const PassGeometry large_planes = bench_layer_geometry({144, 56, 3, 1}, 64);
+  [[maybe_unused]] const PassGeometry large_planes = bench_layer_geometry({144, 56, 3, 1}, 64);  // (not in float32)
   const PassGeometry large_planes_s2 = bench_layer_geometry({144, 56, 3, 2}, 64);
   const std::uintptr_t at = 1 << 20;
-  const PassOperands nchw{true, false, at, at, at, 4, false}, cl{false, true, at, at, at, 2, false};
+  const PassOperands nchw{true, false, at, at, at, 4, false};
+  [[maybe_unused]] const PassOperands cl{false, true, at, at, at, 2, false};
   const auto refused = [](const char* what, auto expected, auto chosen, const std::string& message, auto&& launch) {
     bool right = chosen == expected;
     std::string error;
@@ -1812,10 +1815,12 @@ void check_unbuilt_instances_refused() {
                   kernel_name(chosen), kernel_name(expected), error.c_str(), message.c_str());
     }
   };
+#ifndef DWCONV_EMULATE_FLOAT32_ONLY  // as check_tensor_core_filters_aligned
   const auto mma = choose_forward<c10::BFloat16>(large_planes, cl, 0, gpu);
   refused("a half-type-only kernel launched in float", PassKernel::kChannelsLastMma, mma.kernel,
           "channels_last_mma_kernel was chosen for a forward pass in Float",
           [&] { launch_pass<float, false>(mma, false, PassPointers<float>{}, gpu, 0); });
+#endif
   const auto stride2 = choose_backward_input<float>(large_planes_s2, nchw, 0, gpu);
   refused("a backward-input-only kernel launched as a forward", PassKernel::kStride2GradInputNchw, stride2.kernel,
           "stride2_grad_input_nchw_kernel was chosen for a forward pass in Float",
@@ -1920,7 +1925,9 @@ int main(int argc, char** argv) {
   check_bench_layers_planned<double>("double");
 #endif
   check_grid_stride_bound();
+#ifndef DWCONV_EMULATE_FLOAT32_ONLY
   check_tensor_core_filters_aligned();
+#endif
   check_unbuilt_instances_refused();
 #endif
   for (const size_t i : chosen) {
