@@ -86,19 +86,26 @@ def test_the_enums_are_read_from_the_rule_header():
         enum_values("Colour")
 
 
-def test_routing_table_prints_the_check_and_writes_nothing_when_it_cannot_run(tmp_path, monkeypatch, capsys):
+def test_routing_table_prints_the_check_and_says_when_it_skips_it(tmp_path, monkeypatch, capsys):
+    """Without g++ (a GPU machine making the table for its routed step) the table is written all the
+    same and the summary says the held-out check did not run, rather than printing no check at all."""
     source = tmp_path / "bench.json"
     source.write_text(json.dumps(report(three_sizes(large_ours=5.0))))
     table = tmp_path / "table.h"
     monkeypatch.setattr(routing_table, "TABLE", table)
-    monkeypatch.setattr(routing_held_out.shutil, "which", lambda name: None)
-    assert main(["routing-table", str(source)]) == 1
-    assert "compiles the routing rule with g++, which is not on PATH" in capsys.readouterr().err
-    assert not table.exists()
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["routing-table", str(source)]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out check skipped: it compiles the routing rule with g++, which is not on PATH" in printed
+    assert "routed as measured" not in printed
+    assert "kMeasuredPoints" in table.read_text()
     monkeypatch.undo()
+    table.unlink()
     monkeypatch.setattr(routing_table, "TABLE", table)
     assert main(["routing-table", str(source)]) == 0
-    assert "routed as measured: 2, otherwise: 1" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "routed as measured: 2, otherwise: 1" in printed
+    assert "skipped" not in printed
     assert "kMeasuredPoints" in table.read_text()
 
 
