@@ -304,6 +304,33 @@ def test_there_is_a_kernel_path_case_for_every_path():
     assert sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS) == sorted(plan_report.kernel_path_names())
 
 
+CPP_TYPES = {"double": "double", "float": "float", "half": "Half", "bfloat16": "BFloat16"}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_each_grid_path_row_plans_another_grid_with_its_path_off(kernel_choice, dtype):
+    """A path that only cuts a launch differently is tested on the GPU by its row run with the path on
+    and off: the row must reach another grid with it off on the GPUs the tests run on (132 SMs), at
+    the launch bound's registers and at any the compiler might give the instance."""
+    same = []
+    for path, call, _ in kernel_cases.kernel_path_cases(DTYPES[dtype]):
+        if path not in kernel_cases.GRID_PATHS:
+            continue
+        pass_, instance = kernel_cases.GRID_PATHS[path]
+        for registers in (None, 32, 48, 64, 72, 96, 128, 168, 255):
+            preamble = [] if instance is None or registers is None else [
+                plan_report.registers_line(instance.format(dtype=CPP_TYPES[dtype], staged=staged), registers)
+                for staged in ("false", "true")]
+            on, off = (plan_report.Launch.parse(plan_report.run_driver(
+                kernel_choice, [query_line(dtype, pass_, call, H100, disabled)], "--plans", preamble=preamble)[0])
+                for disabled in ((), (path,)))
+            assert on.kernel == off.kernel, (path, on.kernel, off.kernel)
+            if on.grid == off.grid:
+                same.append(f"{path} at {registers or 'the bound'} registers: {on.kernel} {on.grid} either way")
+    assert not same, "\n".join(same)
+    assert {path for path, _, _ in kernel_cases.kernel_path_cases(DTYPES[dtype])} >= set(kernel_cases.GRID_PATHS)
+
+
 def test_the_tensor_core_test_call_runs_the_tensor_core_kernel(kernel_choice):
     """test_depthwise2d.py's inf and NaN test of the tensor-core kernel needs its call to reach that
     kernel in both half types and passes, on any GPU the plans know; in float, and on a GPU

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from build_scripts import REPO_ROOT, routing_held_out, routing_table
+from build_scripts import REPO_ROOT, routing_table
 from build_scripts.__main__ import main
 from build_scripts.errors import HarnessError
 from build_scripts.routing_held_out import enum_values, held_out_routes, summary

@@ -519,10 +519,21 @@ KERNEL_PATH_ROWS = [
     ("plane_stream_grad_weight", "nchw", 4, 576, (14, 14), (3, 3), 1, (1, 1), {"grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
     ("plane_stream_large_planes", "nchw", 8, 144, (56, 56), (3, 3), 1, (1, 1),  # 1,152 chunks: 2 a block or more
      {"forward": PLANE_STREAM, "backward-input": PLANE_STREAM, "grad-weight": PLANE_STREAM_GRAD_WEIGHT}),
-    ("register_tiled_grad_weight_waves", "nchw", 8, 24, (40, 40), (3, 3), 2, (1, 1), {}),  # the slices' cut only
-    ("stream_band_waves", "cl", 2, 32, (112, 112), (3, 3), 1, (1, 1), {}),  # the bands' cut only
-    ("stride2_grad_input_waves", "cl", 8, 8, (28, 28), (3, 3), 2, (1, 1), {}),  # the blocks' count only
+    # The grid's cut only: calls whose grid differs with the path off, at any registers (GRID_PATHS)
+    ("register_tiled_grad_weight_waves", "nchw", 64, 8, (112, 112), (3, 3), 2, (1, 1), {}),
+    ("stream_band_waves", "cl", 24, 18, (56, 56), (3, 3), 1, (1, 1), {}),
+    ("stride2_grad_input_waves", "cl", 12, 24, (28, 28), (3, 3), 2, (1, 1), {}),
 ]
+
+# The paths that change only how a launch is cut into blocks: (the pass whose grid they change, the
+# kernel instance whose compiled registers the planner reads, {dtype} the C++ type's name; None where
+# it reads none). Their KERNEL_PATH_ROWS calls must plan another grid with the path off, or the GPU
+# test of the path switched off would run the very launch it runs with the path on.
+GRID_PATHS = {
+    "register_tiled_grad_weight_waves": ("grad-weight", "grad_weight_register_tiled_kernel<{dtype}, int, 3, 2, {staged}>"),
+    "stream_band_waves": ("forward", None),
+    "stride2_grad_input_waves": ("backward-input", "stride2_grad_input_channels_last_kernel<{dtype}, int, 3, 1>"),
+}
 
 
 # Paths compiled for float and the half types only, and for the half types only.

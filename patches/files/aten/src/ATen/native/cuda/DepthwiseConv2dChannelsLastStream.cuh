@@ -234,9 +234,11 @@ inline std::optional<int64_t> stream_band_steps(int64_t row_steps, int64_t strip
     while (steps < row_steps && strips * bands(steps + 1) >= kStreamWaves * resident) ++steps;
     return steps;
   }
+  if (row_steps <= 2) return 2;  // one band: the cut above's
+  resident = std::max<int64_t>(resident, 1);
   std::optional<int64_t> best;
   int64_t fewest = 0;
-  for (int64_t steps = std::max<int64_t>(row_steps, 2); steps >= 2; --steps) {
+  for (int64_t steps = row_steps; steps >= 2; --steps) {
     const int64_t blocks = strips * bands(steps);
     // Only each band count's own cut (the steps that count spreads evenly), and only full GPUs.
     if ((row_steps + bands(steps) - 1) / bands(steps) != steps || blocks < resident) continue;

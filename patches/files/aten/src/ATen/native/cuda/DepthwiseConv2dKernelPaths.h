@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,17 @@ inline constexpr std::array<std::string_view, static_cast<int>(KernelPath::kCoun
     "stride2_grad_input_waves"};
 
 using KernelPathMask = std::uint32_t;
+// A path is a bit of the mask: one more than it holds would shift past its width.
+static_assert(static_cast<int>(KernelPath::kCount) <= std::numeric_limits<KernelPathMask>::digits,
+              "more kernel paths than KernelPathMask has bits: widen it");
+
+constexpr bool every_kernel_path_named() {
+  for (const auto name : kKernelPathNames) {
+    if (name.empty()) return false;
+  }
+  return true;
+}
+static_assert(every_kernel_path_named(), "a KernelPath without its name in kKernelPathNames");
 
 // The mask of the named paths, or false with the first name that is not one (`unknown`).
 inline bool kernel_path_mask(const std::vector<std::string>& names, KernelPathMask* mask, std::string* unknown) {
