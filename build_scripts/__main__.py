@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -379,8 +378,8 @@ def cmd_routing_table(args) -> None:
     points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version)
     # before writing: a failure leaves the table as it was. The check compiles the rule with g++; a GPU
     # machine making a table for its `routed` step may have none, and the table does not depend on it.
-    if shutil.which("g++") is None:
-        held_out = "held-out check skipped: it compiles the routing rule with g++, which is not on PATH here"
+    if routing_held_out.compiler() is None:
+        held_out = f"held-out check skipped: it {routing_held_out.NO_COMPILER} here"
     else:
         held_out = routing_held_out.summary(points)
     if args.table:

@@ -57,12 +57,20 @@ def enum_values(name: str, header: Path = RULE_HEADER) -> dict[str, int]:
     return {word.strip(): i for i, word in enumerate(match.group(1).split(","))}
 
 
+NO_COMPILER = "compiles the routing rule with g++, which is not on PATH"
+
+
+def compiler() -> str | None:
+    """The g++ the check compiles the rule with, or None where there is none."""
+    return shutil.which("g++")
+
+
 def _build_driver(work: Path) -> Path:
-    compiler = shutil.which("g++")
-    if compiler is None:
-        raise HarnessError("the held-out check compiles the routing rule with g++, which is not on PATH")
+    compiler_path = compiler()
+    if compiler_path is None:
+        raise HarnessError(f"the held-out check {NO_COMPILER}")
     binary = work / "routing_held_out"
-    done = subprocess.run([compiler, "-std=c++17", "-O1", f"-I{RULE_INCLUDE}", str(DRIVER), "-o", str(binary)],
+    done = subprocess.run([compiler_path, "-std=c++17", "-O1", f"-I{RULE_INCLUDE}", str(DRIVER), "-o", str(binary)],
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise HarnessError(f"compiling {DRIVER.name} failed:\n{done.stderr}")

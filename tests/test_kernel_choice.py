@@ -304,7 +304,7 @@ def test_there_is_a_kernel_path_case_for_every_path():
     assert sorted(row[0] for row in kernel_cases.KERNEL_PATH_ROWS) == sorted(plan_report.kernel_path_names())
 
 
-CPP_TYPES = {"double": "double", "float": "float", "half": "Half", "bfloat16": "BFloat16"}
+CPP_TYPES = {plan_report.DRIVER_DTYPES[dtype]: cpp for dtype, cpp in plan_report.RESOURCE_DTYPES.items()}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -318,9 +318,9 @@ def test_each_grid_path_row_plans_another_grid_with_its_path_off(kernel_choice, 
             continue
         pass_, instance = kernel_cases.GRID_PATHS[path]
         for registers in (None, 32, 48, 64, 72, 96, 128, 168, 255):
-            preamble = [] if instance is None or registers is None else [
-                plan_report.registers_line(instance.format(dtype=CPP_TYPES[dtype], staged=staged), registers)
-                for staged in ("false", "true")]
+            instances = [] if instance is None or registers is None else sorted(
+                {instance.format(dtype=CPP_TYPES[dtype], staged=staged) for staged in ("false", "true")})
+            preamble = [plan_report.registers_line(name, registers) for name in instances]
             on, off = (plan_report.Launch.parse(plan_report.run_driver(
                 kernel_choice, [query_line(dtype, pass_, call, H100, disabled)], "--plans", preamble=preamble)[0])
                 for disabled in ((), (path,)))
