@@ -216,6 +216,24 @@ def test_targets_are_judged_from_the_rows():
     assert ok == "no" and measured.startswith("15 of ") and "worst 0.91×" in measured  # 960@7: 3 configs x 5 rows
 
 
+def test_a_step_geomean_short_of_2x_says_what_fraction_of_the_floor_it_needs():
+    """Stock at 4x each step's roofline floor: 2x needs every step at half its floor; ours at 1.5x over
+    stock runs at 37.5 %. Stock at 1.6x its floor: 2x would be past the floor."""
+    step_target = "training-step geomean ours / stock ≥ 2×, MobileNetV2, EfficientNet-B0, ConvNeXt-T, bf16 channels_last"
+
+    def judged(stock_over_floor: float, speed_ours: float) -> str:
+        rows = synthetic_report()["rows"]
+        for row in rows:
+            stock = max(row["floor_ms"], row["compute_floor_ms"] or 0) * stock_over_floor
+            row["ms"] = {"stock": stock, "ours": stock / speed_ours}
+        return {t: m for t, m, _ in targets(rows)}[step_target]
+
+    assert judged(4, 1.5) == "1.50× over 23 layers; 2× needs every step at 50% of its roofline floor (now a median 38%)"
+    assert judged(1.6, 1.2) == ("1.20× over 23 layers; 2× is past the floor: stock's steps already run at a geomean "
+                                "62% of their roofline floor")
+    assert judged(4, 2.5) == "2.50× over 23 layers"
+
+
 def test_the_coverage_sets_judge_no_target():
     rows = synthetic_report(speed_ours=2.5)["rows"]
     judged = targets(rows)
