@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session test-upstream bench bench-models bench-report profile routing-table resource-report plan-report plan-audit memory-profile clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session gpu-plan gpu-plan-estimate test-upstream bench bench-models bench-report profile routing-table resource-report plan-report plan-audit memory-profile clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -115,6 +115,15 @@ gpu-session:  ## (GPU) one device call: STEPS=probe,tests,sanitizer,bench,look-b
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONPATH=$${DWCONV_OVERLAY_DIR:-$(CURDIR)/build/l0/overlay-staging} PYTHONUNBUFFERED=1 MAKE="$(MAKE)" \
 	    $(GPU_PYTHON) -m build_scripts.gpu_session
+
+# Several gpu-sessions in one device call, from a plan file (build_scripts/gpu_plan.py): OUT/plan.md and
+# OUT/legs.tar.gz. gpu-plan-estimate sizes each leg here from the reports under results/.
+gpu-plan:  ## (GPU) the legs of PLAN=<file> in one device call within BUDGET s (540): OUT/plan.md, OUT/legs.tar.gz
+	@$(REQUIRE_STAGED_OVERLAY)
+	PYTHONUNBUFFERED=1 MAKE="$(MAKE)" $(GPU_PYTHON) -m build_scripts.gpu_plan run
+
+gpu-plan-estimate: $(VENV)/.ready  ## each leg of PLAN=<file>: its seconds estimated from the bench reports under results/
+	$(VENV)/bin/python -m build_scripts.gpu_plan estimate
 
 profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,b CONFIGS= PASSES=backward_weight MATCH=regex OUT=dir)
 	@$(REQUIRE_STAGED_OVERLAY)

@@ -1,6 +1,7 @@
-"""The next GPU session's plan, at the top of notes/performance.md, names only what the harness
-takes. A GPU is lent to few sessions here and for 15 minutes: a step, layer set, variant, MATCH or TESTS
-that `make gpu-session` refuses would cost one of its device calls."""
+"""The next GPU session's plan, at the top of notes/performance.md and in notes/next-gpu-session.plan,
+names only what the harness takes, and its first call fits its budget by the records' estimate. A GPU is
+lent to few sessions here and for 15 minutes: a step, layer set, variant, MATCH or TESTS that
+`make gpu-session` refuses would cost one of its device calls."""
 
 import re
 import shlex
@@ -8,76 +9,55 @@ from pathlib import Path
 
 import pytest
 
-from build_scripts import REPO_ROOT, plan_report
-from build_scripts.bench.layers import problems
-from build_scripts.bench.profile import DEFAULT_PASSES, targets
-from build_scripts.bench.schema import parse_configs, parse_models, parse_variants
-from build_scripts.errors import HarnessError
-from build_scripts.gpu_session import check_problem_choice, gpu_test_targets, steps
+from build_scripts import REPO_ROOT
+from build_scripts.bench.sizing import History
+from build_scripts.gpu_plan import chosen_legs, estimate_text, leg_problems, parse_plan
 
 NOTES = REPO_ROOT / "notes" / "performance.md"
 PLAN_START = "The next GPU session, in this order"
-PLAN_END = "The earlier plan"
-KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "OUT", "MODELS", "TESTS",
-                  "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR"}
+PLAN_END = "\n## "  # the next section
+PLAN_FILE = REPO_ROOT / "notes" / "next-gpu-session.plan"
+
+
+def plan_spans(notes: str) -> list[str]:
+    start = notes.index(PLAN_START)
+    plan = notes[start:notes.index(PLAN_END, start)]
+    return re.findall(r"`([^`]*)`", " ".join(plan.split()))
 
 
 def planned_calls(notes: str) -> list[str]:
     """The `STEPS=...` code spans of the plan, each a device call's make variables."""
-    start = notes.index(PLAN_START)
-    plan = notes[start:notes.index(PLAN_END, start)]
-    return [span for span in re.findall(r"`([^`]*)`", " ".join(plan.split())) if "STEPS=" in span]
+    return [span for span in plan_spans(notes) if "STEPS=" in span]
+
+
+def planned_plan_calls(notes: str) -> list[dict[str, str]]:
+    """The plan's `make gpu-plan ...` calls, as their make variables."""
+    return [dict(word.split("=", 1) for word in shlex.split(span) if "=" in word)
+            for span in plan_spans(notes) if span.startswith("make gpu-plan ")]
 
 
 def call_problems(call: str) -> list[str]:
-    """What `make gpu-session` would refuse in a call: unknown settings, steps, sets, configurations,
-    variants, or a MATCH that picks no bench problem."""
-    settings = dict(word.split("=", 1) for word in shlex.split(call) if "=" in word)
-    found = [f"unknown setting {key}" for key in settings.keys() - KNOWN_SETTINGS]
-    step_names = steps(Path("out"), "python3", "make", "", "")
-    found += [f"unknown step {name!r}" for name in settings["STEPS"].split(",") if name not in step_names]
-    sets = [name for name in settings.get("SETS", "").split(",") if name] or None
-    chosen = True  # whether SETS and CONFIGS name problems, for MATCH to choose among
-    try:
-        configs = parse_configs(settings.get("CONFIGS", ""))
-    except ValueError as err:
-        found.append(str(err))
-        configs, chosen = None, False
-    try:
-        problems(sets, configs)
-    except ValueError as err:
-        found.append(str(err))
-        sets, chosen = None, False
-    try:
-        parse_variants(settings.get("VARIANTS", ""), plan_report.kernel_path_names())
-    except ValueError as err:
-        found.append(str(err))
-    try:
-        parse_models(settings.get("MODELS", ""))
-    except ValueError as err:
-        found.append(str(err))
-    try:
-        gpu_test_targets(settings.get("TESTS", ""))
-    except HarnessError as err:
-        found.append(str(err))
-    if "MATCH" in settings and chosen:
-        named = settings["STEPS"].split(",")
-        try:
-            if "profile" in named:
-                targets(sets, settings.get("PASSES", DEFAULT_PASSES).split(","), settings["MATCH"], configs)
-            if {"bench", "look-back", "routed"} & set(named):
-                check_problem_choice(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings["MATCH"])
-        except HarnessError as err:
-            found.append(str(err))
-    return found
+    return leg_problems(dict(word.split("=", 1) for word in shlex.split(call) if "=" in word))
 
 
 def test_the_plan_for_the_next_gpu_session_names_only_what_the_harness_takes():
+    legs = parse_plan(PLAN_FILE.read_text())
+    assert {name for leg in legs for name in leg.settings["STEPS"].split(",")} >= {
+        "probe", "tests", "sanitizer", "bench", "routed"}
+    assert {leg.name: leg_problems(leg.settings) for leg in legs} == {leg.name: [] for leg in legs}
     calls = planned_calls(NOTES.read_text())
-    assert len(calls) >= 5, calls  # probe/tests/sanitizer, two benches, a routed run, the look-back and profile
-    assert {name for call in calls for name in shlex.split(call)[0].removeprefix("STEPS=").split(",")} >= {
-        "probe", "tests", "sanitizer", "bench"}
     assert {call: call_problems(call) for call in calls} == {call: [] for call in calls}
+
+
+def test_the_notes_run_every_leg_once_and_the_first_call_fits_by_the_records():
+    legs = parse_plan(PLAN_FILE.read_text())
+    calls = planned_plan_calls(NOTES.read_text())
+    assert len(calls) == 2 and all(call["PLAN"] == "notes/next-gpu-session.plan" for call in calls), calls
+    named = [name for call in calls for name in call["LEGS"].split(",")]
+    assert sorted(named) == sorted(leg.name for leg in legs)  # each leg in one call, none left out
+    first = chosen_legs(legs, calls[0]["LEGS"])
+    assert first[0].name == "correctness"  # nothing is read before it passes
+    assert estimate_text(first, float(calls[0]["BUDGET"]), History.load(REPO_ROOT / "results")).count(": it fits.") == 1
 
 
 @pytest.mark.parametrize("call, problem", [
@@ -98,5 +78,7 @@ def test_a_plan_with_a_typo_is_refused_here(call, problem):
 
 
 def test_the_plan_is_found_in_the_notes():
-    notes = f"x\n{PLAN_START} (each a call):\n1. `STEPS=probe`\n2. `STEPS=bench\n   SETS=MobileNetV2`\n{PLAN_END}: `STEPS=tests`"
+    notes = (f"x\n{PLAN_START} (each a call):\n1. `STEPS=probe`\n2. `STEPS=bench\n   SETS=MobileNetV2`\n"
+             "3. `make gpu-plan PLAN=p LEGS=a,b`\n\n## Earlier: `STEPS=tests`")
     assert planned_calls(notes) == ["STEPS=probe", "STEPS=bench SETS=MobileNetV2"]
+    assert planned_plan_calls(notes) == [{"PLAN": "p", "LEGS": "a,b"}]

@@ -1,0 +1,342 @@
+"""`make gpu-plan`: several `make gpu-session` runs in one device call, sized before the machine starts.
+
+A lent GPU comes for 15 minutes a session, and the machine's idle time between calls counts, so the
+work queued for it goes in as few calls as will hold it. A plan file names that work, one leg a line:
+
+    # comment
+    bf16-look-back: STEPS=bench,routed SETS=ConvNeXt-T CONFIGS=bfloat16/channels_last BUDGET=150
+        VARIANTS=stock,cudnn,ours        (an indented line goes on the leg above)
+
+each leg being the make variables of one `make gpu-session` (BUDGET: its most seconds). Two verbs:
+
+  estimate (here)   each leg's seconds from what the results folder's reports recorded (bench/sizing.py
+                    for the bench, look-back and routed steps; the slowest recorded run of the other
+                    steps), beside its BUDGET and the call's
+  run (the device)  the legs in order (LEGS=a,b: those alone), each a gpu-session in a folder of its own outside OUT with the
+                    smaller of its BUDGET and what the call has left; after each, OUT/plan.md (each leg's
+                    status and seconds, then its session.md) and OUT/legs.tar.gz (every leg's folder:
+                    logs, reports, routing tables) are written anew: the device gives back at most
+                    8 files, and a call cut off still leaves the legs it finished
+
+Both refuse, before anything runs, a plan with a leg the harness would refuse (leg_problems). The run
+needs only what gpu-session needs: the standard library, and the bench's layer lists to check names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import REPO_ROOT
+from .errors import HarnessError
+from .gpu_session import DEFAULT_BUDGET_S, MIN_STEP_S, check_problem_choice, gpu_test_targets, run_command, steps
+
+KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "MODELS", "TESTS",
+                  "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR"}
+LEG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a folder name the device gives back
+RESERVE_S = 20       # kept back from the call: the last leg's summary and packing
+STOP_GRACE_S = 30    # past a leg's budget before it is killed (gpu-session stops its own steps in time)
+# The slowest run recorded of each step the bench sizing does not cover (results/*/session-*.md,
+# 2026-11-22 and 11-27): TESTS=kernels and the whole of tests/gpu then, the sanitizer's subset.
+STEP_SECONDS = {"probe": 16, "tests": 117, "sanitizer": 49}
+ROUTING_TABLE_S = 10  # the routed step's table (and the held-out check where g++ is) before its bench
+
+
+@dataclass(frozen=True)
+class Leg:
+    name: str
+    settings: dict[str, str]
+
+    @property
+    def budget_s(self) -> float:
+        return float(self.settings.get("BUDGET") or DEFAULT_BUDGET_S)
+
+    def make_variables(self) -> list[str]:
+        return [f"{key}={value}" for key, value in self.settings.items() if key != "BUDGET"]
+
+
+def parse_plan(text: str) -> list[Leg]:
+    """The legs of a plan file; a malformed line is refused with its number. Comments (#) and quotes
+    as in a shell, a line at a time."""
+    entries: list[tuple[int, str, list[str]]] = []  # line, leg name, its words
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0].isspace():
+            if not entries:
+                raise HarnessError(f"gpu-plan: line {number}: an indented line with no leg above it")
+            entries[-1][2].extend(_words(line, number))
+            continue
+        name, colon, rest = line.partition(":")
+        if not colon or not LEG_NAME.match(name.strip()):
+            raise HarnessError(f"gpu-plan: line {number}: expected '<name>: STEPS=... ' (a name of letters, digits, "
+                               f"'.', '_' and '-'), got {line.strip()!r}")
+        entries.append((number, name.strip(), _words(rest, number)))
+    legs = []
+    for number, name, words in entries:
+        settings = {}
+        for word in words:
+            key, equals, value = word.partition("=")
+            if not equals:
+                raise HarnessError(f"gpu-plan: line {number}: {word!r} is no KEY=value")
+            settings[key] = value
+        if "STEPS" not in settings:
+            raise HarnessError(f"gpu-plan: line {number}: leg {name!r} names no STEPS")
+        legs.append(Leg(name, settings))
+    names = [leg.name for leg in legs]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated or not legs:
+        raise HarnessError(f"gpu-plan: {'legs named twice: ' + ', '.join(repeated) if repeated else 'no leg in the plan'}")
+    return legs
+
+
+def _words(text: str, number: int) -> list[str]:
+    try:
+        return shlex.split(text, comments=True)
+    except ValueError as err:
+        raise HarnessError(f"gpu-plan: line {number}: {err}") from None
+
+
+def leg_problems(settings: dict[str, str]) -> list[str]:
+    """What `make gpu-session` would refuse in a leg (or a planned call): unknown settings, steps, sets,
+    configurations, variants, models or tests, or a MATCH that picks no bench problem."""
+    from . import plan_report
+    from .bench.layers import problems
+    from .bench.profile import DEFAULT_PASSES, targets
+    from .bench.schema import parse_configs, parse_models, parse_variants
+    found = [f"unknown setting {key}" for key in settings.keys() - KNOWN_SETTINGS]
+    step_names = steps(Path("out"), "python3", "make", "", "")
+    named = settings.get("STEPS", "").split(",")
+    found += [f"unknown step {name!r}" for name in named if name not in step_names]
+    if "BUDGET" in settings and not re.fullmatch(r"\d+(\.\d+)?", settings["BUDGET"]):
+        found.append(f"BUDGET={settings['BUDGET']!r} is no number of seconds")
+    sets = [name for name in settings.get("SETS", "").split(",") if name] or None
+    chosen = True  # whether SETS and CONFIGS name problems, for MATCH to choose among
+    configs = None
+    try:
+        configs = parse_configs(settings.get("CONFIGS", ""))
+    except ValueError as err:
+        found.append(str(err))
+        chosen = False
+    try:
+        problems(sets, configs)
+    except ValueError as err:
+        found.append(str(err))
+        sets, chosen = None, False
+    for check in (lambda: parse_variants(settings.get("VARIANTS", ""), plan_report.kernel_path_names()),
+                  lambda: parse_models(settings.get("MODELS", ""))):
+        try:
+            check()
+        except ValueError as err:
+            found.append(str(err))
+    try:
+        gpu_test_targets(settings.get("TESTS", ""))
+    except HarnessError as err:
+        found.append(str(err))
+    if "MATCH" in settings and chosen:
+        try:
+            if "profile" in named:
+                targets(sets, settings.get("PASSES", DEFAULT_PASSES).split(","), settings["MATCH"], configs)
+            if {"bench", "look-back", "routed"} & set(named):
+                check_problem_choice(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings["MATCH"])
+        except HarnessError as err:
+            found.append(str(err))
+    return found
+
+
+def chosen_legs(legs: list[Leg], names: str) -> list[Leg]:
+    """The legs LEGS=a,b names, in the plan's order (all of them where it is empty)."""
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in {leg.name for leg in legs}]
+    if unknown:
+        raise HarnessError(f"gpu-plan: LEGS names no leg of the plan: {', '.join(unknown)}; its legs are "
+                           f"{', '.join(leg.name for leg in legs)}")
+    return [leg for leg in legs if not wanted or leg.name in wanted]
+
+
+def refuse_bad_legs(legs: list[Leg]) -> None:
+    found = [f"{leg.name}: {problem}" for leg in legs for problem in leg_problems(leg.settings)]
+    if found:
+        raise HarnessError("gpu-plan: the plan has legs gpu-session would refuse; nothing was run:\n  "
+                           + "\n  ".join(found))
+
+
+# --- estimate (here) ---
+
+def leg_estimate(leg: Leg, history) -> tuple[float | None, list[str]]:
+    """(seconds, a line for each step) for a leg; None where a step has no estimate (models, profile,
+    upstream: the leg's BUDGET is all that can be said)."""
+    from . import plan_report
+    from .bench.layers import matching, problems
+    from .bench.schema import LOOK_BACK, comma_separated, parse_configs, parse_variants
+    from .bench.sizing import estimate
+    from .gpu_session import ROUTED_VARIANTS
+    settings = leg.settings
+    chosen = matching(problems(comma_separated(settings.get("SETS", "")) or None,
+                               parse_configs(settings.get("CONFIGS", ""))), settings.get("MATCH", ""))
+    repeats = int(settings.get("REPEATS") or 30)
+    launches = settings.get("LAUNCHES", "") not in ("", "0")
+    paths = plan_report.kernel_path_names()
+    total, lines = 0.0, []
+    for step in settings["STEPS"].split(","):
+        variants = {"bench": settings.get("VARIANTS", ""), "look-back": LOOK_BACK, "routed": ROUTED_VARIANTS}.get(step)
+        if variants is not None:
+            found = estimate(chosen, parse_variants(variants, paths), history, repeats=repeats,
+                             launches=launches and step == "bench")
+            seconds = found.seconds + (ROUTING_TABLE_S if step == "routed" else 0)
+            lines.append(f"{step}: {found.text()}")
+        elif step in STEP_SECONDS:
+            seconds = STEP_SECONDS[step]
+            lines.append(f"{step}: {seconds} s (its slowest recorded run)")
+        else:
+            lines.append(f"{step}: no estimate (nothing recorded)")
+            return None, lines
+        total += seconds
+    return total, lines
+
+
+def estimate_text(legs: list[Leg], budget_s: float, history) -> str:
+    rows, total, unknown = [], 0.0, False
+    for leg in legs:
+        seconds, lines = leg_estimate(leg, history)
+        counted = leg.budget_s if seconds is None else min(seconds, leg.budget_s)
+        total += counted
+        unknown |= seconds is None
+        over = "" if seconds is None or seconds <= leg.budget_s else " (over its BUDGET: it stops there)"
+        rows.append(f"| {leg.name} | {'–' if seconds is None else f'{seconds:.0f}'}{over} | {leg.budget_s:.0f} | "
+                    f"{'; '.join(lines)} |")
+    verdict = "fits" if total <= budget_s - RESERVE_S else "does not fit: the last legs are skipped or cut short"
+    return "\n".join([
+        "| leg | estimate, s | BUDGET, s | steps |", "| --- | ---: | ---: | --- |", *rows, "",
+        f"The legs take about {total:.0f} s{' (a leg without an estimate counted at its BUDGET)' if unknown else ''}"
+        f" of the call's {budget_s:.0f} s (less {RESERVE_S} s kept back): it {verdict}. The machine's start "
+        "(45-90 s) and the idle time between calls come on top, out of the session's device time."])
+
+
+# --- run (the device) ---
+
+@dataclass
+class LegOutcome:
+    name: str
+    status: str
+    seconds: float
+
+
+STEP_ROW = re.compile(r"^\| (\S+) \| (.+?) \| \d+ \|$", re.MULTILINE)
+
+
+def leg_status(code: int | None, folder: Path) -> str:
+    """What became of a leg: make's exit status alone cannot tell a step that failed from a refusal
+    (make exits 2 for both), so the leg's session.md says which of its steps did not pass."""
+    if code is None:
+        return "stopped (past its budget)"
+    summary = folder / "session.md"
+    if code == 0:
+        return "passed"
+    if not summary.is_file():
+        return f"refused or failed before any step (exit {code}; leg.log says why)"
+    failed = [f"{step} {status}" for step, status in STEP_ROW.findall(summary.read_text()) if status != "passed"]
+    return "not passed: " + (", ".join(failed) or f"exit {code}")
+
+
+def run_leg(leg: Leg, folder: Path, budget_s: float, make: str) -> str:
+    command = [make, "--no-print-directory", "gpu-session", f"OUT={folder}", f"BUDGET={int(budget_s)}",
+               *leg.make_variables()]
+    print(f"\n##### leg {leg.name} ({int(budget_s)} s): {shlex.join(command)}", flush=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "leg.log").open("w") as log:
+        code = run_command(command, log, budget_s + STOP_GRACE_S, dict(os.environ))
+    return leg_status(code, folder)
+
+
+def plan_markdown(outcomes: list[LegOutcome], legs: list[Leg], work: Path, budget_s: float) -> str:
+    settings = {leg.name: shlex.join(f"{key}={value}" for key, value in leg.settings.items()) for leg in legs}
+    lines = ["# GPU plan", "", f"Budget {budget_s:.0f} s; every leg's folder is in legs.tar.gz.", "",
+             "| leg | status | seconds | variables |", "| --- | --- | ---: | --- |"]
+    lines += [f"| {o.name} | {o.status} | {o.seconds:.0f} | `{settings[o.name]}` |" for o in outcomes]
+    for o in outcomes:
+        summary = work / o.name / "session.md"
+        if summary.is_file():
+            lines += ["", f"## {o.name}", "", summary.read_text().replace("# GPU session:", "### GPU session:")]
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path: Path, write) -> None:
+    partial = path.with_name(path.name + ".partial")
+    write(partial)
+    partial.replace(path)
+
+
+def pack(work: Path, names: list[str], target: Path) -> None:
+    def write(partial: Path) -> None:
+        with tarfile.open(partial, "w:gz") as archive:
+            for name in names:
+                if (work / name).exists():
+                    archive.add(work / name, arcname=name)
+    write_atomically(target, write)
+
+
+def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make") -> list[LegOutcome]:
+    deadline = time.monotonic() + budget_s
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-plan-"))
+    outcomes: list[LegOutcome] = []
+    for leg in legs:
+        left = deadline - time.monotonic() - RESERVE_S - STOP_GRACE_S
+        if left < MIN_STEP_S * 2:
+            outcomes.append(LegOutcome(leg.name, "skipped (the call's budget is spent)", 0.0))
+        else:
+            started = time.monotonic()
+            status = run_leg(leg, work / leg.name, min(leg.budget_s, left), make)
+            outcomes.append(LegOutcome(leg.name, status, time.monotonic() - started))
+        text = plan_markdown(outcomes, legs, work, budget_s)
+        write_atomically(out / "plan.md", lambda partial: partial.write_text(text))
+        pack(work, [o.name for o in outcomes], out / "legs.tar.gz")
+    shutil.rmtree(work, ignore_errors=True)  # legs.tar.gz holds it
+    print("\n" + (out / "plan.md").read_text(), flush=True)
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m build_scripts.gpu_plan", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("verb", choices=("estimate", "run"))
+    parser.add_argument("--plan", default=os.environ.get("PLAN", ""))
+    parser.add_argument("--legs", default=os.environ.get("LEGS", ""), help="the legs to run, a,b (default: all)")
+    parser.add_argument("--out", default=os.environ.get("OUT", ""))
+    parser.add_argument("--budget", type=float, default=float(os.environ.get("BUDGET") or DEFAULT_BUDGET_S))
+    parser.add_argument("--results", default=str(REPO_ROOT / "results"), help="estimate: the reports to size by")
+    args = parser.parse_args(argv)
+    try:
+        if not args.plan:
+            raise HarnessError("gpu-plan: name the plan file: PLAN=<file> (notes/next-gpu-session.plan)")
+        try:
+            legs = chosen_legs(parse_plan(Path(args.plan).read_text()), args.legs)
+        except OSError as err:
+            raise HarnessError(f"gpu-plan: cannot read the plan {args.plan}: {err.strerror}") from None
+        refuse_bad_legs(legs)
+        if args.verb == "estimate":
+            from .bench.sizing import History
+            print(estimate_text(legs, args.budget, History.load(Path(args.results))))
+            return 0
+        if not args.out:
+            raise HarnessError("gpu-plan: say where plan.md and legs.tar.gz go: OUT=<folder> (on the device: $OUT)")
+        outcomes = run_plan(legs, Path(args.out).resolve(), args.budget, os.environ.get("MAKE", "make"))
+    except HarnessError as err:
+        print(err, file=sys.stderr)
+        return 2
+    return 0 if all(o.status == "passed" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

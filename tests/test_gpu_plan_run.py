@@ -1,0 +1,158 @@
+"""`make gpu-plan` (build_scripts/gpu_plan.py): a plan file's legs parsed and checked before anything
+runs, then run in order within one call's budget, with plan.md and legs.tar.gz written after every leg.
+A stand-in `make` here plays gpu-session; the real legs need a GPU."""
+
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from build_scripts import REPO_ROOT, gpu_plan
+from build_scripts.errors import HarnessError
+from build_scripts.gpu_plan import Leg, chosen_legs, parse_plan, refuse_bad_legs, run_plan
+
+PLAN = """# a comment
+first: STEPS=probe BUDGET=60
+second: STEPS=bench SETS="Mamba conv1d"
+    MATCH="b8|b1"   # an indented line goes on the leg above
+    VARIANTS=stock,ours
+
+third: STEPS=tests TESTS=kernels
+"""
+
+
+def test_a_plan_file_gives_its_legs_in_order_with_their_make_variables():
+    legs = parse_plan(PLAN)
+    assert [leg.name for leg in legs] == ["first", "second", "third"]
+    assert legs[0].budget_s == 60 and legs[0].make_variables() == ["STEPS=probe"]
+    assert legs[1].settings == {"STEPS": "bench", "SETS": "Mamba conv1d", "MATCH": "b8|b1", "VARIANTS": "stock,ours"}
+    assert legs[2].budget_s == gpu_plan.DEFAULT_BUDGET_S
+
+
+@pytest.mark.parametrize("text, message", [
+    ("  STEPS=probe", "line 1: an indented line with no leg above it"),
+    ("first STEPS=probe", "line 1: expected '<name>: STEPS=... '"),
+    ("a/b: STEPS=probe", "line 1: expected '<name>: STEPS=... '"),
+    ("first: STEPS=probe\nfirst: STEPS=tests", "legs named twice: first"),
+    ("first: SETS=ConvNeXt-T", "line 1: leg 'first' names no STEPS"),
+    ("first: STEPS=probe\n  stray", "line 1: 'stray' is no KEY=value"),
+    ('first: STEPS=bench MATCH="b8', "line 1: No closing quotation"),
+    ("# nothing", "no leg in the plan"),
+])
+def test_a_malformed_plan_is_refused_naming_its_line(text, message):
+    with pytest.raises(HarnessError, match="gpu-plan: ") as err:
+        parse_plan(text)
+    assert message in str(err.value)
+
+
+def test_legs_chooses_among_the_plans_legs_and_refuses_a_name_it_lacks():
+    legs = parse_plan(PLAN)
+    assert [leg.name for leg in chosen_legs(legs, "third,first")] == ["first", "third"]  # the plan's order
+    assert chosen_legs(legs, "") == legs
+    with pytest.raises(HarnessError, match="LEGS names no leg of the plan: fourth; its legs are first, second, third"):
+        chosen_legs(legs, "first,fourth")
+
+
+def test_a_leg_the_harness_would_refuse_stops_the_plan_before_anything_runs():
+    legs = parse_plan("good: STEPS=probe\nbad: STEPS=bench,test VARIANTS=ours-without-no_such_path BUDGET=soon\n")
+    with pytest.raises(HarnessError) as err:
+        refuse_bad_legs(legs)
+    text = str(err.value)
+    assert "nothing was run" in text and "good:" not in text
+    assert "bad: unknown step 'test'" in text and "bad: unknown variant 'ours-without-no_such_path'" in text
+    assert "bad: BUDGET='soon' is no number of seconds" in text
+
+
+STAND_IN_MAKE = """#!{python}
+import os, sys, time
+from pathlib import Path
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+assert sys.argv[1:3] == ["--no-print-directory", "gpu-session"], sys.argv
+out = Path(args["OUT"])
+(out / "bench.log").write_text(" ".join(sys.argv[3:]) + "\\n")
+step = args["STEPS"]
+if step == "hang":
+    Path(os.environ["HUNG_PID"]).write_text(str(os.getpid()))
+    time.sleep(600)
+if step == "tests":
+    print("gpu-session: unknown step(s) ...", file=sys.stderr)
+    sys.exit(2)  # refused: no session.md
+status = "passed" if step == "probe" else "failed (exit 1)"
+(out / "session.md").write_text(f"# GPU session: {{step}}\\n\\n| step | status | seconds |\\n| --- | --- | ---: |\\n"
+                                f"| {{step}} | {{status}} | 3 |\\n")
+print("the leg's own output")
+sys.exit(0 if step == "probe" else 2)  # make's status for a failed recipe
+"""
+
+
+@pytest.fixture
+def stand_in_make(tmp_path, monkeypatch):
+    make = tmp_path / "make"
+    make.write_text(STAND_IN_MAKE.format(python=sys.executable))
+    make.chmod(make.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(gpu_plan, "RESERVE_S", 0.5)
+    monkeypatch.setattr(gpu_plan, "STOP_GRACE_S", 1.0)
+    monkeypatch.setattr(gpu_plan, "MIN_STEP_S", 0.5)
+    return str(make)
+
+
+def legs_in(archive: Path) -> dict[str, str]:
+    with tarfile.open(archive) as tar:
+        return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+
+
+def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tmp_path, stand_in_make, capsys):
+    out = tmp_path / "out"
+    legs = [Leg("one", {"STEPS": "probe", "BUDGET": "30"}), Leg("two", {"STEPS": "bench", "SETS": "Mamba conv1d"}),
+            Leg("three", {"STEPS": "tests"})]
+    outcomes = run_plan(legs, out, 60, make=stand_in_make)
+    assert [(o.name, o.status) for o in outcomes] == [
+        ("one", "passed"), ("two", "not passed: bench failed (exit 1)"),
+        ("three", "refused or failed before any step (exit 2; leg.log says why)")]
+    assert sorted(p.name for p in out.iterdir()) == ["legs.tar.gz", "plan.md"]  # the device gives back 8 files
+    files = legs_in(out / "legs.tar.gz")
+    assert files["one/bench.log"].split() == ["OUT=" + files["one/bench.log"].split()[0][4:], "BUDGET=30", "STEPS=probe"]
+    budget = int(files["two/bench.log"].split()[1].removeprefix("BUDGET="))
+    assert "SETS=Mamba conv1d" in files["two/bench.log"] and 55 <= budget <= 58  # what was left of the call's 60
+    plan = (out / "plan.md").read_text()
+    assert "gpu-session: unknown step(s)" in files["three/leg.log"] and "the leg's own output" in files["one/leg.log"]
+    assert "| two | not passed: bench failed (exit 1) |" in plan and "`STEPS=bench 'SETS=Mamba conv1d'`" in plan
+    assert "## one\n\n### GPU session: probe" in plan
+    assert capsys.readouterr().out.rstrip().endswith(plan.rstrip().splitlines()[-1])
+
+
+def test_a_hung_leg_is_stopped_past_its_budget_with_its_processes_and_the_rest_skipped(tmp_path, stand_in_make,
+                                                                                       monkeypatch):
+    monkeypatch.setenv("HUNG_PID", str(tmp_path / "pid"))
+    out = tmp_path / "out"
+    started = time.monotonic()
+    outcomes = run_plan([Leg("hung", {"STEPS": "hang", "BUDGET": "2"}), Leg("after", {"STEPS": "probe"})], out, 4.5,
+                        make=stand_in_make)
+    assert time.monotonic() - started < 10
+    assert [(o.name, o.status) for o in outcomes] == [
+        ("hung", "stopped (past its budget)"), ("after", "skipped (the call's budget is spent)")]
+    pid = int((tmp_path / "pid").read_text())
+    time.sleep(0.2)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1][:3]
+    assert "hung/bench.log" in legs_in(out / "legs.tar.gz")  # what it left before it was stopped
+    assert "| after | skipped" in (out / "plan.md").read_text()
+
+
+def test_the_make_verbs_refuse_a_missing_plan_or_out_and_estimate_here():
+    env = dict(os.environ, PLAN="", OUT="", LEGS="")
+    run = subprocess.run(["make", "--no-print-directory", "gpu-plan-estimate"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "gpu-plan: name the plan file: PLAN=<file>" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "build_scripts.gpu_plan", "run", "--plan",
+                          str(REPO_ROOT / "notes" / "next-gpu-session.plan")], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "OUT=<folder>" in run.stderr
+    run = subprocess.run(["make", "--no-print-directory", "gpu-plan-estimate", "PLAN=notes/next-gpu-session.plan",
+                          "LEGS=bf16-routed"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "| bf16-routed | " in run.stdout and "bench: " in run.stdout and "correctness" not in run.stdout
