@@ -249,13 +249,21 @@ def leg_status(code: int | None, folder: Path) -> str:
     return "not passed: " + (", ".join(failed) or f"exit {code}")
 
 
+def leg_environment() -> dict[str, str]:
+    """The call's environment less what would reach a leg beside its own line: the settings a leg
+    names (but the overlay's folder, which holds for the whole call) and the make variables given to
+    `make gpu-plan` itself, which make passes down in MAKEFLAGS."""
+    dropped = (KNOWN_SETTINGS - {"DWCONV_OVERLAY_DIR"}) | {"OUT", "PLAN", "LEGS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"}
+    return {key: value for key, value in os.environ.items() if key not in dropped}
+
+
 def run_leg(leg: Leg, folder: Path, budget_s: float, make: str) -> str:
     command = [make, "--no-print-directory", "gpu-session", f"OUT={folder}", f"BUDGET={int(budget_s)}",
                *leg.make_variables()]
     print(f"\n##### leg {leg.name} ({int(budget_s)} s): {shlex.join(command)}", flush=True)
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "leg.log").open("w") as log:
-        code = run_command(command, log, budget_s + STOP_GRACE_S, dict(os.environ))
+        code = run_command(command, log, budget_s + STOP_GRACE_S, leg_environment())
     return leg_status(code, folder)
 
 

@@ -75,6 +75,8 @@ args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
 assert sys.argv[1:3] == ["--no-print-directory", "gpu-session"], sys.argv
 out = Path(args["OUT"])
 (out / "bench.log").write_text(" ".join(sys.argv[3:]) + "\\n")
+(out / "env.log").write_text(" ".join(f"{{k}}={{os.environ[k]}}" for k in ("MATCH", "MAKEFLAGS", "DWCONV_OVERLAY_DIR")
+                                      if k in os.environ))
 step = args["STEPS"]
 if step == "hang":
     Path(os.environ["HUNG_PID"]).write_text(str(os.getpid()))
@@ -106,7 +108,10 @@ def legs_in(archive: Path) -> dict[str, str]:
         return {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
 
 
-def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tmp_path, stand_in_make, capsys):
+def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tmp_path, stand_in_make, capsys,
+                                                                             monkeypatch):
+    for key, value in (("MATCH", "b1"), ("MAKEFLAGS", " -- OUT=/elsewhere"), ("DWCONV_OVERLAY_DIR", "/overlay")):
+        monkeypatch.setenv(key, value)  # what `make gpu-plan MATCH=b1 ...` would leave in its environment
     out = tmp_path / "out"
     legs = [Leg("one", {"STEPS": "probe", "BUDGET": "30"}), Leg("two", {"STEPS": "bench", "SETS": "Mamba conv1d"}),
             Leg("three", {"STEPS": "tests"})]
@@ -117,6 +122,7 @@ def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tm
     assert sorted(p.name for p in out.iterdir()) == ["legs.tar.gz", "plan.md"]  # the device gives back 8 files
     files = legs_in(out / "legs.tar.gz")
     assert files["one/bench.log"].split() == ["OUT=" + files["one/bench.log"].split()[0][4:], "BUDGET=30", "STEPS=probe"]
+    assert files["one/env.log"] == "DWCONV_OVERLAY_DIR=/overlay"  # a leg is its own line, on the call's overlay
     budget = int(files["two/bench.log"].split()[1].removeprefix("BUDGET="))
     assert "SETS=Mamba conv1d" in files["two/bench.log"] and 55 <= budget <= 58  # what was left of the call's 60
     plan = (out / "plan.md").read_text()
