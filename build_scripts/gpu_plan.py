@@ -3,9 +3,10 @@
 A lent GPU comes for 15 minutes a session, and the machine's idle time between calls counts, so the
 work queued for it goes in as few calls as will hold it. A plan file names that work, one leg a line:
 
-    # comment
+    # a comment line
     bf16-look-back: STEPS=bench,routed SETS=ConvNeXt-T CONFIGS=bfloat16/channels_last BUDGET=150
-        VARIANTS=stock,cudnn,ours        (an indented line goes on the leg above)
+        VARIANTS=stock,cudnn,ours
+    (an indented line goes on the leg above)
 
 each leg being the make variables of one `make gpu-session` (BUDGET: its most seconds). Two verbs:
 
@@ -25,6 +26,7 @@ needs only what gpu-session needs: the standard library, and the bench's layer l
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import re
 import shlex
@@ -39,13 +41,15 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
-from .gpu_session import DEFAULT_BUDGET_S, MIN_STEP_S, check_problem_choice, gpu_test_targets, run_command, steps
+from .gpu_session import DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, run_command, steps
 
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "MODELS", "TESTS",
                   "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR"}
 LEG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a folder name the device gives back
 RESERVE_S = 20       # kept back from the call: the last leg's summary and packing
-STOP_GRACE_S = 30    # past a leg's budget before it is killed (gpu-session stops its own steps in time)
+# Past a leg's budget before it is killed (gpu-session stops its own steps in time, so only a leg gone
+# wrong takes it): it comes out of the margin between the call's BUDGET (540) and the device's 600 s.
+STOP_GRACE_S = 30
 # The slowest run recorded of each step the bench sizing does not cover (results/*/session-*.md,
 # 2026-11-22 and 11-27): TESTS=kernels and the whole of tests/gpu then, the sanitizer's subset.
 STEP_SECONDS = {"probe": 16, "tests": 117, "sanitizer": 49}
@@ -62,12 +66,15 @@ class Leg:
         return float(self.settings.get("BUDGET") or DEFAULT_BUDGET_S)
 
     def make_variables(self) -> list[str]:
-        return [f"{key}={value}" for key, value in self.settings.items() if key != "BUDGET"]
+        """Its settings but BUDGET as make's command line takes them: a `$` doubled, which make would
+        expand (MATCH="contiguous$" would reach the bench as "contiguous")."""
+        return [f"{key}={value.replace('$', '$$')}" for key, value in self.settings.items() if key != "BUDGET"]
 
 
 def parse_plan(text: str) -> list[Leg]:
-    """The legs of a plan file; a malformed line is refused with its number. Comments (#) and quotes
-    as in a shell, a line at a time."""
+    """The legs of a plan file; a malformed line is refused with its number. Quotes as in a shell, a
+    line at a time; a line whose first character past any indent is # is a comment (a # elsewhere is
+    part of a value)."""
     entries: list[tuple[int, str, list[str]]] = []  # line, leg name, its words
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -102,7 +109,7 @@ def parse_plan(text: str) -> list[Leg]:
 
 def _words(text: str, number: int) -> list[str]:
     try:
-        return shlex.split(text, comments=True)
+        return shlex.split(text)
     except ValueError as err:
         raise HarnessError(f"gpu-plan: line {number}: {err}") from None
 
@@ -112,7 +119,6 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
     configurations, variants, models or tests, or a MATCH that picks no bench problem."""
     from . import plan_report
     from .bench.layers import problems
-    from .bench.profile import DEFAULT_PASSES, targets
     from .bench.schema import parse_configs, parse_models, parse_variants
     found = [f"unknown setting {key}" for key in settings.keys() - KNOWN_SETTINGS]
     step_names = steps(Path("out"), "python3", "make", "", "")
@@ -120,6 +126,10 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
     found += [f"unknown step {name!r}" for name in named if name not in step_names]
     if "BUDGET" in settings and not re.fullmatch(r"\d+(\.\d+)?", settings["BUDGET"]):
         found.append(f"BUDGET={settings['BUDGET']!r} is no number of seconds")
+    if "REPEATS" in settings and not re.fullmatch(r"[1-9]\d*", settings["REPEATS"]):
+        found.append(f"REPEATS={settings['REPEATS']!r} is no count of runs")
+    found += [f"{key}={value!r}: make would drop its leading spaces (MATCH searches the rest)"
+              for key, value in settings.items() if value != value.lstrip()]
     sets = [name for name in settings.get("SETS", "").split(",") if name] or None
     chosen = True  # whether SETS and CONFIGS name problems, for MATCH to choose among
     configs = None
@@ -143,12 +153,10 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
         gpu_test_targets(settings.get("TESTS", ""))
     except HarnessError as err:
         found.append(str(err))
-    if "MATCH" in settings and chosen:
+    if chosen:
         try:
-            if "profile" in named:
-                targets(sets, settings.get("PASSES", DEFAULT_PASSES).split(","), settings["MATCH"], configs)
-            if {"bench", "look-back", "routed"} & set(named):
-                check_problem_choice(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings["MATCH"])
+            refuse_bad_choice(named, settings.get("SETS", ""), settings.get("CONFIGS", ""), settings.get("MATCH", ""),
+                              settings.get("PASSES", ""))
         except HarnessError as err:
             found.append(str(err))
     return found
@@ -173,9 +181,19 @@ def refuse_bad_legs(legs: list[Leg]) -> None:
 
 # --- estimate (here) ---
 
-def leg_estimate(leg: Leg, history) -> tuple[float | None, list[str]]:
-    """(seconds, a line for each step) for a leg; None where a step has no estimate (models, profile,
-    upstream: the leg's BUDGET is all that can be said)."""
+@dataclass(frozen=True)
+class Command:
+    """One command of a step as gpu-session runs it, with its estimated seconds (None: no estimate)."""
+    step: str
+    seconds: float | None
+    bench: bool  # told to stop BENCH_REPORT_S before its time is up, as the bench, look-back and routed are
+    text: str
+
+
+def leg_commands(leg: Leg, history) -> list[Command]:
+    """The commands gpu-session will run for the leg, each with its estimate: the bench, look-back and
+    routed steps' from the records (bench/sizing.py), the probe's, tests' and sanitizer's the slowest
+    recorded, the others none (the leg's BUDGET is all that can be said of them)."""
     from . import plan_report
     from .bench.layers import matching, problems
     from .bench.schema import LOOK_BACK, comma_separated, parse_configs, parse_variants
@@ -185,41 +203,71 @@ def leg_estimate(leg: Leg, history) -> tuple[float | None, list[str]]:
     chosen = matching(problems(comma_separated(settings.get("SETS", "")) or None,
                                parse_configs(settings.get("CONFIGS", ""))), settings.get("MATCH", ""))
     repeats = int(settings.get("REPEATS") or 30)
-    launches = settings.get("LAUNCHES", "") not in ("", "0")
+    launches = settings.get("LAUNCHES", "") not in ("", "0")  # in the environment of every bench the leg runs
     paths = plan_report.kernel_path_names()
-    total, lines = 0.0, []
+    commands = []
     for step in settings["STEPS"].split(","):
         variants = {"bench": settings.get("VARIANTS", ""), "look-back": LOOK_BACK, "routed": ROUTED_VARIANTS}.get(step)
         if variants is not None:
-            found = estimate(chosen, parse_variants(variants, paths), history, repeats=repeats,
-                             launches=launches and step == "bench")
-            seconds = found.seconds + (ROUTING_TABLE_S if step == "routed" else 0)
-            lines.append(f"{step}: {found.text()}")
+            if step == "routed":
+                commands.append(Command(step, ROUTING_TABLE_S, False, "the routing table"))
+            found = estimate(chosen, parse_variants(variants, paths), history, repeats=repeats, launches=launches)
+            commands.append(Command(step, found.seconds, True, found.text()))
         elif step in STEP_SECONDS:
-            seconds = STEP_SECONDS[step]
-            lines.append(f"{step}: {seconds} s (its slowest recorded run)")
+            commands.append(Command(step, STEP_SECONDS[step], False, f"{STEP_SECONDS[step]} s, its slowest recorded run"))
         else:
-            lines.append(f"{step}: no estimate (nothing recorded)")
-            return None, lines
-        total += seconds
-    return total, lines
+            commands.append(Command(step, None, False, "no estimate: nothing recorded"))
+    return commands
+
+
+def simulate_leg(commands: list[Command], budget_s: float) -> tuple[float, list[str], bool]:
+    """(seconds, a line a command, whether every command ends in time) for the leg under gpu-session's
+    rules: a command starts only with MIN_STEP_S left past the RESERVE_S kept for the summary, a
+    bench stops starting problems BENCH_REPORT_S before its time is up, and no command runs past it."""
+    from .gpu_session import BENCH_REPORT_S
+    from .gpu_session import RESERVE_S as SESSION_RESERVE_S
+    elapsed, lines, whole = 0.0, [], True
+    for command in commands:
+        left = budget_s - elapsed - SESSION_RESERVE_S
+        if left < MIN_STEP_S:
+            lines.append(f"{command.step}: skipped, {left:.0f} s left")
+            whole = False
+            continue
+        limit = left - BENCH_REPORT_S if command.bench else left
+        if command.seconds is None:
+            lines.append(f"{command.step}: {command.text}, counted at the {left:.0f} s left")
+            elapsed += left
+            continue
+        if command.seconds > limit:
+            lines.append(f"{command.step}: {command.text}: **cut** at about {limit:.0f} s")
+            whole = False
+            elapsed += limit + (BENCH_REPORT_S if command.bench else 0)
+        else:
+            lines.append(f"{command.step}: {command.text}")
+            elapsed += command.seconds
+    return elapsed, lines, whole
 
 
 def estimate_text(legs: list[Leg], budget_s: float, history) -> str:
-    rows, total, unknown = [], 0.0, False
+    """Each leg as `run` would give it time (the smaller of its BUDGET and what the call has left), and
+    its steps as gpu-session would run them in that time: estimated seconds, and what would be cut."""
+    rows, elapsed, whole = [], 0.0, True
     for leg in legs:
-        seconds, lines = leg_estimate(leg, history)
-        counted = leg.budget_s if seconds is None else min(seconds, leg.budget_s)
-        total += counted
-        unknown |= seconds is None
-        over = "" if seconds is None or seconds <= leg.budget_s else " (over its BUDGET: it stops there)"
-        rows.append(f"| {leg.name} | {'–' if seconds is None else f'{seconds:.0f}'}{over} | {leg.budget_s:.0f} | "
-                    f"{'; '.join(lines)} |")
-    verdict = "fits" if total <= budget_s - RESERVE_S else "does not fit: the last legs are skipped or cut short"
+        left = budget_s - elapsed - RESERVE_S
+        if left < MIN_STEP_S * 2:
+            rows.append(f"| {leg.name} | – | {leg.budget_s:.0f} | **skipped**: {left:.0f} s left of the call |")
+            whole = False
+            continue
+        given = min(leg.budget_s, left)
+        seconds, lines, leg_whole = simulate_leg(leg_commands(leg, history), given)
+        whole &= leg_whole
+        elapsed += seconds
+        budget = f"{leg.budget_s:.0f}" + (f" (given {given:.0f})" if given < leg.budget_s else "")
+        rows.append(f"| {leg.name} | {seconds:.0f} | {budget} | {'; '.join(lines)} |")
+    verdict = "fits" if whole else "does not fit: what is marked cut or skipped would be lost"
     return "\n".join([
         "| leg | estimate, s | BUDGET, s | steps |", "| --- | ---: | ---: | --- |", *rows, "",
-        f"The legs take about {total:.0f} s{' (a leg without an estimate counted at its BUDGET)' if unknown else ''}"
-        f" of the call's {budget_s:.0f} s (less {RESERVE_S} s kept back): it {verdict}. The machine's start "
+        f"The legs take about {elapsed:.0f} s of the call's {budget_s:.0f} s: it {verdict}. The machine's start "
         "(45-90 s) and the idle time between calls come on top, out of the session's device time."])
 
 
@@ -285,13 +333,31 @@ def write_atomically(path: Path, write) -> None:
     partial.replace(path)
 
 
+ARCHIVE_LIMIT = 15 << 20  # the device gives back no file over 16 MiB
+BULKY_LOG = 1 << 20       # past the limit, logs and XML this large stay out (named in left-out.txt)
+
+
 def pack(work: Path, names: list[str], target: Path) -> None:
-    def write(partial: Path) -> None:
+    """The legs' folders into one archive; were it too large to come back, again without the bulky logs
+    (a flood of sanitizer output must not cost the reports)."""
+    files = [path for name in names if (work / name).exists()
+             for path in sorted([work / name, *(work / name).rglob("*")]) if path.is_file()]
+
+    def write(partial: Path, left_out: list[Path]) -> None:
         with tarfile.open(partial, "w:gz") as archive:
-            for name in names:
-                if (work / name).exists():
-                    archive.add(work / name, arcname=name)
-    write_atomically(target, write)
+            for path in files:
+                if path not in left_out:
+                    archive.add(path, arcname=str(path.relative_to(work)), recursive=False)
+            if left_out:
+                note = "".join(f"{path.relative_to(work)}: {path.stat().st_size} bytes\n" for path in left_out).encode()
+                member = tarfile.TarInfo("left-out.txt")
+                member.size = len(note)
+                archive.addfile(member, io.BytesIO(note))
+
+    write_atomically(target, lambda partial: write(partial, []))
+    if target.stat().st_size > ARCHIVE_LIMIT:
+        bulky = [path for path in files if path.suffix in (".log", ".xml") and path.stat().st_size > BULKY_LOG]
+        write_atomically(target, lambda partial: write(partial, bulky))
 
 
 def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make") -> list[LegOutcome]:
@@ -300,7 +366,7 @@ def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make") ->
     work = Path(tempfile.mkdtemp(prefix="gpu-plan-"))
     outcomes: list[LegOutcome] = []
     for leg in legs:
-        left = deadline - time.monotonic() - RESERVE_S - STOP_GRACE_S
+        left = deadline - time.monotonic() - RESERVE_S
         if left < MIN_STEP_S * 2:
             outcomes.append(LegOutcome(leg.name, "skipped (the call's budget is spent)", 0.0))
         else:
@@ -335,7 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         refuse_bad_legs(legs)
         if args.verb == "estimate":
             from .bench.sizing import History
-            print(estimate_text(legs, args.budget, History.load(Path(args.results))))
+            history = History.load(Path(args.results))
+            if not history.records:
+                raise HarnessError(f"gpu-plan: no bench report under {args.results} records its problems' seconds: "
+                                   "nothing to size the legs by")
+            print(estimate_text(legs, args.budget, history))
             return 0
         if not args.out:
             raise HarnessError("gpu-plan: say where plan.md and legs.tar.gz go: OUT=<folder> (on the device: $OUT)")

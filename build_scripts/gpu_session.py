@@ -221,16 +221,41 @@ def run_command(command: list[str], log, seconds: float, env: dict[str, str]) ->
     try:
         status = process.wait(timeout=max(seconds, 0))
     except subprocess.TimeoutExpired:
-        _signal_group(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_group(process.pid, signal.SIGKILL)  # what is left of the group: a process stuck in the driver
-        process.wait()
+        _stop_group(process)
         status = None
+    except BaseException:  # this process told to stop (stop_steps_on_sigterm): its step's group goes with it
+        _stop_group(process)
+        raise
     reader.join(timeout=5)
     return status
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(process.pid, signal.SIGKILL)  # what is left of the group: a process stuck in the driver
+    process.wait()
+
+
+def stop_steps_on_sigterm() -> None:
+    """SIGTERM (a caller that stops this run: `make gpu-plan` past a leg's budget) ends it as an
+    exception, so that the step running then, in a process group of its own, is stopped with it
+    rather than left running into what comes next."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+
+
+def refuse_bad_choice(names: list[str], sets: str, configs: str, match: str, passes: str) -> None:
+    """What main refuses before any step runs, given the step names and the problem choice."""
+    if "routed" in names and "bench" not in names[:names.index("routed")]:
+        raise HarnessError("gpu-session: the routed step routes by the table of this call's bench: name bench "
+                           "before it (STEPS=bench,routed)")
+    if {"bench", "look-back", "routed", "profile"} & set(names):
+        check_problem_choice(sets, configs, match, passes if "profile" in names else None)
 
 
 def collect_reports(out: Path, folder: str) -> list[Path]:
@@ -332,12 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                           stop_hung_tests=can_stop_hung_tests(), configs=args.configs, models=args.models,
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
-        if "routed" in names and "bench" not in names[:names.index("routed")]:
-            raise HarnessError("gpu-session: the routed step routes by the table of this call's bench: name bench "
-                               "before it (STEPS=bench,routed)")
-        if {"bench", "look-back", "routed", "profile"} & set(names):
-            check_problem_choice(args.sets, args.configs, os.environ.get("MATCH", ""),
-                                 os.environ.get("PASSES", "") if "profile" in names else None)
+        refuse_bad_choice(names, args.sets, args.configs, os.environ.get("MATCH", ""), os.environ.get("PASSES", ""))
+        stop_steps_on_sigterm()
         outcomes = run_session(names, out, args.budget, available, context=args.steps)
     except HarnessError as err:
         print(err, file=sys.stderr)

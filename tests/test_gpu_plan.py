@@ -64,12 +64,15 @@ def test_the_notes_run_every_leg_once_and_the_first_call_fits_by_the_records():
     ("STEPS=probe,test", "unknown step 'test'"),
     ("STEPS=bench SETS=MobileNetV2,ResNet-50", "unknown layer set(s) ['ResNet-50']"),
     ("STEPS=bench VARIANTS=stock,ours-without-channels_last_streams", "unknown variant 'ours-without-channels_last_streams'"),
-    ('STEPS=profile SETS="Mamba conv1d" MATCH="L=4096 b8"', "no bench problem of ['Mamba conv1d'] matches"),
+    ('STEPS=profile SETS="Mamba conv1d" MATCH="L=4096 b8"', "gpu-session: no problem of the chosen sets and "
+                                                            "configurations matches MATCH='L=4096 b8'"),
     ("STEPS=bench VARIANT=ours", "unknown setting VARIANT"),
     ("STEPS=bench CONFIGS=float32/nhwc", "unknown configuration 'float32/nhwc'"),
     ("STEPS=models MODELS=MobileNetV3", "unknown model(s) ['MobileNetV3']"),
     ("STEPS=tests TESTS=kernel", "TESTS names ['kernel']"),
-    ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"', "no bench problem of ['ConvNeXt-T'] matches"),
+    ('STEPS=profile SETS=ConvNeXt-T CONFIGS=coverage MATCH="bfloat16 channels_last"',
+     "no problem of the chosen sets and configurations matches MATCH='bfloat16 channels_last'"),
+    ('STEPS=profile SETS=ConvNeXt-T MATCH="b1 " PASSES=backward_weight', "gpu-session: "),
     ('STEPS=bench SETS=ConvNeXt-T MATCH="b2 "', "no problem of the chosen sets and configurations matches MATCH='b2 '"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):

@@ -14,13 +14,15 @@ import pytest
 
 from build_scripts import REPO_ROOT, gpu_plan
 from build_scripts.errors import HarnessError
-from build_scripts.gpu_plan import Leg, chosen_legs, parse_plan, refuse_bad_legs, run_plan
+from build_scripts.bench.sizing import History
+from build_scripts.gpu_plan import Leg, chosen_legs, estimate_text, parse_plan, refuse_bad_legs, run_plan
 
 PLAN = """# a comment
 first: STEPS=probe BUDGET=60
 second: STEPS=bench SETS="Mamba conv1d"
-    MATCH="b8|b1"   # an indented line goes on the leg above
-    VARIANTS=stock,ours
+    MATCH="b8|b1"
+    # a comment line among a leg's lines
+    VARIANTS=stock,ours PASSES=a#b
 
 third: STEPS=tests TESTS=kernels
 """
@@ -30,7 +32,8 @@ def test_a_plan_file_gives_its_legs_in_order_with_their_make_variables():
     legs = parse_plan(PLAN)
     assert [leg.name for leg in legs] == ["first", "second", "third"]
     assert legs[0].budget_s == 60 and legs[0].make_variables() == ["STEPS=probe"]
-    assert legs[1].settings == {"STEPS": "bench", "SETS": "Mamba conv1d", "MATCH": "b8|b1", "VARIANTS": "stock,ours"}
+    assert legs[1].settings == {"STEPS": "bench", "SETS": "Mamba conv1d", "MATCH": "b8|b1", "VARIANTS": "stock,ours",
+                                "PASSES": "a#b"}  # a # past a line's start is part of a value
     assert legs[2].budget_s == gpu_plan.DEFAULT_BUDGET_S
 
 
@@ -59,13 +62,25 @@ def test_legs_chooses_among_the_plans_legs_and_refuses_a_name_it_lacks():
 
 
 def test_a_leg_the_harness_would_refuse_stops_the_plan_before_anything_runs():
-    legs = parse_plan("good: STEPS=probe\nbad: STEPS=bench,test VARIANTS=ours-without-no_such_path BUDGET=soon\n")
+    legs = parse_plan("good: STEPS=probe\nbad: STEPS=bench,test VARIANTS=ours-without-no_such_path BUDGET=soon\n"
+                      "late: STEPS=routed,bench REPEATS=many\nodd: STEPS=profile PASSES=sideways\n"
+                      "spaced: STEPS=bench MATCH=' b1 '\n")
     with pytest.raises(HarnessError) as err:
         refuse_bad_legs(legs)
     text = str(err.value)
     assert "nothing was run" in text and "good:" not in text
     assert "bad: unknown step 'test'" in text and "bad: unknown variant 'ours-without-no_such_path'" in text
     assert "bad: BUDGET='soon' is no number of seconds" in text
+    # what gpu-session itself refuses before its first step, checked by the same function
+    assert "late: gpu-session: the routed step routes by the table of this call's bench" in text
+    assert "late: REPEATS='many' is no count of runs" in text
+    assert "odd: gpu-session: " in text and "sideways" in text
+    assert "spaced: MATCH=' b1 ': make would drop its leading spaces" in text
+
+
+def test_a_dollar_reaches_gpu_session_as_written():
+    assert Leg("x", {"STEPS": "bench", "MATCH": "contiguous$|b8", "BUDGET": "60"}).make_variables() == [
+        "STEPS=bench", "MATCH=contiguous$$|b8"]  # make turns $$ into $
 
 
 STAND_IN_MAKE = """#!{python}
@@ -78,6 +93,9 @@ out = Path(args["OUT"])
 (out / "env.log").write_text(" ".join(f"{{k}}={{os.environ[k]}}" for k in ("MATCH", "MAKEFLAGS", "DWCONV_OVERLAY_DIR")
                                       if k in os.environ))
 step = args["STEPS"]
+if step == "flood":
+    (out / "sanitizer.log").write_text("x" * 4000)
+    (out / "bench-report.json").write_text("{{}}")
 if step == "hang":
     Path(os.environ["HUNG_PID"]).write_text(str(os.getpid()))
     time.sleep(600)
@@ -121,10 +139,12 @@ def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tm
         ("three", "refused or failed before any step (exit 2; leg.log says why)")]
     assert sorted(p.name for p in out.iterdir()) == ["legs.tar.gz", "plan.md"]  # the device gives back 8 files
     files = legs_in(out / "legs.tar.gz")
-    assert files["one/bench.log"].split() == ["OUT=" + files["one/bench.log"].split()[0][4:], "BUDGET=30", "STEPS=probe"]
+    leg_out, budget, steps = files["one/bench.log"].split()
+    assert Path(leg_out.removeprefix("OUT=")).name == "one" and not leg_out.startswith(f"OUT={out}")
+    assert (budget, steps) == ("BUDGET=30", "STEPS=probe")
     assert files["one/env.log"] == "DWCONV_OVERLAY_DIR=/overlay"  # a leg is its own line, on the call's overlay
     budget = int(files["two/bench.log"].split()[1].removeprefix("BUDGET="))
-    assert "SETS=Mamba conv1d" in files["two/bench.log"] and 55 <= budget <= 58  # what was left of the call's 60
+    assert "SETS=Mamba conv1d" in files["two/bench.log"] and 57 <= budget <= 59  # what was left of the call's 60, less 0.5
     plan = (out / "plan.md").read_text()
     assert "gpu-session: unknown step(s)" in files["three/leg.log"] and "the leg's own output" in files["one/leg.log"]
     assert "| two | not passed: bench failed (exit 1) |" in plan and "`STEPS=bench 'SETS=Mamba conv1d'`" in plan
@@ -162,3 +182,32 @@ def test_the_make_verbs_refuse_a_missing_plan_or_out_and_estimate_here():
                           "LEGS=bf16-routed"], cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "| bf16-routed | " in run.stdout and "bench: " in run.stdout and "correctness" not in run.stdout
+
+
+def test_an_archive_too_large_to_come_back_leaves_the_bulky_logs_out(tmp_path, stand_in_make, monkeypatch):
+    monkeypatch.setattr(gpu_plan, "ARCHIVE_LIMIT", 100)
+    monkeypatch.setattr(gpu_plan, "BULKY_LOG", 1000)
+    out = tmp_path / "out"
+    run_plan([Leg("flooded", {"STEPS": "flood"})], out, 30, make=stand_in_make)
+    files = legs_in(out / "legs.tar.gz")
+    assert "flooded/sanitizer.log" not in files and "flooded/bench-report.json" in files
+    assert files["left-out.txt"] == "flooded/sanitizer.log: 4000 bytes\n"
+
+
+def test_the_estimate_runs_each_leg_as_gpu_session_would_and_says_what_would_be_cut():
+    history = History.load(REPO_ROOT / "results")
+    leg = 'bf16: STEPS=bench,routed SETS=ConvNeXt-T,MobileNetV2,EfficientNet-B0 CONFIGS=bfloat16/channels_last MATCH=b64'
+    roomy = estimate_text(parse_plan(leg + " BUDGET=200"), 540, history)
+    assert "it fits" in roomy and "cut" not in roomy
+    # its second bench has what is left less gpu-session's 15 s and the bench's 30 s for its report
+    tight = estimate_text(parse_plan(leg + " BUDGET=120"), 540, history)
+    assert "routed: " in tight and ": **cut** at about" in tight and "it does not fit" in tight
+    two = estimate_text(parse_plan(f"{leg} BUDGET=200\nsecond: STEPS=probe"), 150, history)
+    assert "| bf16 | " in two and "(given 130)" in two and "| second | – | 540 | **skipped**" in two
+
+
+def test_the_estimate_refuses_a_results_folder_with_nothing_recorded(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "build_scripts.gpu_plan", "estimate", "--plan",
+                          str(REPO_ROOT / "notes" / "next-gpu-session.plan"), "--results", str(tmp_path)],
+                         cwd=REPO_ROOT, capture_output=True, text=True)
+    assert run.returncode == 2 and "records its problems' seconds: nothing to size the legs by" in run.stderr

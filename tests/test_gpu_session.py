@@ -72,6 +72,27 @@ def test_a_step_past_the_budget_is_stopped_with_all_its_processes_and_the_rest_s
     assert "| after | skipped | 0 |" in (tmp_path / "session.md").read_text()
 
 
+def test_a_session_told_to_stop_stops_its_running_step_with_it(tmp_path):
+    """`make gpu-plan` ends a leg past its budget with SIGTERM; the step then running, in a process group
+    of its own, must not outlive the session into the next leg."""
+    pid_file = tmp_path / "step.pid"
+    script = (f"import sys; from pathlib import Path; from build_scripts.gpu_session import *\n"
+              f"stop_steps_on_sigterm()\n"
+              f"step = Step('hang', [[sys.executable, '-c', "
+              f"\"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)\"]], "
+              f"re.compile('x'))\n"
+              f"run_session(['hang'], Path({str(tmp_path)!r}), 60, {{'hang': step}})\n")
+    session = subprocess.Popen([sys.executable, "-c", script], cwd=REPO_ROOT, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the step never started"
+        time.sleep(0.1)
+    step_pid = int(pid_file.read_text())
+    session.terminate()
+    assert session.wait(timeout=15) == 128 + 15
+    assert not running(step_pid)
+
+
 def test_the_bench_is_told_to_stop_before_the_budget(tmp_path, quick_limits, monkeypatch):
     monkeypatch.setattr(gpu_session, "BENCH_REPORT_S", 5.0)
     available = {"env": python_step("env", "import os; print('limit', os.environ['BENCH_STOP_AFTER'])")}

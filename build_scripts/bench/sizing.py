@@ -77,10 +77,13 @@ class History:
                 records.setdefault(label, []).append(record)
         return cls(records, l2_bytes)
 
+    def every(self) -> list[Recorded]:
+        return [r for records in self.records.values() for r in records]
+
     def of_kind(self, problem: Problem) -> list[Recorded]:
         """Records of other problems like this one: the first found of those of its set, batch, dtype
         and layout; of its batch, dtype and layout; of its set and batch; of its batch; any."""
-        every = [r for records in self.records.values() for r in records]
+        every = self.every()
         kind = (problem.batch, problem.dtype, problem.layout)
         tiers = (lambda r: r.set == problem.layer.set and r.kind == kind, lambda r: r.kind == kind,
                  lambda r: r.set == problem.layer.set and r.kind[0] == problem.batch,
@@ -187,7 +190,10 @@ def problem_seconds(problem: Problem, variants: tuple[str, ...], repeats: int, w
         for passname in problem.passes:
             per_run = _stand_in_ms(variant, passname, ms)
             if per_run is None:  # nothing stands in: the slowest variant recorded for the pass
-                per_run = max((t for (_, p), t in ms.items() if p == passname), default=0.0)
+                per_run = max((t for (_, p), t in ms.items() if p == passname), default=None)
+            if per_run is None:  # the pass never recorded for such a problem: any recorded, a byte at a time
+                per_run = max((t for (_, p), t in _scaled_ms(history.every(), _step_bytes(problem)).items()
+                               if p == passname), default=0.0)
             timing += runs * per_run / 1000 + pass_overhead_s
     recording = LAUNCH_RECORDING_S * len(problem.passes) if launches else 0.0
     return check + timing + recording, bool(own)
