@@ -205,12 +205,11 @@ def _step_gap(steps: list[dict], variant: str, goal: float) -> str:
     fraction of its roofline floor that every step would have to reach for the geomean to be `goal`
     (goal / the geomean of stock over the floor), beside the median fraction the steps reach now."""
     stock_over_floor = geomean(r["ms"]["stock"] / max(r["floor_ms"], r.get("compute_floor_ms") or 0) for r in steps)
-    now = median(roofline_fraction(r, variant) for r in steps)
     if goal > stock_over_floor:
         return (f"; {goal:g}× is past the floor: stock's steps already run at a geomean "
                 f"{1 / stock_over_floor:.0%} of their roofline floor")
     return (f"; {goal:g}× needs every step at {goal / stock_over_floor:.0%} of its roofline floor "
-            f"(now a median {now:.0%})")
+            f"(now a median {median(roofline_fraction(r, variant) for r in steps):.0%})")
 
 
 def targets(rows: list[dict]) -> list[tuple[str, str, str]]:

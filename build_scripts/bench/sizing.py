@@ -96,8 +96,7 @@ class History:
 
     def pass_overhead_s(self) -> float:
         """What a timed pass and variant costs beyond its runs: the median over every recorded problem."""
-        per_pass = [(r.timing_s - r.runs * sum(r.ms.values()) / 1000) / len(r.ms)
-                    for records in self.records.values() for r in records if r.ms]
+        per_pass = [(r.timing_s - r.runs * sum(r.ms.values()) / 1000) / len(r.ms) for r in self.every() if r.ms]
         return max(statistics.median(per_pass), 0.0) if per_pass else 0.005
 
 
@@ -172,7 +171,7 @@ def problem_seconds(problem: Problem, variants: tuple[str, ...], repeats: int, w
     """(seconds, whether the problem itself was recorded): by its own records, else its kind's."""
     meets_cudnn = any(v in MEETS_CUDNN for v in variants)
     own = history.records.get(problem.label, [])
-    kind = history.of_kind(problem)
+    kind = None if own else history.of_kind(problem)
     if own:
         ms = {key: t for r in own for key, t in r.ms.items()}  # the newest report's where several timed it
         sets = round(statistics.median(r.buffer_sets for r in own))
@@ -181,9 +180,9 @@ def problem_seconds(problem: Problem, variants: tuple[str, ...], repeats: int, w
         sets = buffer_sets_needed(rotation_bytes(problem), allocation_bytes(problem), history.l2_bytes, MEMORY_BUDGET)
     check = _check_s(own, meets_cudnn)
     if check is None:
-        check = _check_s(kind, meets_cudnn)
+        check = _check_s(history.of_kind(problem) if kind is None else kind, meets_cudnn)
     if check is None:  # nothing like it checked this way: the slowest check recorded
-        check = max((r.check_s for records in history.records.values() for r in records), default=1.0)
+        check = max((r.check_s for r in history.every()), default=1.0)
     runs = sets * (1 + warmup + repeats)
     timing = 0.0
     for variant in variants:
