@@ -375,7 +375,8 @@ def cmd_routing_table(args) -> None:
     if not reports:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
-    points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version)
+    points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version,
+                                                    args.avoid_failed_ours)
     # before writing: a failure leaves the table as it was. The check compiles the rule with g++; a GPU
     # machine making a table for its `routed` step may have none, and the table does not depend on it.
     if routing_held_out.compiler() is None:
@@ -517,6 +518,9 @@ def build_parser() -> argparse.ArgumentParser:
             verb.add_argument("--table", default=os.environ.get("TABLE", ""),
                               help="write the table to this file, to load at run time (DWCONV_ROUTING_TABLE), "
                                    "instead of the compiled-in DepthwiseConvRoutingTable.h")
+            verb.add_argument("--avoid-failed-ours", action="store_true",
+                              help="route a pass where ours failed its float64 check elsewhere, and say so, rather "
+                                   "than refuse the reports (gpu-session's routed step; not for the committed table)")
         if name == "test-upstream":
             verb.add_argument("--with", dest="mode", default=os.environ.get("WITH") or "overlay",
                               choices=("overlay", "local", "image"), help="which patched torch (default: WITH or overlay)")

@@ -20,7 +20,8 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
   routed     the routing table of the reports the bench step gave back in this call (make routing-table
              TABLE=OUT/routing-table.tsv, on the device: no rebuild), then make bench VARIANTS=stock,cudnn,routed
              of the same problems with DWCONV_ROUTING_TABLE set to it: the routing by the kernels just
-             measured, timed in the same call (STEPS=bench,routed; the bench's VARIANTS must hold stock and ours)
+             measured, timed in the same call (STEPS=bench,routed; the bench's VARIANTS must hold stock and ours);
+             a pass where ours failed its float64 check is routed elsewhere, and the summary names it
   models     make bench-models MODELS=... CONFIGS=...: whole networks, stock against the overlay (its
              JSON report lands in OUT, as the bench's; `make bench-report` redraws models.md here)
   profile    make profile: Nsight Compute on our kernels of the bench passes SETS, CONFIGS,
@@ -67,6 +68,7 @@ KERNEL_TESTS = ("tests/gpu/test_depthwise2d.py", "tests/gpu/test_depthwise_autog
 BENCH_SUMMARY = re.compile(r"^(wrote |given back: |stopping: |make bench: |error|implementations failed)")
 # and the table's: its routes a configuration and pass, how it routes the layers held out
 ROUTED_SUMMARY = re.compile(BENCH_SUMMARY.pattern + r"|^held[ -]out|^(routed as measured|time over|slower than stock)"
+                            r"|^ours failed its float64 check"
                             r"|ours \d+, cuDNN \d+, upstream \d+$")
 MODELS_SUMMARY = re.compile(r"^(\[\d+/\d+ |wrote |given back: |stopping: |make bench-models: |error|variants failed)")
 PYTEST_SUMMARY = re.compile(r"^(=+ .*\b(passed|failed|error|errors|skipped)\b.* in [\d.]+s|FAILED |ERROR |Timeout)")
@@ -174,7 +176,7 @@ def steps(out: Path, python: str, make: str, sets: str, variants: str,
         ], BENCH_SUMMARY, reports_under="results"),
         "routed": Step("routed", [
             lambda: [python, "-m", "build_scripts", "routing-table", "--table", str(out / ROUTING_TABLE_FILE),
-                     *map(str, session_bench_reports(out))],
+                     "--avoid-failed-ours", *map(str, session_bench_reports(out))],
             [make, "bench", *make_vars, f"RESULTS={out / 'results'}", *problem_vars, f"VARIANTS={ROUTED_VARIANTS}"],
         ], ROUTED_SUMMARY, reports_under="results", env={"DWCONV_ROUTING_TABLE": str(out / ROUTING_TABLE_FILE)}),
         "models": Step("models", [

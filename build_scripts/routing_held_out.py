@@ -108,14 +108,18 @@ def _slower_than_stock(ms: float | None, point: Point) -> bool:
 def summary(points: list[Point], worst: int = 8) -> str:
     """The held-out routes against the measured ones: how many differ, what they cost, and the
     passes made slower than stock, beside the count with every layer in the table."""
-    held = held_out_routes(points)
+    # a pass where ours failed its check (a routed step's table, --avoid-failed-ours) has no time of ours
+    # to judge a route by; it still routes its neighbours
+    held = [h for h in held_out_routes(points) if h.point.ours_ok]
     others = [h for h in held if h.route != h.point.route]
     untimed = [h for h in others if h.ms is None]
     costs = [h.cost for h in held if h.cost is not None]
     geomean = math.exp(sum(map(math.log, costs)) / len(costs)) if costs else math.nan
     layers = len({p.sizes for p in points})
     lines = [
-        f"held out (each of {layers} layers routed by the other layers' points; {len(points)} points):",
+        f"held out (each of {layers} layers routed by the other layers' points; {len(points)} points"
+        + (f", {len(points) - len(held)} where ours failed its check not judged" if len(held) < len(points) else "")
+        + "):",
         f"  routed as measured: {len(held) - len(others)}, otherwise: {len(others)}"
         + (f" ({len(untimed)} to a route the bench did not time)" if untimed else ""),
         f"  time over the fastest route, geomean: {geomean:.3f}x",

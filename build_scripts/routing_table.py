@@ -8,7 +8,10 @@ depthwise kernel, which the patch set replaces with ours. DepthwiseConvRouting.h
 every call from the nearest point, on GPUs of the kind the report was measured on (its
 compute capability, kMeasuredArch); see notes/routing.md. A report measured on another torch,
 without the times of ours and stock for a pass, or where ours failed its float64 check, is refused
-rather than half-used; cuDNN's time counts only where cuDNN passed its check.
+rather than half-used; cuDNN's time counts only where cuDNN passed its check. Where a table only
+times the routing of the kernels just measured (gpu-session's `routed` step, --avoid-failed-ours),
+a pass where ours failed is routed elsewhere instead, and the summary names it: a kernel that is
+wrong on one layer must not cost the routed run of every other.
 
 With TABLE=<file> (render_runtime) the same points go to a file instead, which a patched torch
 or the overlay loads at run time, with no rebuild: DWCONV_ROUTING_TABLE=<file>, or
@@ -55,6 +58,7 @@ class Point:
     cudnn_ms: float | None = None  # cuDNN forced, where measured
     stock_backend: str | None = None  # what stock ran (the bench's backends.stock_forward)
     stock_ok: bool = True  # stock passed its float64 check
+    ours_ok: bool = True  # ours passed its float64 check (a table with --avoid-failed-ours only)
 
     @property
     def label(self) -> str:
@@ -79,7 +83,11 @@ class Point:
         """The fastest of what the patched torch can run, ours winning ties: where stock ran the
         native kernel (ours, once patched), ours or cuDNN (by more than CUDNN_MARGIN); elsewhere
         ours or stock's own choice, which is no route where it failed its float64 check (2026-11-27, H200:
-        stock's cuDNN fp16 weight gradients at 4.9e-3 against 4e-3)."""
+        stock's cuDNN fp16 weight gradients at 4.9e-3 against 4e-3). Where ours failed its check, not
+        ours: cuDNN where upstream runs its native kernel (ours, once patched) and cuDNN was measured,
+        else upstream."""
+        if not self.ours_ok:
+            return "Cudnn" if self.stock_backend == NATIVE_BACKEND and self.cudnn_ms is not None else "Upstream"
         if self.stock_backend == NATIVE_BACKEND and self.cudnn_ms is not None:
             return "Cudnn" if self.cudnn_ms * (1 + CUDNN_MARGIN) < self.ours_ms else "Ours"
         return "Ours" if self.ours_ms <= self.stock_ms or not self.stock_ok else "Upstream"
@@ -87,7 +95,8 @@ class Point:
     @property
     def measured(self) -> str:
         """The layer and its times, as the table's point carries them."""
-        return (f"{self.label} {self.dtype} {self.layout} {self.passname}: ours {self.ours_ms:.4g} ms, "
+        ours = f"ours {self.ours_ms:.4g} ms" + ("" if self.ours_ok else " (failed its float64 check)")
+        return (f"{self.label} {self.dtype} {self.layout} {self.passname}: {ours}, "
                 f"stock {self.stock_ms:.4g} ms" + (f" ({self.stock_backend})" if self.stock_backend else "")
                 + ("" if self.stock_ok else ", failed its float64 check")
                 + (f", cuDNN {self.cudnn_ms:.4g} ms" if self.cudnn_ms is not None else ""))
@@ -131,7 +140,7 @@ def measured_arch(report: dict, source: str) -> int:
                        f"GPU whose arch is known here ({', '.join(ARCH_OF_DEVICE_NAME)}): rerun the benchmark")
 
 
-def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
+def points_of(report: dict, source: str, pinned_version: str, avoid_failed_ours: bool = False) -> list[Point]:
     if report.get("torch") != pinned_version:
         raise HarnessError(f"{source} was measured on torch {report.get('torch')}, not the pinned {pinned_version}")
     points = []
@@ -143,12 +152,16 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
         layer = f"{row['set']} {row['layer']}"
         label = f"{layer} batch {row['batch']}"
         ms = row.get("ms", {})
+        # where ours raised, its check may be missing: a table that avoids failures avoids that too
+        ours_ok = passed(row, "ours") and not (avoid_failed_ours and row.get("errors", {}).get("ours"))
+        if avoid_failed_ours and not ours_ok and not isinstance(ms.get("ours"), (int, float)):
+            ms = {**ms, "ours": float("inf")}  # it raised before any time: routed elsewhere all the same
         if not isinstance(ms.get("ours"), (int, float)) or not isinstance(ms.get("stock"), (int, float)):
             raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']} {row['pass']} lacks the time of "
                                f"ours or of stock ({ms}); rerun the benchmark")
         if row["dtype"] not in DTYPES or row["layout"] not in LAYOUTS:
             raise HarnessError(f"{source}: {label}: unknown dtype {row['dtype']!r} or layout {row['layout']!r}")
-        if not passed(row, "ours"):
+        if not ours_ok and not avoid_failed_ours:
             raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']}: ours failed its float64 check "
                                f"({row['check']['ours']}); fix the kernel (or the tolerance) and rerun the benchmark "
                                "before routing by it")
@@ -160,7 +173,8 @@ def points_of(report: dict, source: str, pinned_version: str) -> list[Point]:
             shape=(row["batch"], row["channels"], row["height"], row["width"]),
             ours_ms=float(ms["ours"]), stock_ms=float(ms["stock"]),
             cudnn_ms=float(cudnn_ms) if isinstance(cudnn_ms, (int, float)) else None,
-            stock_backend=row.get("backends", {}).get("stock_forward"), stock_ok=passed(row, "stock")))
+            stock_backend=row.get("backends", {}).get("stock_forward"), stock_ok=passed(row, "stock"),
+            ours_ok=ours_ok))
     if not points:
         raise HarnessError(f"{source} has no forward or backward rows to route by")
     return points
@@ -236,10 +250,15 @@ def summary(points: list[Point]) -> str:
     rows = [f"  {d:9} {lay:14} {pas:16} ours {sum(p.route == 'Ours' for p in ps)}, "
             f"cuDNN {sum(p.route == 'Cudnn' for p in ps)}, upstream {sum(p.route == 'Upstream' for p in ps)}"
             for (d, lay, pas), ps in sorted(by_key.items())]
-    return "\n".join(["routing points (dtype, layout, pass: layers routed to each):", *rows])
+    failed = [f"  {p.measured}: routed to {p.route.lower()}" for p in points if not p.ours_ok]
+    if failed:
+        failed.insert(0, f"ours failed its float64 check at {len(failed)} point{'s' * (len(failed) > 1)}, "
+                         "routed elsewhere:")
+    return "\n".join(["routing points (dtype, layout, pass: layers routed to each):", *rows, *failed])
 
 
-def read_points(report_paths: list[Path], pinned_version: str) -> tuple[list[Point], str, str, int]:
+def read_points(report_paths: list[Path], pinned_version: str,
+                avoid_failed_ours: bool = False) -> tuple[list[Point], str, str, int]:
     """The points of one report, or of several of one card (a bench cut short, then the sets it
     left: where two measured a layer and pass, the later stands), with where they were measured,
     the reports' names and the card's compute capability."""
@@ -255,7 +274,7 @@ def read_points(report_paths: list[Path], pinned_version: str) -> tuple[list[Poi
     except ValueError as err:
         raise HarnessError(f"routing-table: {err}") from None
     source = " + ".join(sources)
-    points = points_of(report, source, pinned_version)
+    points = points_of(report, source, pinned_version, avoid_failed_ours)
     arch = measured_arch(report, source)
     dates = ", ".join(sorted({r["date"] for r in reports}))
     return points, f"{report['device']}, torch {report['torch']}, {dates}", source, arch

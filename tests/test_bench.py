@@ -20,7 +20,7 @@ from build_scripts.bench.report import (
 from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, parse_configs, parse_variants,
                                         problem_row, report_file_name, switched_off_paths)
 from build_scripts.errors import HarnessError
-from build_scripts.routing_table import points_of, write_table
+from build_scripts.routing_table import points_of, summary, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
 FMA_RATE = 25e9  # multiply-adds per ms: 50 TFLOPS
@@ -524,6 +524,32 @@ def test_the_routing_table_refuses_ours_failing_its_check_and_drops_cudnn_failin
     first["check"]["ours"] = {"failed": "RuntimeError: boom", "ok": False}
     with pytest.raises(HarnessError, match=r"ours failed its float64 check .*fix the kernel \(or the tolerance\)"):
         points_of(report, "r", "2.11.0+cu130")
+
+
+def test_the_routed_steps_table_routes_around_ours_failing_its_check_and_says_so():
+    """gpu-session's routed step makes its table with avoid_failed_ours (--avoid-failed-ours): a pass where
+    ours failed its float64 check, or raised before it had a time, is no route to ours, so one wrong kernel
+    does not cost the routed run of every other layer; the committed table still refuses such reports."""
+    report = synthetic_report()
+    first = report["rows"][0]
+    first["check"]["ours"] = {"error": {first["pass"]: 0.5}, "ok": False}
+    with pytest.raises(HarnessError, match="ours failed its float64 check"):
+        points_of(report, "r", "2.11.0+cu130")
+    points = points_of(report, "r", "2.11.0+cu130", avoid_failed_ours=True)
+    assert points[0].route == "Upstream" and "(failed its float64 check)" in points[0].measured  # stock: cuDNN
+    assert all(p.ours_ok and p.route == "Ours" for p in points[1:])  # the rest as measured
+    assert f"ours failed its float64 check at 1 point, routed elsewhere:\n  {points[0].measured}: routed to upstream" \
+        in summary(points)
+    first["backends"]["stock_forward"] = "CudaDepthwise2d"  # upstream's native kernel is ours once patched
+    first["ms"]["cudnn"] = first["ms"]["ours"] * 10  # slower than ours, but right
+    assert points_of(report, "r", "2.11.0+cu130", avoid_failed_ours=True)[0].route == "Cudnn"
+    first["ms"]["ours"] = None  # it raised before any time
+    first["errors"] = {"ours": "RuntimeError: an illegal memory access was encountered"}
+    del first["check"]["ours"]
+    with pytest.raises(HarnessError, match="lacks the time of ours"):
+        points_of(report, "r", "2.11.0+cu130")
+    point = points_of(report, "r", "2.11.0+cu130", avoid_failed_ours=True)[0]
+    assert point.route == "Cudnn" and point.ours_ms == math.inf and not point.ours_ok
 
 
 def test_the_routing_table_routes_nothing_to_a_stock_that_failed_its_check():

@@ -228,6 +228,33 @@ def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path,
     assert any(line.startswith("wrote ") and line.endswith("with no rebuild") for line in routed.lines)
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the routing table's held-out check compiles with g++")
+def test_a_kernel_that_failed_its_check_costs_the_routed_step_only_its_own_passes(tmp_path, quick_limits):
+    """Where ours failed its float64 check on a pass of this call's bench (a kernel never run on a GPU
+    before), the routed step's table routes that pass elsewhere and names it, and the routed bench runs:
+    make routing-table would refuse the report, and the routed timing of every other layer would be lost."""
+    from tests.test_routing_rule import report, row
+    rows = [row(layer, "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
+            for layer in ("144@56", "96@56") for p in ("forward", "backward_input", "backward_weight")]
+    rows[2]["check"] = {"ours": {"error": {"backward_weight": 0.5}, "ok": False}}
+    bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
+    bench_report.write_text(json.dumps(report(rows)))
+    (tmp_path / "bench.log").write_text(f"given back: {bench_report}\n")
+    fake_make = tmp_path / "make"
+    fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
+    fake_make.chmod(0o755)
+    real = steps(tmp_path, sys.executable, str(fake_make), "MobileNetV2", "stock,cudnn,ours",
+                 configs="bfloat16/channels_last")
+    [routed] = run_session(["routed"], tmp_path, 120, real, env=dict(os.environ))
+    assert routed.status == "passed", (tmp_path / "routed.log").read_text()
+    assert "ours failed its float64 check at 1 point, routed elsewhere:" in routed.lines
+    point = [line for line in (tmp_path / "routing-table.tsv").read_text().splitlines() if "(failed its" in line]
+    assert len(point) == 1 and "\tupstream\t" in point[0] and "144@56" in point[0], point
+    log = (tmp_path / "routed.log").read_text()
+    assert "1 where ours failed its check not judged" in log and "infx" not in log
+    assert "VARIANTS=stock,cudnn,routed" in log
+
+
 @pytest.mark.parametrize("named", ["routed", "routed,bench", "probe,routed"])
 def test_a_routed_step_without_a_bench_before_it_is_refused_before_any_step(tmp_path, named):
     env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=named)
