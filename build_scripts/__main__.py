@@ -253,8 +253,10 @@ def cmd_bench(args) -> None:
         print("note: upstream's own paths missed the float64 tolerance or failed (bench.md flags their rows, and the "
               "routing routes nothing to them):\n  " + "\n  ".join(baseline_misses))
     failures = failed_checks(report, baselines=False)
-    if failures:
-        raise HarnessError("implementations failed the float64 check:\n  " + "\n  ".join(failures))
+    lost = (report.get("cut_short") or {}).get("reason")
+    if failures or lost:
+        raise HarnessError("\n".join((["implementations failed the float64 check:\n  " + "\n  ".join(failures)]
+                                      if failures else []) + ([f"bench stopped at {lost}"] if lost else [])))
 
 
 def _bench_report(args) -> None:

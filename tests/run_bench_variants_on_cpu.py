@@ -74,6 +74,7 @@ def main():
                     results[f"cudnn/{passname}/{key}"] = str(err).splitlines()[0]
     results.update(checks_on_cpu())
     results.update(cudnn_settings_checks())
+    results.update(context_loss_checks())
     print(json.dumps(results))
 
 
@@ -142,6 +143,105 @@ def checks_on_cpu():
                                 else f"{wrong}: {checks}")
     finally:
         run.passes_of = real_passes_of
+    return results
+
+
+def context_loss_checks():
+    """Where a variant's failure leaves the CUDA context unusable (CUDA's sticky errors: every later call
+    of the process fails), the float64 check raises ContextLost naming it, and run_bench stops there with
+    the problems before it whole, the lost one named in cut_short with the reason, and no launches
+    recorded; a failure that leaves the context working is recorded and the check goes on. The GPU's
+    state is stood in for: context_lost() answers as a lost context would once the crash has run."""
+    import contextlib
+    import tempfile
+
+    from build_scripts.bench import run
+
+    class NoOverlay:
+        def variant(self, name):
+            return contextlib.nullcontext()
+
+    lost = []
+    real = {name: getattr(run, name) for name in ("passes_of", "context_lost", "import_overlay", "Overlay",
+                                                  "copy_bandwidth", "fma_rate", "measure_problem", "record_run_launches")}
+    real_cuda = {name: getattr(torch.cuda, name) for name in ("get_device_properties", "get_device_name")}
+
+    def passes_of(name, problem):
+        passes = real["passes_of"]("stock", problem)
+        if name in ("crash", "boom"):
+            def fail(buffers, name=name):
+                if name == "crash":
+                    lost.append(True)
+                raise RuntimeError("CUDA error: an illegal memory access was encountered" if name == "crash" else "boom")
+            return {p: fail for p in passes}
+        return passes
+
+    results = {}
+    layer = next(geometries())
+    problem = Problem(layer, 2, "float32", "contiguous", TRAINING_PASSES)
+    run.passes_of = passes_of
+    run.context_lost = lambda: "AcceleratorError: CUDA error: an illegal memory access was encountered" if lost else None
+    try:
+        checks = run.check(problem, NoOverlay(), ("stock", "boom", "native"), device="cpu")
+        results["context/a failure that leaves the context goes on"] = (
+            "pass" if checks["boom"] == {"failed": "RuntimeError: forward: boom", "ok": False}
+            and checks["native"]["ok"] and checks["stock"]["ok"] else str(checks))
+        try:
+            run.check(problem, NoOverlay(), ("stock", "crash", "native"), device="cpu")
+            results["context/a lost context stops the check"] = "no ContextLost raised"
+        except run.ContextLost as err:
+            results["context/a lost context stops the check"] = (
+                "pass" if str(err).startswith("the CUDA context was lost: crash raised RuntimeError: forward: CUDA error: "
+                                              "an illegal memory access") else str(err))
+
+        # run_bench: the second of three problems loses the context
+        class FakeProps:
+            L2_cache_size, multi_processor_count, major, minor = 50 << 20, 132, 9, 0
+
+        class FakeModule:
+            PATCHSET_HASH = "abc"
+
+            @staticmethod
+            def kernel_paths():
+                return []
+
+            @staticmethod
+            def routing_measured_on():
+                return "nothing"
+
+        measured_labels = []
+
+        def measure_problem(problem, *args, **kwargs):
+            measured_labels.append(problem.label)
+            if len(measured_labels) == 2:
+                raise run.ContextLost("ours", "RuntimeError: CUDA error: an illegal memory access", "AcceleratorError")
+            return [{"set": problem.layer.set, "layer": problem.layer.name, "pass": "forward"}], {}
+
+        recorded = []
+        run.import_overlay = lambda: FakeModule
+        run.Overlay = lambda module: type("O", (), {"module": module})()
+        run.copy_bandwidth = lambda: 3e9
+        run.fma_rate = lambda: 25e9
+        run.measure_problem = measure_problem
+        run.record_run_launches = lambda *args: recorded.append(True)
+        torch.cuda.get_device_properties = lambda index: FakeProps()
+        torch.cuda.get_device_name = lambda index: "Synthetic GPU"
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder) / "bench.json"
+            report = run.run_bench(out, ["MobileNetV2"], "stock", configs_2d=(("float32", "contiguous"),),
+                                   launches=True)
+            written = json.loads(out.read_text())
+        cut = report.get("cut_short", {})
+        results["context/run_bench stops at a lost context"] = (
+            "pass" if len(measured_labels) == 2 and len(report["rows"]) == 1 and written == report
+            and cut.get("next") == measured_labels[1] and cut.get("problems_done") == 1
+            and cut.get("reason", "").startswith(f"{measured_labels[1]}: the CUDA context was lost: ours raised")
+            and not recorded else f"{measured_labels} {cut} {len(report['rows'])} recorded={recorded}")
+    finally:
+        for name, value in real.items():
+            setattr(run, name, value)
+        for name, value in real_cuda.items():
+            setattr(torch.cuda, name, value)
     return results
 
 

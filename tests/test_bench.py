@@ -361,6 +361,17 @@ def test_a_report_cut_short_says_what_it_did_not_measure(tmp_path):
     assert "Cut short" not in markdown(load(paths[1:]))
 
 
+def test_a_report_stopped_by_a_lost_cuda_context_says_where_and_why(tmp_path):
+    label = "MobileNetV2 192@28 b64 bfloat16 channels_last"
+    reason = f"{label}: the CUDA context was lost: ours raised RuntimeError: CUDA error: an illegal memory access"
+    path = tmp_path / "a.json"
+    path.write_text(json.dumps({**synthetic_report(), "cut_short": {"problems_done": 5, "problems": 23,
+                                                                    "stop_after_s": None, "next": label,
+                                                                    "reason": reason}}))
+    assert (f"- **Cut short**, {reason}: 5 of 23 problems measured; not measured from {label} on"
+            in markdown(load([path])))
+
+
 def test_write_report_draws_the_plots(tmp_path):
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(synthetic_report()))

@@ -43,3 +43,10 @@ def test_the_float64_check_checks_every_pass_and_fails_a_variant_off_by_five_per
 def test_cudnn_settings_set_the_named_flags_alone_and_work_once_the_flags_are_frozen(outcomes):
     results = {k: v for k, v in outcomes.items() if k.startswith("cudnn_settings/")}
     assert results == {"cudnn_settings/unfrozen": "pass", "cudnn_settings/frozen": "pass"}
+
+
+def test_a_lost_cuda_context_stops_the_check_and_the_run_where_it_happened(outcomes):
+    results = {k: v for k, v in outcomes.items() if k.startswith("context/")}
+    assert results == {"context/a failure that leaves the context goes on": "pass",
+                       "context/a lost context stops the check": "pass",
+                       "context/run_bench stops at a lost context": "pass"}

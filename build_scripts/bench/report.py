@@ -115,10 +115,13 @@ def load(paths: list[Path]) -> dict:
 
 
 def cut_short_lines(report: dict) -> list[str]:
-    """What a run with a time limit (run_bench's stop_after_s) left unmeasured."""
+    """What a run left unmeasured: at its time limit (run_bench's stop_after_s), or where a variant's failure
+    lost the CUDA context (the cut's reason)."""
     cuts = report.get("cut_short") or []
-    return [f"- **Cut short** at its limit of {c['stop_after_s']:.0f} s: {c['problems_done']} of {c['problems']} "
-            f"problems measured; not measured from {c['next']} on" for c in ([cuts] if isinstance(cuts, dict) else cuts)]
+    return [(f"- **Cut short**, {c['reason']}: " if c.get("reason") else
+             f"- **Cut short** at its limit of {c['stop_after_s']:.0f} s: ")
+            + f"{c['problems_done']} of {c['problems']} problems measured; not measured from {c['next']} on"
+            for c in ([cuts] if isinstance(cuts, dict) else cuts)]
 
 
 def seconds_lines(rows: list[dict]) -> list[str]:

@@ -9,7 +9,10 @@ device call with a time limit ends with a whole report.
 
 A variant whose check raised is not timed. One that ran but missed the tolerance is timed (the times
 are kept, in case the tolerance is what was wrong), and the report flags it: bench.md judges no
-target by it and `make routing-table` routes nothing by it.
+target by it and `make routing-table` routes nothing by it. Where a variant's failure leaves the
+CUDA context unusable (an illegal address, a launch failure: CUDA's sticky errors fail every later
+call of the process), the run stops there and the report says so (`cut_short` with its reason),
+rather than spend its time recording every later problem as failed.
 """
 
 from __future__ import annotations
@@ -52,6 +55,23 @@ def import_overlay():
 def error_text(err: Exception, what: str = "") -> str:
     """An exception as a report records it: one line, at most 300 characters, after what failed."""
     return f"{what + ': ' if what else ''}{type(err).__name__}: {err}".splitlines()[0][:300]
+
+
+class ContextLost(RuntimeError):
+    """A variant raised, and the CUDA context no longer runs anything: the process can measure no more."""
+
+    def __init__(self, variant: str, failure: str, probe: str):
+        super().__init__(f"the CUDA context was lost: {variant} raised {failure}; a call after it raised {probe}")
+
+
+def context_lost() -> str | None:
+    """After a variant raised: what a fresh call on the GPU raises where the context is lost, else None."""
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).cpu()
+    except Exception as err:  # noqa: BLE001 - any failure here means the context is gone
+        return error_text(err)
+    return None
 
 
 def _outputs(result) -> tuple:
@@ -127,6 +147,9 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
             results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
             results[name] = {"failed": error_text(err), "ok": False}
+            probe = context_lost()
+            if probe:
+                raise ContextLost(name, results[name]["failed"], probe) from err
     del inputs, exact, reference
     return results
 
@@ -182,44 +205,68 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
             write_json(out_path, report)
             break
         problem_started = time.monotonic()
-        checks = check(problem, overlay, variants)
-        # where a problem's seconds go (the float64 check, the buffers, the timing), for sizing device calls
-        seconds = {"check": time.monotonic() - problem_started}
-        sets_needed = buffer_sets_needed(rotation_bytes(problem), allocation_bytes(problem), props.L2_cache_size,
-                                         memory_budget_bytes)
-        buffer_sets = [make_buffers(problem) for _ in range(sets_needed)]
-        backends = {"stock_forward": stock_backend(problem, buffer_sets[0]),
-                    "cudnn_gradients": cudnn_gradient_backend(problem, buffer_sets[0])}
-        seconds["buffers"] = time.monotonic() - problem_started - seconds["check"]
-        for passname in problem.passes:
-            row = problem_row(problem, passname, bandwidth, macs_per_ms)
-            row.update(buffer_sets=sets_needed, rotation_l2_multiple=sets_needed * pass_bytes(problem, passname)
-                       / props.L2_cache_size, backends=backends, check={v: checks[v] for v in variants},
-                       problem_seconds=seconds)
-            for name in variants:
-                if "failed" in checks[name]:
-                    row["ms"][name] = None
-                    continue
-                try:
-                    with overlay.variant(name):
-                        timing = time_pass(passes_of(name, problem)[passname], buffer_sets, repeats, warmup)
-                    row["ms"][name], row["graph"][name] = timing.ms, timing.graph
-                except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
-                    row["ms"][name] = None
-                    row["errors"][name] = error_text(err)
-            report["rows"].append(row)
-            times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
-            print(f"[{index}/{len(chosen)} {time.monotonic() - started:5.0f}s] {problem.label} {passname}: {times}  "
-                  f"floor {row['floor_ms']:.4f}", flush=True)
-        del buffer_sets
-        torch.cuda.empty_cache()
-        seconds["timing"] = time.monotonic() - problem_started - seconds["check"] - seconds["buffers"]
+        try:
+            rows, checks = measure_problem(problem, overlay, variants, props, bandwidth, macs_per_ms, repeats, warmup,
+                                           memory_budget_bytes, progress=f"{index}/{len(chosen)}", started=started)
+        except ContextLost as lost:
+            report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
+                                   "next": problem.label, "reason": f"{problem.label}: {lost}"}
+            print(f"stopping: {problem.label}: {lost}; {index - 1} of {len(chosen)} problems measured, the rest not "
+                  "(a fresh process measures them)", flush=True)
+            write_json(out_path, report)
+            break
+        report["rows"] += rows
         write_json(out_path, report)
         longest_problem_s = max(longest_problem_s, time.monotonic() - problem_started)
-        measured.append((problem, report["rows"][-len(problem.passes):], checks))
-    if launches:
+        measured.append((problem, rows, checks))
+    if launches and not report.get("cut_short", {}).get("reason"):  # not on a lost context
         record_run_launches(report, measured, overlay, out_path, started, stop_after_s)
     return report
+
+
+def measure_problem(problem: Problem, overlay: Overlay, variants, props, bandwidth: float, macs_per_ms: float,
+                    repeats: int, warmup: int, memory_budget_bytes: int, progress: str,
+                    started: float) -> tuple[list[dict], dict]:
+    """A problem's rows, a pass each, and its variants' checks: each variant checked against float64,
+    then timed; ContextLost where a variant's failure left the GPU unable to run anything more."""
+    problem_started = time.monotonic()
+    checks = check(problem, overlay, variants)
+    # where a problem's seconds go (the float64 check, the buffers, the timing), for sizing device calls
+    seconds = {"check": time.monotonic() - problem_started}
+    sets_needed = buffer_sets_needed(rotation_bytes(problem), allocation_bytes(problem), props.L2_cache_size,
+                                     memory_budget_bytes)
+    buffer_sets = [make_buffers(problem) for _ in range(sets_needed)]
+    backends = {"stock_forward": stock_backend(problem, buffer_sets[0]),
+                "cudnn_gradients": cudnn_gradient_backend(problem, buffer_sets[0])}
+    seconds["buffers"] = time.monotonic() - problem_started - seconds["check"]
+    rows = []
+    for passname in problem.passes:
+        row = problem_row(problem, passname, bandwidth, macs_per_ms)
+        row.update(buffer_sets=sets_needed, rotation_l2_multiple=sets_needed * pass_bytes(problem, passname)
+                   / props.L2_cache_size, backends=backends, check={v: checks[v] for v in variants},
+                   problem_seconds=seconds)
+        for name in variants:
+            if "failed" in checks[name]:
+                row["ms"][name] = None
+                continue
+            try:
+                with overlay.variant(name):
+                    timing = time_pass(passes_of(name, problem)[passname], buffer_sets, repeats, warmup)
+                row["ms"][name], row["graph"][name] = timing.ms, timing.graph
+            except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
+                row["ms"][name] = None
+                row["errors"][name] = error_text(err)
+                probe = context_lost()
+                if probe:
+                    raise ContextLost(name, row["errors"][name], probe) from err
+        rows.append(row)
+        times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
+        print(f"[{progress} {time.monotonic() - started:5.0f}s] {problem.label} {passname}: {times}  "
+              f"floor {row['floor_ms']:.4f}", flush=True)
+    del buffer_sets
+    torch.cuda.empty_cache()
+    seconds["timing"] = time.monotonic() - problem_started - seconds["check"] - seconds["buffers"]
+    return rows, checks
 
 
 def record_run_launches(report: dict, measured: list, overlay: Overlay, out_path: Path, started: float,
