@@ -234,11 +234,19 @@ def test_a_kernel_that_failed_its_check_costs_the_routed_step_only_its_own_passe
     before), the routed step's table routes that pass elsewhere and names it, and the routed bench runs:
     make routing-table would refuse the report, and the routed timing of every other layer would be lost."""
     from tests.test_routing_rule import report, row
-    rows = [row(layer, "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
-            for layer in ("144@56", "96@56") for p in ("forward", "backward_input", "backward_weight")]
-    rows[2]["check"] = {"ours": {"error": {"backward_weight": 0.5}, "ok": False}}
+    passes = ("forward", "backward_input", "backward_weight")
+    rows = [row(layer, "bfloat16", "channels_last", p, ours=1.0, stock=2.0, size=size)
+            for layer, size in (("144@56", 56), ("96@28", 28), ("48@14", 14)) for p in passes]
+    wrong_weight_gradient = {"error": {"forward": 1e-3, "backward_input": 1e-3, "backward_weight": 0.5}, "ok": False}
+    for r in rows[:3]:  # one check covers a problem's passes, as the bench records it
+        r["check"] = {"ours": wrong_weight_gradient}
+    for r in rows[3:6]:  # ours raised before any time
+        r["ms"]["ours"] = None
+        r["check"] = {"ours": {"failed": "RuntimeError: an illegal memory access was encountered", "ok": False}}
+    bench = report(rows)
+    bench["settings"] = {"tolerance": {"bfloat16": 3e-2}}
     bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
-    bench_report.write_text(json.dumps(report(rows)))
+    bench_report.write_text(json.dumps(bench))
     (tmp_path / "bench.log").write_text(f"given back: {bench_report}\n")
     fake_make = tmp_path / "make"
     fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
@@ -247,11 +255,15 @@ def test_a_kernel_that_failed_its_check_costs_the_routed_step_only_its_own_passe
                  configs="bfloat16/channels_last")
     [routed] = run_session(["routed"], tmp_path, 120, real, env=dict(os.environ))
     assert routed.status == "passed", (tmp_path / "routed.log").read_text()
-    assert "ours failed its float64 check at 1 point, routed elsewhere:" in routed.lines
-    point = [line for line in (tmp_path / "routing-table.tsv").read_text().splitlines() if "(failed its" in line]
-    assert len(point) == 1 and "\tupstream\t" in point[0] and "144@56" in point[0], point
+    assert "ours failed its float64 check at 4 points, routed elsewhere where it can be:" in routed.lines
+    table = (tmp_path / "routing-table.tsv").read_text().splitlines()
+    failed = [line.split("\t") for line in table if "(failed its" in line]
+    assert sorted((f[1], f[-1].split()[1]) for f in failed) == sorted(
+        [("backward_weight", "144@56")] + [(p, "96@28") for p in passes]), failed
+    assert all(f[10] == "upstream" for f in failed)  # stock runs cuDNN on these
+    assert sum("\tours\t" in line for line in table) == 5  # 144@56's other two passes and 48@14's three
     log = (tmp_path / "routed.log").read_text()
-    assert "1 where ours failed its check not judged" in log and "infx" not in log
+    assert "4 where ours failed its check not judged" in log and "inf" not in log.split("held out")[1]
     assert "VARIANTS=stock,cudnn,routed" in log
 
 

@@ -64,12 +64,18 @@ class ContextLost(RuntimeError):
         super().__init__(f"the CUDA context was lost: {variant} raised {failure}; a call after it raised {probe}")
 
 
-def context_lost() -> str | None:
-    """After a variant raised: what a fresh call on the GPU raises where the context is lost, else None."""
+def context_lost(device: str = "cuda") -> str | None:
+    """After a variant raised: what a fresh call on the GPU raises where the context is lost, else None
+    (a run on the CPU, or a GPU that has run nothing yet, has no context to lose; memory the failed
+    variant still holds is no lost context)."""
+    if not str(device).startswith("cuda") or not torch.cuda.is_initialized():
+        return None
     try:
         torch.cuda.synchronize()
-        torch.ones(1, device="cuda").add_(1).cpu()
-    except Exception as err:  # noqa: BLE001 - any failure here means the context is gone
+        torch.ones(1, device=device).add_(1).cpu()
+    except torch.cuda.OutOfMemoryError:
+        return None
+    except Exception as err:  # noqa: BLE001 - any other failure here means the context is gone
         return error_text(err)
     return None
 
@@ -147,7 +153,7 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
             results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
             results[name] = {"failed": error_text(err), "ok": False}
-            probe = context_lost()
+            probe = context_lost(device)
             if probe:
                 raise ContextLost(name, results[name]["failed"], probe) from err
     del inputs, exact, reference
