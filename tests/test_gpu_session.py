@@ -197,6 +197,16 @@ print("table", table, open(table).readline().strip() if table else "")
 """
 
 
+def bf16_steps_with_a_stand_in_make(tmp_path):
+    """The steps of a bf16 channels_last MobileNetV2 session whose make is FAKE_MAKE, which prints what it is
+    given and the table DWCONV_ROUTING_TABLE names."""
+    fake_make = tmp_path / "make"
+    fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
+    fake_make.chmod(0o755)
+    return steps(tmp_path, sys.executable, str(fake_make), "MobileNetV2", "stock,cudnn,ours",
+                 configs="bfloat16/channels_last")
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the routing table's held-out check compiles with g++")
 def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path, quick_limits):
     """STEPS=bench,routed: the table is made on the device from the reports the bench step gave back
@@ -206,11 +216,7 @@ def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path,
     bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
     bench_report.write_text(json.dumps(report([row("144@56", "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
                                                for p in ("forward", "backward_input", "backward_weight")])))
-    fake_make = tmp_path / "make"
-    fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
-    fake_make.chmod(0o755)
-    real = steps(tmp_path, sys.executable, str(fake_make), "MobileNetV2", "stock,cudnn,ours",
-                 configs="bfloat16/channels_last")
+    real = bf16_steps_with_a_stand_in_make(tmp_path)
     [no_report] = run_session(["routed"], tmp_path, 60, real, env=dict(os.environ))
     assert no_report.status == "failed (no command)"
     assert "the bench step gave back no report in this call" in (tmp_path / "routed.log").read_text()
@@ -248,11 +254,7 @@ def test_a_kernel_that_failed_its_check_costs_the_routed_step_only_its_own_passe
     bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
     bench_report.write_text(json.dumps(bench))
     (tmp_path / "bench.log").write_text(f"given back: {bench_report}\n")
-    fake_make = tmp_path / "make"
-    fake_make.write_text(f"#!{sys.executable}\n" + FAKE_MAKE)
-    fake_make.chmod(0o755)
-    real = steps(tmp_path, sys.executable, str(fake_make), "MobileNetV2", "stock,cudnn,ours",
-                 configs="bfloat16/channels_last")
+    real = bf16_steps_with_a_stand_in_make(tmp_path)
     [routed] = run_session(["routed"], tmp_path, 120, real, env=dict(os.environ))
     assert routed.status == "passed", (tmp_path / "routed.log").read_text()
     assert "ours failed its float64 check at 4 points, routed elsewhere where it can be:" in routed.lines
