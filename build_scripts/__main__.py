@@ -252,11 +252,15 @@ def cmd_bench(args) -> None:
     if baseline_misses:
         print("note: upstream's own paths missed the float64 tolerance or failed (bench.md flags their rows, and the "
               "routing routes nothing to them):\n  " + "\n  ".join(baseline_misses))
+    problems = []
     failures = failed_checks(report, baselines=False)
+    if failures:
+        problems.append("implementations failed the float64 check:\n  " + "\n  ".join(failures))
     lost = (report.get("cut_short") or {}).get("reason")
-    if failures or lost:
-        raise HarnessError("\n".join((["implementations failed the float64 check:\n  " + "\n  ".join(failures)]
-                                      if failures else []) + ([f"bench stopped at {lost}"] if lost else [])))
+    if lost:
+        problems.append(f"bench stopped at {lost}")
+    if problems:
+        raise HarnessError("\n".join(problems))
 
 
 def _bench_report(args) -> None:

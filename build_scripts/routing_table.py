@@ -101,14 +101,16 @@ class Point:
                 + ("" if self.stock_ok else ", failed its float64 check")
                 + (f", cuDNN {self.cudnn_ms:.4g} ms" if self.cudnn_ms is not None else ""))
 
+    def runs_ours(self, route: str) -> bool:
+        """Whether the patched torch runs our kernel for this pass when routed `route`: routed to ours, or
+        to upstream's own choice where that is its native kernel, ours once patched."""
+        return route == "Ours" or (route == "Upstream" and self.stock_backend == NATIVE_BACKEND)
+
     def patched_ms(self, route: str) -> float | None:
-        """What this pass takes in the patched torch when routed `route` (None: not measured).
-        Upstream's own choice is its native kernel, ours once patched, where stock ran that."""
+        """What this pass takes in the patched torch when routed `route` (None: not measured)."""
         if route == "Cudnn":
             return self.cudnn_ms
-        if route == "Ours" or self.stock_backend == NATIVE_BACKEND:
-            return self.ours_ms
-        return self.stock_ms
+        return self.ours_ms if self.runs_ours(route) else self.stock_ms
 
 
 def load_report(path: Path) -> dict:
@@ -265,7 +267,7 @@ def summary(points: list[Point]) -> str:
             f"cuDNN {sum(p.route == 'Cudnn' for p in ps)}, upstream {sum(p.route == 'Upstream' for p in ps)}"
             for (d, lay, pas), ps in sorted(by_key.items())]
     failed = [f"  {p.measured}: " + ("no route avoids ours (upstream's native kernel is ours once patched, and "
-                                     "cuDNN has no correct time here)" if p.route == "Upstream" and p.stock_backend == NATIVE_BACKEND
+                                     "cuDNN has no correct time here)" if p.runs_ours(p.route)
                                      else f"routed to {p.route.lower()}")
               for p in points if not p.ours_ok]
     if failed:

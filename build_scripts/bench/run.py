@@ -80,6 +80,13 @@ def context_lost(device: str = "cuda") -> str | None:
     return None
 
 
+def stop_if_context_lost(variant: str, failure: str, device: str = "cuda") -> None:
+    """After `variant` raised `failure`: ContextLost where the GPU no longer runs anything."""
+    probe = context_lost(device)
+    if probe:
+        raise ContextLost(variant, failure, probe)
+
+
 def _outputs(result) -> tuple:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
@@ -153,9 +160,7 @@ def check(problem: Problem, overlay: Overlay, variants, device: str = "cuda") ->
             results[name] = {"error": errors, "ok": all(e <= TOLERANCE[problem.dtype] for e in errors.values())}
         except Exception as err:  # noqa: BLE001 - recorded in the report, and the run goes on
             results[name] = {"failed": error_text(err), "ok": False}
-            probe = context_lost(device)
-            if probe:
-                raise ContextLost(name, results[name]["failed"], probe) from err
+            stop_if_context_lost(name, results[name]["failed"], device)
     del inputs, exact, reference
     return results
 
@@ -262,9 +267,7 @@ def measure_problem(problem: Problem, overlay: Overlay, variants, props, bandwid
             except Exception as err:  # noqa: BLE001 - recorded, and the run goes on
                 row["ms"][name] = None
                 row["errors"][name] = error_text(err)
-                probe = context_lost()
-                if probe:
-                    raise ContextLost(name, row["errors"][name], probe) from err
+                stop_if_context_lost(name, row["errors"][name])
         rows.append(row)
         times = "  ".join(f"{v} {row['ms'][v]:.4f}" if row["ms"][v] is not None else f"{v} -" for v in variants)
         print(f"[{progress} {time.monotonic() - started:5.0f}s] {problem.label} {passname}: {times}  "
