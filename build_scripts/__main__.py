@@ -381,8 +381,15 @@ def cmd_routing_table(args) -> None:
     if not reports:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
+    from .bench.schema import kernel_paths_off
+    from .plan_report import kernel_path_names
+    # the table is for a torch run with this process's switches: the reports must have timed ours with them
+    try:
+        paths_off = kernel_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""), kernel_path_names())
+    except ValueError as err:
+        raise HarnessError(f"routing-table: {err}") from None
     points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version,
-                                                    args.avoid_failed_ours)
+                                                    args.avoid_failed_ours, paths_off)
     # before writing: a failure leaves the table as it was. The check compiles the rule with g++; a GPU
     # machine making a table for its `routed` step may have none, and the table does not depend on it.
     if routing_held_out.compiler() is None:

@@ -8,7 +8,9 @@ work queued for it goes in as few calls as will hold it. A plan file names that 
         VARIANTS=stock,cudnn,ours
     (an indented line goes on the leg above)
 
-each leg being the make variables of one `make gpu-session` (BUDGET: its most seconds). Two verbs:
+each leg being the make variables of one `make gpu-session` (BUDGET: its most seconds;
+DWCONV_DISABLE_KERNELS=<path>,<path>: the kernel paths its every step runs without, a leg to time ours and
+route by it where a path proved wrong; a leg without it runs every path, whatever the call's setting). Two verbs:
 
   estimate (here)   each leg's seconds from what the results folder's reports recorded (bench/sizing.py
                     for the bench, look-back and routed steps; the slowest recorded run of the other
@@ -41,10 +43,11 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
-from .gpu_session import DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, run_command, steps
+from .gpu_session import (DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, run_command,
+                          session_paths_off, steps)
 
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "MODELS", "TESTS",
-                  "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR"}
+                  "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR", "DWCONV_DISABLE_KERNELS"}
 LEG_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a folder name the device gives back
 RESERVE_S = 20       # kept back from the call: the last leg's summary and packing
 # Past a leg's budget before it is killed (gpu-session stops its own steps in time, so only a leg gone
@@ -143,7 +146,13 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
     except ValueError as err:
         found.append(str(err))
         sets, chosen = None, False
-    for check in (lambda: parse_variants(settings.get("VARIANTS", ""), plan_report.kernel_path_names()),
+    paths = plan_report.kernel_path_names()
+    paths_off: list[str] = []
+    try:
+        paths_off = session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), named)
+    except HarnessError as err:
+        found.append(str(err))
+    for check in (lambda: parse_variants(settings.get("VARIANTS", ""), paths, paths_off),
                   lambda: parse_models(settings.get("MODELS", ""))):
         try:
             check()
@@ -196,7 +205,7 @@ def leg_commands(leg: Leg, history) -> list[Command]:
     recorded, the others none (the leg's BUDGET is all that can be said of them)."""
     from . import plan_report
     from .bench.layers import matching, problems
-    from .bench.schema import LOOK_BACK, comma_separated, parse_configs, parse_variants
+    from .bench.schema import LOOK_BACK, comma_separated, kernel_paths_off, parse_configs, parse_variants
     from .bench.sizing import estimate
     from .gpu_session import ROUTED_VARIANTS
     settings = leg.settings
@@ -205,13 +214,14 @@ def leg_commands(leg: Leg, history) -> list[Command]:
     repeats = int(settings.get("REPEATS") or 30)
     launches = settings.get("LAUNCHES", "") not in ("", "0")  # in the environment of every bench the leg runs
     paths = plan_report.kernel_path_names()
+    paths_off = kernel_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), paths)  # look-back leaves them out
     commands = []
     for step in settings["STEPS"].split(","):
         variants = {"bench": settings.get("VARIANTS", ""), "look-back": LOOK_BACK, "routed": ROUTED_VARIANTS}.get(step)
         if variants is not None:
             if step == "routed":
                 commands.append(Command(step, ROUTING_TABLE_S, False, "the routing table"))
-            found = estimate(chosen, parse_variants(variants, paths), history, repeats=repeats, launches=launches)
+            found = estimate(chosen, parse_variants(variants, paths, paths_off), history, repeats=repeats, launches=launches)
             commands.append(Command(step, found.seconds, True, found.text()))
         elif step in STEP_SECONDS:
             commands.append(Command(step, STEP_SECONDS[step], False, f"{STEP_SECONDS[step]} s, its slowest recorded run"))

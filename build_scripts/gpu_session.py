@@ -28,6 +28,11 @@ with a summary (OUT/session.md, printed last) rather than being cut off mid-step
              PASSES and MATCH choose (profile.md and profile.csv in OUT)
   upstream   make test-upstream (needs upstream's test/ folder: UPSTREAM_TESTS)
 
+With DWCONV_DISABLE_KERNELS=<path>,<path> every step runs the overlay without those kernel paths: the bench
+times ours and routed without them (its report records them), and the routed step's table is made for
+that setting (make routing-table refuses reports measured with other paths off); session.md names them.
+The tests and sanitizer steps are refused with it: the GPU tests expect every path on at start.
+
 Needs only the standard library: it runs in the GPU machine's Python, which has no network.
 """
 
@@ -260,6 +265,29 @@ def refuse_bad_choice(names: list[str], sets: str, configs: str, match: str, pas
         check_problem_choice(sets, configs, match, passes if "profile" in names else None)
 
 
+# The GPU tests expect every kernel path on at start, and switch paths off themselves (TESTS=kernels runs each
+# path's passes with it off): under DWCONV_DISABLE_KERNELS they would fail where a call reaches another kernel.
+STEPS_WITH_EVERY_PATH_ON = ("tests", "sanitizer")
+
+
+def session_paths_off(text: str, names: list[str]) -> list[str]:
+    """DWCONV_DISABLE_KERNELS, which every step inherits (the overlay reads it at start): the kernel paths
+    named. Refused before any step runs where one is no kernel path, or a step of the session is one of
+    the GPU tests'."""
+    from .bench.schema import kernel_paths_off
+    from .plan_report import kernel_path_names
+    try:
+        paths_off = kernel_paths_off(text, kernel_path_names())
+    except ValueError as err:
+        raise HarnessError(f"gpu-session: {err}") from None
+    tests = [name for name in names if name in STEPS_WITH_EVERY_PATH_ON]
+    if paths_off and tests:
+        raise HarnessError(f"gpu-session: DWCONV_DISABLE_KERNELS={','.join(paths_off)} with the {' and '.join(tests)} "
+                           f"step{'s' * (len(tests) > 1)}: the GPU tests expect every kernel path on and switch paths off themselves "
+                           "(TESTS=kernels runs each path's passes with it off); run them in a session without it")
+    return paths_off
+
+
 def collect_reports(out: Path, folder: str) -> list[Path]:
     """Move the JSON reports under OUT/folder (results/<device>/<date>/) up into OUT, where the
     device gives them back; what else is there (markdown, plots) is dropped with the folder."""
@@ -360,8 +388,10 @@ def main(argv: list[str] | None = None) -> int:
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         refuse_bad_choice(names, args.sets, args.configs, os.environ.get("MATCH", ""), os.environ.get("PASSES", ""))
+        paths_off = session_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""), names)
         stop_steps_on_sigterm()
-        outcomes = run_session(names, out, args.budget, available, context=args.steps)
+        outcomes = run_session(names, out, args.budget, available, context=args.steps + (
+            f" (kernel paths off, DWCONV_DISABLE_KERNELS: {', '.join(paths_off)})" if paths_off else ""))
     except HarnessError as err:
         print(err, file=sys.stderr)
         return 2

@@ -13,6 +13,11 @@ times the routing of the kernels just measured (gpu-session's `routed` step, --a
 a pass where ours failed is routed elsewhere instead, and the summary names it: a kernel that is
 wrong on one layer must not cost the routed run of every other.
 
+A report measured with kernel paths switched off (DWCONV_DISABLE_KERNELS, the report's kernel_paths_off)
+makes a table only for a torch run with the same paths off: routing-table refuses it unless its own
+DWCONV_DISABLE_KERNELS names them (gpu-session's `routed` step passes its setting on to both), and the
+table's measured_on names them.
+
 With TABLE=<file> (render_runtime) the same points go to a file instead, which a patched torch
 or the overlay loads at run time, with no rebuild: DWCONV_ROUTING_TABLE=<file>, or
 torch.ops.dwconv.load_routing_table(<file>) (DepthwiseConvRouting.h's parse_routing_table reads
@@ -28,7 +33,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .bench.report import merge, passed
-from .bench.schema import SCHEMA as REPORT_SCHEMA
+from .bench.schema import SCHEMA as REPORT_SCHEMA, paths_off_of
 from .errors import HarnessError
 
 TABLE = REPO_ROOT / "patches/files/aten/src/ATen/native/cuda/DepthwiseConvRoutingTable.h"
@@ -276,11 +281,30 @@ def summary(points: list[Point]) -> str:
     return "\n".join(["routing points (dtype, layout, pass: layers routed to each):", *rows, *failed])
 
 
-def read_points(report_paths: list[Path], pinned_version: str,
-                avoid_failed_ours: bool = False) -> tuple[list[Point], str, str, int]:
+def check_paths_off(report: dict, source: str, paths_off: list[str]) -> None:
+    """Refuses reports whose ours ran with other kernel paths off than the torch the table is for runs
+    with (paths_off: its DWCONV_DISABLE_KERNELS): a table routes by ours' times, and a path switched off
+    changes them."""
+    measured = paths_off_of(report)
+    if set(measured) == set(paths_off):
+        return
+    if not paths_off:
+        raise HarnessError(f"{source} timed ours with kernel paths {', '.join(measured)} off (DWCONV_DISABLE_KERNELS); "
+                           "a table routes by ours' times, and a torch with every path on runs other kernels: rerun "
+                           f"the bench without DWCONV_DISABLE_KERNELS, or set DWCONV_DISABLE_KERNELS={','.join(measured)} "
+                           "here too to make a table for a torch run with them off")
+    raise HarnessError(f"{source} timed ours with kernel paths {', '.join(measured) or 'none'} off, and the table is "
+                       f"for a torch run with DWCONV_DISABLE_KERNELS={','.join(paths_off)}: make it from a bench run "
+                       "with the same setting")
+
+
+def read_points(report_paths: list[Path], pinned_version: str, avoid_failed_ours: bool = False,
+                paths_off: list[str] | tuple[str, ...] = ()) -> tuple[list[Point], str, str, int]:
     """The points of one report, or of several of one card (a bench cut short, then the sets it
     left: where two measured a layer and pass, the later stands), with where they were measured,
-    the reports' names and the card's compute capability."""
+    the reports' names and the card's compute capability. paths_off: the kernel paths the torch the
+    table is for runs with switched off (its DWCONV_DISABLE_KERNELS), which the reports' ours must
+    have run without, no more and no fewer; where measured_on says so."""
     sources = []
     for path in report_paths:
         try:
@@ -293,10 +317,14 @@ def read_points(report_paths: list[Path], pinned_version: str,
     except ValueError as err:
         raise HarnessError(f"routing-table: {err}") from None
     source = " + ".join(sources)
+    check_paths_off(report, source, list(paths_off))
     points = points_of(report, source, pinned_version, avoid_failed_ours)
     arch = measured_arch(report, source)
     dates = ", ".join(sorted({r["date"] for r in reports}))
-    return points, f"{report['device']}, torch {report['torch']}, {dates}", source, arch
+    measured_on = f"{report['device']}, torch {report['torch']}, {dates}"
+    if paths_off_of(report):
+        measured_on += f", kernel paths {', '.join(paths_off_of(report))} off"
+    return points, measured_on, source, arch
 
 
 def write_table(report_paths: list[Path], pinned_version: str, table: Path = TABLE) -> list[Point]:

@@ -6,8 +6,10 @@ What runs here: the generic passes (what stock, native and routed call) and the 
 variant's gradients, which are transposed convolutions that any backend computes. The
 cuDNN forward op and our kernels need a GPU (tests/gpu)."""
 
+import contextlib
 import json
 import sys
+import tempfile
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -75,6 +77,7 @@ def main():
     results.update(checks_on_cpu())
     results.update(cudnn_settings_checks())
     results.update(context_loss_checks())
+    results.update(paths_off_checks())
     print(json.dumps(results))
 
 
@@ -146,15 +149,48 @@ def checks_on_cpu():
     return results
 
 
+class FakeProps:
+    L2_cache_size, multi_processor_count, major, minor = 50 << 20, 132, 9, 0
+
+
+def fake_overlay_module(paths=(), off=()):
+    """What run_bench asks of dwconv_overlay: its patch set, kernel paths, the paths off and the table's origin."""
+    return type("FakeModule", (), {
+        "PATCHSET_HASH": "abc", "kernel_paths": staticmethod(lambda: list(paths)),
+        "disabled_kernels": staticmethod(lambda: list(off)), "routing_measured_on": staticmethod(lambda: "nothing")})
+
+
+@contextlib.contextmanager
+def gpu_stand_ins(module, measure_problem, record_run_launches=lambda *args: None):
+    """run_bench on the CPU: the overlay, the GPU's properties and rates, and each problem's measurement
+    stood in for; everything put back after."""
+    from build_scripts.bench import run
+    real = {name: getattr(run, name) for name in ("import_overlay", "Overlay", "copy_bandwidth", "fma_rate",
+                                                  "measure_problem", "record_run_launches")}
+    real_cuda = {name: getattr(torch.cuda, name) for name in ("get_device_properties", "get_device_name")}
+    run.import_overlay = lambda: module
+    run.Overlay = lambda module: type("O", (), {"module": module})()
+    run.copy_bandwidth = lambda: 3e9
+    run.fma_rate = lambda: 25e9
+    run.measure_problem = measure_problem
+    run.record_run_launches = record_run_launches
+    torch.cuda.get_device_properties = lambda index: FakeProps()
+    torch.cuda.get_device_name = lambda index: "Synthetic GPU"
+    try:
+        yield
+    finally:
+        for name, value in real.items():
+            setattr(run, name, value)
+        for name, value in real_cuda.items():
+            setattr(torch.cuda, name, value)
+
+
 def context_loss_checks():
     """Where a variant's failure leaves the CUDA context unusable (CUDA's sticky errors: every later call
     of the process fails), the float64 check raises ContextLost naming it, and run_bench stops there with
     the problems before it whole, the lost one named in cut_short with the reason, and no launches
     recorded; a failure that leaves the context working is recorded and the check goes on. The GPU's
     state is stood in for: context_lost() answers as a lost context would once the crash has run."""
-    import contextlib
-    import tempfile
-
     from build_scripts.bench import run
 
     class NoOverlay:
@@ -162,9 +198,7 @@ def context_loss_checks():
             return contextlib.nullcontext()
 
     lost = []
-    real = {name: getattr(run, name) for name in ("passes_of", "context_lost", "import_overlay", "Overlay",
-                                                  "copy_bandwidth", "fma_rate", "measure_problem", "record_run_launches")}
-    real_cuda = {name: getattr(torch.cuda, name) for name in ("get_device_properties", "get_device_name")}
+    real = {name: getattr(run, name) for name in ("passes_of", "context_lost")}
 
     def passes_of(name, problem):
         passes = real["passes_of"]("stock", problem)
@@ -200,55 +234,63 @@ def context_loss_checks():
             results["context/a lost context stops the check"] = (
                 "pass" if str(err).startswith("the CUDA context was lost: crash raised RuntimeError: forward: CUDA error: "
                                               "an illegal memory access") else str(err))
-
-        # run_bench: the second of three problems loses the context
-        class FakeProps:
-            L2_cache_size, multi_processor_count, major, minor = 50 << 20, 132, 9, 0
-
-        class FakeModule:
-            PATCHSET_HASH = "abc"
-
-            @staticmethod
-            def kernel_paths():
-                return []
-
-            @staticmethod
-            def routing_measured_on():
-                return "nothing"
-
-        measured_labels = []
-
-        def measure_problem(problem, *args, **kwargs):
-            measured_labels.append(problem.label)
-            if len(measured_labels) == 2:
-                raise run.ContextLost("ours", "RuntimeError: CUDA error: an illegal memory access", "AcceleratorError")
-            return [{"set": problem.layer.set, "layer": problem.layer.name, "pass": "forward"}], {}
-
-        recorded = []
-        run.import_overlay = lambda: FakeModule
-        run.Overlay = lambda module: type("O", (), {"module": module})()
-        run.copy_bandwidth = lambda: 3e9
-        run.fma_rate = lambda: 25e9
-        run.measure_problem = measure_problem
-        run.record_run_launches = lambda *args: recorded.append(True)
-        torch.cuda.get_device_properties = lambda index: FakeProps()
-        torch.cuda.get_device_name = lambda index: "Synthetic GPU"
-        with tempfile.TemporaryDirectory() as folder:
-            out = Path(folder) / "bench.json"
-            report = run.run_bench(out, ["MobileNetV2"], "stock", configs_2d=(("float32", "contiguous"),),
-                                   launches=True)
-            written = json.loads(out.read_text())
-        cut = report.get("cut_short", {})
-        results["context/run_bench stops at a lost context"] = (
-            "pass" if len(measured_labels) == 2 and len(report["rows"]) == 1 and written == report
-            and cut.get("next") == measured_labels[1] and cut.get("problems_done") == 1
-            and cut.get("reason", "").startswith(f"{measured_labels[1]}: the CUDA context was lost: ours raised")
-            and not recorded else f"{measured_labels} {cut} {len(report['rows'])} recorded={recorded}")
     finally:
         for name, value in real.items():
             setattr(run, name, value)
-        for name, value in real_cuda.items():
-            setattr(torch.cuda, name, value)
+
+    # run_bench: the second of three problems loses the context
+    measured_labels = []
+
+    def measure_problem(problem, *args, **kwargs):
+        measured_labels.append(problem.label)
+        if len(measured_labels) == 2:
+            raise run.ContextLost("ours", "RuntimeError: CUDA error: an illegal memory access", "AcceleratorError")
+        return [{"set": problem.layer.set, "layer": problem.layer.name, "pass": "forward"}], {}
+
+    recorded = []
+    with gpu_stand_ins(fake_overlay_module(), measure_problem, lambda *args: recorded.append(True)), \
+            tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "bench.json"
+        report = run.run_bench(out, ["MobileNetV2"], "stock", configs_2d=(("float32", "contiguous"),), launches=True)
+        written = json.loads(out.read_text())
+    cut = report.get("cut_short", {})
+    results["context/run_bench stops at a lost context"] = (
+        "pass" if len(measured_labels) == 2 and len(report["rows"]) == 1 and written == report
+        and cut.get("next") == measured_labels[1] and cut.get("problems_done") == 1
+        and cut.get("reason", "").startswith(f"{measured_labels[1]}: the CUDA context was lost: ours raised")
+        and not recorded else f"{measured_labels} {cut} {len(report['rows'])} recorded={recorded}")
+    return results
+
+
+def paths_off_checks():
+    """A process with kernel paths off (DWCONV_DISABLE_KERNELS): run_bench records them, its look-back leaves
+    them out, and it refuses an ours-without-<path> of one before measuring anything."""
+    from build_scripts.bench import run
+
+    timed = []
+
+    def measure_problem(problem, overlay, variants, *args, **kwargs):
+        timed.append(variants)
+        return [{"set": problem.layer.set, "layer": problem.layer.name, "pass": "forward"}], {}
+
+    results = {}
+    module = fake_overlay_module(paths=("row", "column", "pixel"), off=("column",))
+    with gpu_stand_ins(module, measure_problem), tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "bench.json"
+        report = run.run_bench(out, ["Mamba conv1d"], "stock,look-back", match="1536 L=2048 b8 bfloat16 contiguous")
+        written = json.loads(out.read_text())
+        results["paths_off/recorded, and look-back leaves them out"] = (
+            "pass" if report["kernel_paths_off"] == ["column"] == written["kernel_paths_off"] and timed
+            and all(v == ("stock", "ours", "ours-without-row", "ours-without-pixel") for v in timed)
+            and report["settings"]["variants"] == list(timed[0]) else f"{report.get('kernel_paths_off')} {timed}")
+        timed.clear()
+        try:
+            run.run_bench(out, ["Mamba conv1d"], "ours,ours-without-pixel+column", match="1536 L=2048 b8 bfloat16 contiguous")
+            results["paths_off/an ours-without of a path already off is refused"] = "not refused"
+        except ValueError as err:
+            results["paths_off/an ours-without of a path already off is refused"] = (
+                "pass" if not timed and "'ours-without-pixel+column': column is already off in this process "
+                "(DWCONV_DISABLE_KERNELS=column)" in str(err) else str(err))
     return results
 
 

@@ -42,7 +42,7 @@ from build_scripts.bench.timing import Timing  # noqa: E402
 
 
 class OverlayStandIn:
-    """enable/disable/routing/set_routing as dwconv_overlay has them; under "ours" or "auto" every
+    """enable/disable/routing/set_routing (and disabled_kernels, none) as dwconv_overlay has them; under "ours" or "auto" every
     depthwise convolution's output comes from `ours(module, input)`."""
 
     def __init__(self, ours):
@@ -53,6 +53,9 @@ class OverlayStandIn:
 
     def enabled(self):
         return self.on
+
+    def disabled_kernels(self):
+        return []
 
     def set_routing(self, mode):
         self.mode = mode
@@ -157,6 +160,9 @@ class TimedOverlay(OverlayStandIn):
     def routing_measured_on(self):
         return "nowhere"
 
+    def disabled_kernels(self):  # as under DWCONV_DISABLE_KERNELS=row: the report records it
+        return ["row"]
+
 
 def layer_check(problem, model, mode, ours, scaled=True):
     """model_check.layer_check of the "ours" stand-in computing as ours does, on a batch of 2, with the
@@ -242,6 +248,7 @@ def orchestration():
         model_steps.MODES.update(saved_modes)
         overlay.disable()
     return {"written_equals_returned": written == report, "schema": report["schema"],
+            "kernel_paths_off": report["kernel_paths_off"],
             "variants": report["settings"]["variants"], "failed": model_report.failed_checks(report),
             "rows": [{key: row[key] for key in ("model", "dtype", "layout", "mode", "batch", "ms", "graph", "kernels",
                                                 "errors", "layer_check", "seconds")} | {"floor": row["depthwise_floor_ms"],

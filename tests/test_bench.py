@@ -17,8 +17,8 @@ from build_scripts.bench.layers import (COVERAGE_CONFIGS_2D, COVERAGE_SETS, DEFA
 from build_scripts.bench.report import (
     activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
 )
-from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, parse_configs, parse_variants,
-                                        problem_row, report_file_name, switched_off_paths)
+from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, kernel_paths_off, parse_configs,
+                                        parse_variants, problem_row, report_file_name, switched_off_paths)
 from build_scripts.errors import HarnessError
 from build_scripts.routing_table import points_of, summary, write_table
 
@@ -405,6 +405,19 @@ def test_a_run_with_cudnn_benchmark_on_says_so_and_does_not_merge_with_one_witho
         load([tmp_path / "off.json", tmp_path / "on.json"])
 
 
+def test_a_run_with_kernel_paths_off_says_so_and_does_not_merge_with_one_without(tmp_path):
+    """DWCONV_DISABLE_KERNELS in the bench's process: ours and routed ran without those paths."""
+    on, off = synthetic_report(), {**synthetic_report(), "kernel_paths_off": ["pixel", "row"]}
+    assert "- **Kernel paths off** (DWCONV_DISABLE_KERNELS): pixel, row. Ours and routed ran without them" in markdown(off)
+    assert "Kernel paths off" not in markdown(on) and "Kernel paths off" not in markdown({**on, "kernel_paths_off": []})
+    for name, report in (("on", on), ("off", off), ("off-too", {**off, "kernel_paths_off": ["row", "pixel"]})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(report))
+    with pytest.raises(ValueError, match="off.json ran ours with kernel paths pixel, row off, .*on.json with none: two "
+                                         "different kernels' numbers"):
+        load([tmp_path / "on.json", tmp_path / "off.json"])
+    assert load([tmp_path / "off.json", tmp_path / "off-too.json"])["kernel_paths_off"] == ["pixel", "row"]
+
+
 def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gave_it(tmp_path):
     from types import SimpleNamespace
 
@@ -645,6 +658,22 @@ def test_variants_are_the_five_or_ours_without_a_kernel_path_or_the_look_back():
             parse_variants(unknown, paths)
     with pytest.raises(ValueError, match="unknown variant 'fastest'"):
         parse_variants("fastest", paths)
+
+
+def test_a_process_with_kernel_paths_off_looks_back_past_the_others_and_times_none_of_them_twice():
+    paths = ["register_tiled", "row", "column"]
+    assert kernel_paths_off(" column, register_tiled ,", paths) == ["register_tiled", "column"]
+    assert kernel_paths_off("", paths) == []
+    with pytest.raises(ValueError, match=r"DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'rows', 'x'; "
+                                         r"the paths are register_tiled, row, column"):
+        kernel_paths_off("rows,column,x", paths)
+    assert parse_variants("stock,look-back", paths, ["column"]) == ("stock", "ours", "ours-without-register_tiled",
+                                                                    "ours-without-row")
+    assert parse_variants("ours,ours-without-row", paths, ["column"]) == ("ours", "ours-without-row")
+    for variant in ("ours-without-column", "ours-without-row+column"):
+        with pytest.raises(ValueError, match=rf"variant '{re.escape(variant)}': column is already off in this process "
+                                             r"\(DWCONV_DISABLE_KERNELS=column\), so it would time ours again"):
+            parse_variants(variant, paths, ["column"])
 
 
 def test_the_look_back_says_what_each_kernel_path_brings():

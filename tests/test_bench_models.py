@@ -146,7 +146,7 @@ def test_the_steps_train_and_infer(found, model):
 def test_a_run_checks_profiles_and_times_every_variant_in_each_mode_and_writes_as_it_goes(found):
     run = found["run"]  # MobileNetV2 at 32x32 on the CPU, the timing and profiling stood in for
     assert run["schema"] == MODELS_SCHEMA and run["variants"] == list(MODEL_VARIANTS)
-    assert run["written_equals_returned"] and run["failed"] == []
+    assert run["written_equals_returned"] and run["failed"] == [] and run["kernel_paths_off"] == ["row"]
     rows = run["rows"]
     assert [(r["dtype"], r["layout"], r["mode"], r["batch"]) for r in rows] == [
         ("float32", "contiguous", "training", 2), ("float32", "contiguous", "inference", 1),
@@ -227,6 +227,14 @@ def test_the_markdown_gives_each_variants_time_the_speedups_and_the_failed_check
     assert "- bf16 channels_last (autocast): routed / stock, geomean over the models: –×" in text
     assert "**Cut short** at 500 s: 2 of 9 model configurations measured; not measured from EfficientNet-B0" in text
     assert " s over " not in text  # rows from before 2026-11-26 carry no seconds
+    assert "Kernel paths off" not in text
+
+
+def test_the_markdown_names_the_kernel_paths_the_run_went_without():
+    report = {**_report([_row("MobileNetV2", "float32", "contiguous", "training", {"stock": 2.0, "ours": 1.0})]),
+              "kernel_paths_off": ["plane_stream"]}
+    assert ("- **Kernel paths off** (DWCONV_DISABLE_KERNELS): plane_stream; ours and routed ran without them"
+            in markdown(report))
 
 
 def test_a_variant_failing_the_layer_check_or_its_timing_has_no_speedup_and_fails_the_run():

@@ -51,3 +51,9 @@ def test_a_lost_cuda_context_stops_the_check_and_the_run_where_it_happened(outco
                        "context/a failure that leaves the context goes on": "pass",
                        "context/a lost context stops the check": "pass",
                        "context/run_bench stops at a lost context": "pass"}
+
+
+def test_a_bench_with_kernel_paths_off_records_them_and_refuses_to_time_one_again(outcomes):
+    results = {k: v for k, v in outcomes.items() if k.startswith("paths_off/")}
+    assert results == {"paths_off/recorded, and look-back leaves them out": "pass",
+                       "paths_off/an ours-without of a path already off is refused": "pass"}

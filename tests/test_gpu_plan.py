@@ -74,10 +74,39 @@ def test_the_notes_run_every_leg_once_and_the_first_call_fits_by_the_records():
      "no problem of the chosen sets and configurations matches MATCH='bfloat16 channels_last'"),
     ('STEPS=profile SETS=ConvNeXt-T MATCH="b1 " PASSES=backward_weight', "gpu-session: "),
     ('STEPS=bench SETS=ConvNeXt-T MATCH="b2 "', "no problem of the chosen sets and configurations matches MATCH='b2 '"),
+    ("STEPS=bench,routed DWCONV_DISABLE_KERNELS=pixel,pixels", "DWCONV_DISABLE_KERNELS: no depthwise kernel path is "
+                                                               "called 'pixels'"),
+    ("STEPS=bench DWCONV_DISABLE_KERNELS=pixel VARIANTS=ours,ours-without-pixel",
+     "variant 'ours-without-pixel': pixel is already off in this process"),
+    ("STEPS=probe,tests,bench DWCONV_DISABLE_KERNELS=pixel", "DWCONV_DISABLE_KERNELS=pixel with the tests step: the "
+                                                            "GPU tests expect every kernel path on"),
 ])
 def test_a_plan_with_a_typo_is_refused_here(call, problem):
     found = call_problems(call)
     assert len(found) == 1 and problem in found[0], found
+
+
+def test_a_leg_runs_without_the_kernel_paths_it_names_and_its_look_back_leaves_them_out(monkeypatch):
+    """The leg a GPU session adds where a path proved wrong on the device: ours and routed without it."""
+    from build_scripts.bench import sizing
+    from build_scripts.gpu_plan import Leg, leg_commands
+    from build_scripts.plan_report import kernel_path_names
+    leg = "STEPS=bench,routed SETS=ConvNeXt-T CONFIGS=bfloat16/channels_last DWCONV_DISABLE_KERNELS=pixel,row"
+    assert call_problems(leg + " VARIANTS=stock,cudnn,ours") == []
+    sized = []
+
+    class Sized:
+        seconds = 1.0
+
+        def text(self):
+            return "1 s"
+
+    monkeypatch.setattr(sizing, "estimate", lambda chosen, variants, history, **kw: sized.append(variants) or Sized())
+    settings = dict(word.split("=", 1) for word in shlex.split(leg.replace("bench,routed", "look-back")))
+    [look_back] = leg_commands(Leg("wrong-path", settings), history=None)
+    assert look_back.step == "look-back" and look_back.seconds == 1.0
+    expected = ["ours", *(f"ours-without-{path}" for path in kernel_path_names() if path not in ("pixel", "row"))]
+    assert list(sized[0]) == expected and len(expected) == len(kernel_path_names()) - 1
 
 
 def test_the_plan_is_found_in_the_notes():

@@ -90,7 +90,8 @@ args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
 assert sys.argv[1:3] == ["--no-print-directory", "gpu-session"], sys.argv
 out = Path(args["OUT"])
 (out / "bench.log").write_text(" ".join(sys.argv[3:]) + "\\n")
-(out / "env.log").write_text(" ".join(f"{{k}}={{os.environ[k]}}" for k in ("MATCH", "MAKEFLAGS", "DWCONV_OVERLAY_DIR")
+(out / "env.log").write_text(" ".join(f"{{k}}={{os.environ[k]}}" for k in ("MATCH", "MAKEFLAGS", "DWCONV_OVERLAY_DIR",
+                                                                       "DWCONV_DISABLE_KERNELS")
                                       if k in os.environ))
 step = args["STEPS"]
 if step == "flood":
@@ -128,10 +129,12 @@ def legs_in(archive: Path) -> dict[str, str]:
 
 def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tmp_path, stand_in_make, capsys,
                                                                              monkeypatch):
-    for key, value in (("MATCH", "b1"), ("MAKEFLAGS", " -- OUT=/elsewhere"), ("DWCONV_OVERLAY_DIR", "/overlay")):
+    for key, value in (("MATCH", "b1"), ("MAKEFLAGS", " -- OUT=/elsewhere"), ("DWCONV_OVERLAY_DIR", "/overlay"),
+                       ("DWCONV_DISABLE_KERNELS", "pixel")):
         monkeypatch.setenv(key, value)  # what `make gpu-plan MATCH=b1 ...` would leave in its environment
     out = tmp_path / "out"
-    legs = [Leg("one", {"STEPS": "probe", "BUDGET": "30"}), Leg("two", {"STEPS": "bench", "SETS": "Mamba conv1d"}),
+    legs = [Leg("one", {"STEPS": "probe", "BUDGET": "30"}),
+            Leg("two", {"STEPS": "bench", "SETS": "Mamba conv1d", "DWCONV_DISABLE_KERNELS": "row"}),
             Leg("three", {"STEPS": "tests"})]
     outcomes = run_plan(legs, out, 60, make=stand_in_make)
     assert [(o.name, o.status) for o in outcomes] == [
@@ -145,9 +148,11 @@ def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tm
     assert files["one/env.log"] == "DWCONV_OVERLAY_DIR=/overlay"  # a leg is its own line, on the call's overlay
     budget = int(files["two/bench.log"].split()[1].removeprefix("BUDGET="))
     assert "SETS=Mamba conv1d" in files["two/bench.log"] and 57 <= budget <= 59  # what was left of the call's 60, less 0.5
+    assert "DWCONV_DISABLE_KERNELS=row" in files["two/bench.log"]  # a leg's paths off are its own (make exports them)
     plan = (out / "plan.md").read_text()
     assert "gpu-session: unknown step(s)" in files["three/leg.log"] and "the leg's own output" in files["one/leg.log"]
-    assert "| two | not passed: bench failed (exit 1) |" in plan and "`STEPS=bench 'SETS=Mamba conv1d'`" in plan
+    assert "| two | not passed: bench failed (exit 1) |" in plan
+    assert "`STEPS=bench 'SETS=Mamba conv1d' DWCONV_DISABLE_KERNELS=row`" in plan
     assert "## one\n\n### GPU session: probe" in plan
     assert capsys.readouterr().out.rstrip().endswith(plan.rstrip().splitlines()[-1])
 

@@ -194,6 +194,7 @@ FAKE_MAKE = """import os, sys
 table = os.environ.get("DWCONV_ROUTING_TABLE", "")
 print("make", *sys.argv[1:])
 print("table", table, open(table).readline().strip() if table else "")
+print("kernel paths off:", os.environ.get("DWCONV_DISABLE_KERNELS", "none"))
 """
 
 
@@ -232,6 +233,47 @@ def test_the_routed_step_times_routed_by_the_table_of_this_calls_bench(tmp_path,
     assert "VARIANTS=stock,cudnn,routed" in log and "SETS=MobileNetV2" in log and "CONFIGS=bfloat16/channels_last" in log
     assert any(line.endswith("ours 1, cuDNN 0, upstream 0") for line in routed.lines)  # the table's routes
     assert any(line.startswith("wrote ") and line.endswith("with no rebuild") for line in routed.lines)
+
+
+def test_a_session_with_kernel_paths_off_routes_by_a_table_made_for_them(tmp_path, quick_limits):
+    """DWCONV_DISABLE_KERNELS=<path> on a session (a path that proved wrong): its bench timed ours without the
+    path, and the routed step's table is made for that setting and timed with it; a table for a torch with
+    every path on is not made from such a bench."""
+    from tests.test_routing_rule import report, row
+    bench = report([row("144@56", "bfloat16", "channels_last", p, ours=1.0, stock=2.0)
+                    for p in ("forward", "backward_input", "backward_weight")])
+    bench_report = tmp_path / "bench-Synthetic-stock-cudnn-ours.json"
+    bench_report.write_text(json.dumps({**bench, "kernel_paths_off": ["channels_last_mma"]}))
+    (tmp_path / "bench.log").write_text(f"given back: {bench_report}\n")
+    real = bf16_steps_with_a_stand_in_make(tmp_path)
+    [refused] = run_session(["routed"], tmp_path, 60, real, env={k: v for k, v in os.environ.items()
+                                                                  if k != "DWCONV_DISABLE_KERNELS"})
+    assert refused.status != "passed" and not (tmp_path / "routing-table.tsv").exists()
+    assert "timed ours with kernel paths channels_last_mma off" in (tmp_path / "routed.log").read_text()
+    [routed] = run_session(["routed"], tmp_path, 120, real,
+                           env=dict(os.environ, DWCONV_DISABLE_KERNELS="channels_last_mma"))
+    log = (tmp_path / "routed.log").read_text()
+    assert routed.status == "passed", log
+    assert "kernel paths off: channels_last_mma" in log  # the routed bench runs without the path too
+    assert ", kernel paths channels_last_mma off\n" in (tmp_path / "routing-table.tsv").read_text()
+
+
+def test_a_session_names_the_kernel_paths_it_runs_without_and_refuses_an_unknown_one(tmp_path):
+    def session(paths_off, steps="probe"):
+        env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=steps, BUDGET="60", DWCONV_DISABLE_KERNELS=paths_off)
+        return subprocess.run([sys.executable, "-m", "build_scripts.gpu_session"], cwd=REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=60)
+    result = session("pixel,pixels")
+    assert result.returncode == 2, result.stdout
+    assert "gpu-session: DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'pixels'" in result.stderr
+    assert not (tmp_path / "out").exists()
+    result = session("pixel", steps="probe,tests,sanitizer")
+    assert result.returncode == 2 and ("DWCONV_DISABLE_KERNELS=pixel with the tests and sanitizer steps: the GPU tests "
+                                       "expect every kernel path on") in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+    session(" pixel, row")  # the probe fails here, with no GPU; session.md is written all the same
+    assert (tmp_path / "out" / "session.md").read_text().startswith(
+        "# GPU session: probe (kernel paths off, DWCONV_DISABLE_KERNELS: row, pixel)\n")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the routing table's held-out check compiles with g++")

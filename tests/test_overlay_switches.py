@@ -144,7 +144,18 @@ def test_each_bench_variant_sets_the_switches_and_puts_them_back(overlay_probe):
         # cuDNN as the routing runs it where it stands in for the native kernel
         "cudnn False [] upstream cudnn enabled=1 benchmark=1 allow_tf32=0 deterministic=1",
         f"after True [] upstream {before}",
-        f"within True ['row'] upstream {before}", f"restored False ['column'] upstream {before}"]
+        # a path already off stays off: ours-without-<path> switches its own off on top
+        f"within True ['row', 'column'] upstream {before}", f"restored False ['column'] upstream {before}"]
+
+
+def test_the_bench_variants_keep_the_kernel_paths_the_process_started_without(overlay_probe):
+    lines = overlay_probe(BENCH_VARIANTS.format(repo=str(REPO_ROOT)), DWCONV_DISABLE_KERNELS="column")
+    switches = [line.split(" cudnn ")[0] for line in lines]
+    assert switches == ["stock False ['column'] upstream", "ours True ['column'] upstream",
+                        "ours-without-row True ['row', 'column'] upstream", "routed True ['column'] auto",
+                        "native False ['column'] upstream", "cudnn False ['column'] upstream",
+                        "after True ['column'] upstream",
+                        "within True ['row', 'column'] upstream", "restored False ['column'] upstream"]
 
 
 # A table measured elsewhere, loaded at run time; asked about with meta tensors.

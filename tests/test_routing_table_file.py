@@ -193,3 +193,32 @@ def test_a_machine_without_gpp_still_makes_the_table_and_says_the_check_was_skip
     assert main(["routing-table", "--table", str(table), str(write_reports(tmp_path, SYNTHETIC_ROWS))]) == 0
     assert table.read_text().startswith(RUNTIME_FORMAT)
     assert "held-out check skipped: it compiles the routing rule with g++" in capsys.readouterr().out
+
+
+def test_a_report_timed_with_kernel_paths_off_makes_a_table_only_for_a_torch_run_so(tmp_path, monkeypatch, capsys):
+    """A bench run with DWCONV_DISABLE_KERNELS timed other kernels than a torch with every path on runs: its
+    table is made only where routing-table's own DWCONV_DISABLE_KERNELS names the same paths (the routed step's
+    does: it inherits its session's), and says so in measured_on."""
+    monkeypatch.setattr("build_scripts.routing_table.TABLE", tmp_path / "DepthwiseConvRoutingTable.h")
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps({**report(SYNTHETIC_ROWS), "kernel_paths_off": ["pixel", "row"]}))
+    table = tmp_path / "t.tsv"
+    monkeypatch.delenv("DWCONV_DISABLE_KERNELS", raising=False)
+    assert main(["routing-table", "--table", str(table), str(source)]) == 1
+    assert ("timed ours with kernel paths pixel, row off (DWCONV_DISABLE_KERNELS); a table routes by ours' times, "
+            "and a torch with every path on runs other kernels") in capsys.readouterr().err
+    monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "pixel")
+    assert main(["routing-table", "--table", str(table), str(source)]) == 1
+    assert ("timed ours with kernel paths pixel, row off, and the table is for a torch run with "
+            "DWCONV_DISABLE_KERNELS=pixel") in capsys.readouterr().err
+    monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "rows")
+    assert main(["routing-table", "--table", str(table), str(source)]) == 1
+    assert "routing-table: DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'rows'" in capsys.readouterr().err
+    assert not table.exists()
+    monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "row, pixel")
+    assert main(["routing-table", "--table", str(table), str(source)]) == 0
+    assert "measured_on\t" + report(SYNTHETIC_ROWS)["device"] in table.read_text()
+    assert ", kernel paths pixel, row off\n" in table.read_text()
+    # and a report with every path on makes no table for a torch run with paths off
+    assert main(["routing-table", "--table", str(table), str(write_reports(tmp_path, SYNTHETIC_ROWS))]) == 1
+    assert "timed ours with kernel paths none off, and the table is for a torch run with" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from .report import DTYPE_TITLES, VARIANT_TITLES, fmt, geomean
+from .schema import paths_off_of
 
 MODE_TITLES = {"training": "training step (forward, loss, backward)", "inference": "inference (forward, no_grad)"}
 
@@ -118,6 +119,9 @@ def markdown(report: dict) -> str:
         f"depthwise layers, the least their part of the step can take.", "",
     ]
     lines += seconds_lines(report["rows"])
+    if paths_off_of(report):
+        lines += [f"- **Kernel paths off** (DWCONV_DISABLE_KERNELS): {', '.join(paths_off_of(report))}; ours and routed "
+                  "ran without them, as a torch run with that setting does.", ""]
     cut = report.get("cut_short")
     if cut:
         lines += [f"- **Cut short** at {cut['stop_after_s']:.0f} s: {cut['problems_done']} of {cut['problems']} "

@@ -93,6 +93,7 @@ def run_models(out_path: Path, model_names: list[str] | None, variant_names: str
         "device": torch.cuda.get_device_name(0) if device == "cuda" else device, "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(), "overlay_patchset": overlay.PATCHSET_HASH,
         "routing_measured_on": overlay.routing_measured_on(), "copy_bandwidth_GBps": bandwidth / 1e6,
+        "kernel_paths_off": list(overlay.disabled_kernels()),  # DWCONV_DISABLE_KERNELS: every variant ran without them
         "settings": {"repeats": repeats, "warmup": warmup, "check_batch": CHECK_BATCH, "slack": SLACK,
                      "tolerance": dict(TOLERANCE), "layer_tolerance": dict(LAYER_TOLERANCE), "modes": dict(MODES),
                      "image_size": IMAGE_SIZE,

@@ -15,7 +15,7 @@ from statistics import median
 from .floor import ELEMENT_BYTES
 from .launches import KERNEL_NAMESPACE, function_name
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
-from .schema import BASELINES, problem_row, switched_off_path
+from .schema import BASELINES, paths_off_of, problem_row, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -86,6 +86,9 @@ def merge(reports: list[dict], names: list[str]) -> dict:
         if (r["device"], r["torch"]) != (first["device"], first["torch"]):
             raise ValueError(f"{name} is from {r['device']}, torch {r['torch']}; {names[0]} from "
                              f"{first['device']}, torch {first['torch']}: not one run")
+        if set(paths_off_of(r)) != set(paths_off_of(first)):
+            raise ValueError(f"{name} ran ours with kernel paths {paths_off_text(r)} off, {names[0]} with "
+                             f"{paths_off_text(first)}: two different kernels' numbers do not make one table")
         if method(r) != method(first):
             raise ValueError(f"{name} was measured as {method(r)}, {names[0]} as {method(first)}: numbers of two "
                              "methods do not make one table")
@@ -299,6 +302,19 @@ def check_text(settings: dict) -> str:
         "multiply-adds a pass: the largest filters)" if macs else "")
 
 
+def paths_off_text(report: dict) -> str:
+    return ", ".join(paths_off_of(report)) or "none"
+
+
+def paths_off_lines(report: dict) -> list[str]:
+    """The header's word on a run with kernel paths switched off in the process (DWCONV_DISABLE_KERNELS)."""
+    if not paths_off_of(report):
+        return []
+    return [f"- **Kernel paths off** (DWCONV_DISABLE_KERNELS): {paths_off_text(report)}. Ours and routed ran "
+            "without them, as a torch run with that setting does; `make routing-table` routes by these numbers "
+            "only for such a run"]
+
+
 def cudnn_benchmark_lines(settings: dict) -> list[str]:
     """The header's word on a run with torch.backends.cudnn.benchmark on (CUDNN_BENCHMARK=1)."""
     if not settings.get("cudnn_benchmark"):
@@ -322,6 +338,7 @@ def markdown(report: dict) -> str:
         f"{' (timed as the routing runs it: TF32 off, deterministic)' if report['settings'].get('cudnn_deterministic') else ''}; "
         f"overlay patch set {', '.join(report.get('overlay_patchsets') or [report['overlay_patchset']])}; "
         f"routing table measured on: {report['routing_measured_on']}",
+        *paths_off_lines(report),
         *cudnn_benchmark_lines(report["settings"]),
         f"- Copy bandwidth {report['copy_bandwidth_GBps']:.0f} GB/s (device-to-device, read + write); the floor is "
         "the bytes a pass must move over it (build_scripts/bench/floor.py)",

@@ -175,7 +175,11 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
     of ours is run once more under the profiler, and its rows keep the kernels it launched
     (launches.py), for `make plan-audit`, within the same stop_after_s."""
     overlay = Overlay(import_overlay())
-    variants = parse_variants(variant_names, overlay.module.kernel_paths())
+    paths_off = list(overlay.module.disabled_kernels())  # DWCONV_DISABLE_KERNELS: every variant keeps them off
+    variants = parse_variants(variant_names, overlay.module.kernel_paths(), paths_off)
+    if paths_off:
+        print(f"kernel paths off in this process (DWCONV_DISABLE_KERNELS): {', '.join(paths_off)}; ours and routed "
+              "are timed without them", flush=True)
     chosen = matching(problems(set_names, configs_2d), match)
     props = torch.cuda.get_device_properties(0)
     started = time.monotonic()
@@ -191,6 +195,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "cudnn": torch.backends.cudnn.version(),
         "overlay_patchset": overlay.module.PATCHSET_HASH,
         "routing_measured_on": overlay.module.routing_measured_on(),
+        "kernel_paths_off": paths_off,
         "copy_bandwidth_GBps": bandwidth / 1e6,
         "fp32_fma_TFLOPS": 2 * macs_per_ms / 1e9,
         "l2_bytes": props.L2_cache_size,

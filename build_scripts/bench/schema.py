@@ -16,6 +16,9 @@ conv1d rows are the 2D problem torch runs for them: height 1, kernel [1, k].
 
 A run given a time limit (stop_after_s) that stopped before its last problem also has
   cut_short {problems_done, problems, stop_after_s, next}   next: the first problem not measured
+
+and kernel_paths_off lists the kernel paths switched off in the process (DWCONV_DISABLE_KERNELS), which
+ours and routed ran without (absent before 2026-12-07: none were).
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from .floor import compute_floor_ms, floor_ms, pass_bytes, pass_macs
 from .layers import CONFIG_DTYPES, CONFIG_LAYOUTS, COVERAGE_CONFIGS_2D, Problem
 
 SCHEMA = "dwconv-bench/1"
+
+
+def paths_off_of(report: dict) -> list[str]:
+    """The kernel paths ours and routed ran without in the report's run ([] for a report from before they
+    were recorded: none were then)."""
+    return list(report.get("kernel_paths_off") or [])
 VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
 BASELINES = ("stock", "cudnn", "native")  # upstream's own paths, timed beside ours; not the patch set's
 WITHOUT = "ours-without-"
@@ -53,15 +62,22 @@ def comma_separated(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
-def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
+def parse_variants(text: str, kernel_paths: list[str], paths_off: list[str] | tuple[str, ...] = ()) -> tuple[str, ...]:
     """VARIANTS=a,b: names of VARIANTS, or ours-without-<path> for a path of kernel_paths (the
     overlay's; <path>+<path> switches several off together, to look back past a newer path that
-    took an older one's passes), or look-back for ours and ours without each path. Empty: VARIANTS."""
+    took an older one's passes), or look-back for ours and ours without each path. Empty: VARIANTS.
+    paths_off: the paths already off in the process (DWCONV_DISABLE_KERNELS); look-back leaves them out,
+    and an ours-without-<path> of one is refused, since it would time ours again under another name."""
     names = []
     for name in comma_separated(text):
         paths = switched_off_paths(name)
+        already_off = [path for path in paths if path in paths_off]
+        if already_off:
+            raise ValueError(f"variant {name!r}: {', '.join(already_off)} {'is' if len(already_off) == 1 else 'are'} "
+                             f"already off in this process (DWCONV_DISABLE_KERNELS={','.join(paths_off)}), so it "
+                             "would time ours again: leave it out, or the path out of DWCONV_DISABLE_KERNELS")
         if name == LOOK_BACK:
-            names += ["ours", *(WITHOUT + path for path in kernel_paths)]
+            names += ["ours", *(WITHOUT + path for path in kernel_paths if path not in paths_off)]
         elif name in VARIANTS or (paths and set(paths) <= set(kernel_paths)):
             names.append(name)
         else:
@@ -69,6 +85,17 @@ def parse_variants(text: str, kernel_paths: list[str]) -> tuple[str, ...]:
                              f"{WITHOUT}<path> for a path of {', '.join(kernel_paths)} (several joined by "
                              f"{SEPARATOR}), and {LOOK_BACK} (ours and ours without each path)")
     return tuple(dict.fromkeys(names)) or VARIANTS
+
+
+def kernel_paths_off(text: str, kernel_paths: list[str]) -> list[str]:
+    """DWCONV_DISABLE_KERNELS=a,b as the overlay reads it: the paths named, in kernel_paths' order; a name
+    that is no kernel path is refused, as the overlay refuses it."""
+    named = comma_separated(text)
+    unknown = [name for name in named if name not in kernel_paths]
+    if unknown:
+        raise ValueError(f"DWCONV_DISABLE_KERNELS: no depthwise kernel path is called {', '.join(map(repr, unknown))}; "
+                         f"the paths are {', '.join(kernel_paths)}")
+    return [path for path in kernel_paths if path in named]
 
 
 def ends_in_time(elapsed_s: float, longest_problem_s: float, stop_after_s: float | None) -> bool:

@@ -18,6 +18,9 @@
            ours-without-<path>+<path> switches several off together
   routed   the overlay as a user gets it: convolution / convolution_backward, routed as measured
 
+Kernel paths switched off in the process (DWCONV_DISABLE_KERNELS) stay off in every variant: ours and
+routed are then the kernels without them, and the report records which (kernel_paths_off).
+
 Every callable takes a Buffers and returns what the pass computes: the output, grad_input,
 grad_weight, or for a step the tuple (output, grad_input, grad_weight[, grad_bias]).
 """
@@ -261,7 +264,9 @@ class Overlay:
     @contextlib.contextmanager
     def variant(self, name: str):
         """The overlay switched as the variant runs; its state before (on or off, routing, kernel paths)
-        comes back after, whatever happened within."""
+        comes back after, whatever happened within. The kernel paths already off (DWCONV_DISABLE_KERNELS,
+        or the caller's disable_kernels) stay off: ours and routed time the kernels this process runs, and
+        ours-without-<path> switches its paths off on top."""
         enabled = name in ("ours", "routed") or switched_off_path(name) is not None
         was_on, previous, disabled = self.module.enabled(), self.module.routing(), self.module.disabled_kernels()
         cudnn = cudnn_settings(**{"native": {"enabled": False},
@@ -270,7 +275,7 @@ class Overlay:
             (self.module.enable if enabled else self.module.disable)()
             if name == "routed":
                 self.module.set_routing("auto")
-            self.module.disable_kernels(switched_off_paths(name))
+            self.module.disable_kernels(list(dict.fromkeys([*disabled, *switched_off_paths(name)])))
             with cudnn:
                 yield
         finally:

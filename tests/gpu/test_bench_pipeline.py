@@ -64,6 +64,25 @@ def test_a_look_back_run_times_ours_without_a_kernel_path(tmp_path, one_layer_se
         run_bench(tmp_path / "refused.json", one_layer_set, "ours,ours-without-fastest")
 
 
+def test_a_run_in_a_process_with_a_kernel_path_off_times_ours_without_it_and_says_so(tmp_path, one_layer_set):
+    """DWCONV_DISABLE_KERNELS (here the same switch set in the process): ours runs without the path, the
+    report records it, an ours-without of it is refused, and the switch is as it was after the run."""
+    overlay = import_overlay()
+    overlay.disable_kernels(["register_tiled_stride2"])
+    try:
+        report = run_bench(tmp_path / "bench.json", one_layer_set, "stock,ours", repeats=3, warmup=1,
+                           command="test", match=r"64@28 s2 b8 float32 ")
+        assert overlay.disabled_kernels() == ["register_tiled_stride2"]
+        with pytest.raises(ValueError, match="register_tiled_stride2 is already off in this process"):
+            run_bench(tmp_path / "refused.json", one_layer_set, "ours,ours-without-register_tiled_stride2")
+    finally:
+        overlay.disable_kernels([])
+    assert failed_checks(report) == [] and report["kernel_paths_off"] == ["register_tiled_stride2"]
+    assert all(row["ms"]["ours"] is not None for row in report["rows"]) and len(report["rows"]) == 4
+    assert "**Kernel paths off** (DWCONV_DISABLE_KERNELS): register_tiled_stride2" in markdown(
+        {**report, "commands": [report["command"]]})
+
+
 def test_a_run_past_its_time_limit_stops_between_problems_and_says_where(tmp_path, one_layer_set):
     out = tmp_path / "bench.json"
     report = run_bench(out, one_layer_set, "ours", repeats=5, warmup=1, command="test", stop_after_s=0.0)
