@@ -109,6 +109,19 @@ def test_a_leg_runs_without_the_kernel_paths_it_names_and_its_look_back_leaves_t
     assert list(sized[0]) == expected and len(expected) == len(kernel_path_names()) - 1
 
 
+def test_the_plans_leg_for_a_path_gone_wrong_is_one_the_harness_takes_once_the_path_is_named():
+    """The commented leg at the end of the plan, which a second call runs where the first found a path wrong."""
+    from build_scripts.plan_report import kernel_path_names
+    text = PLAN_FILE.read_text()
+    template = text[text.index("a leg like this one"):].split("\n", 1)[1]
+    lines = [line.removeprefix("#").removeprefix("   ") for line in template.splitlines() if line.startswith("#   ")]
+    assert len(lines) == 2 and "DWCONV_DISABLE_KERNELS=<path>" in lines[1], lines
+    for path in kernel_path_names():
+        [leg] = parse_plan("\n".join(lines).replace("<path>", path))
+        assert leg_problems(leg.settings) == [], path
+        assert leg.settings["DWCONV_DISABLE_KERNELS"] == path
+
+
 def test_the_plan_is_found_in_the_notes():
     notes = (f"x\n{PLAN_START} (each a call):\n1. `STEPS=probe`\n2. `STEPS=bench\n   SETS=MobileNetV2`\n"
              "3. `make gpu-plan PLAN=p LEGS=a,b`\n\n## Earlier: `STEPS=tests`")
