@@ -97,7 +97,7 @@ test-upstream:  ## upstream's convolution tests, patched torch (WITH=overlay|loc
 # overlay staged by `make overlay`. It writes RESULTS/<device>/<date>/bench*.json and bench.md
 # (and the plots where matplotlib is installed; else `make bench-report` draws them here).
 export SETS CONFIGS REPEATS RESULTS BENCH VARIANTS BENCH_STOP_AFTER PASSES MATCH NCU CUDNN_BENCHMARK LAUNCHES
-bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage MATCH=regex REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1 LAUNCHES=1)
+bench:  ## (GPU) time the layer sets: stock, cuDNN, native, ours, routed (SETS=a,b VARIANTS=a,b CONFIGS=coverage MATCH=regex REPEATS=n RESULTS=dir CUDNN_BENCHMARK=1 LAUNCHES=1; DWCONV_DISABLE_KERNELS=a,b: ours and routed without those paths)
 	@$(REQUIRE_STAGED_OVERLAY)
 	PYTHONUNBUFFERED=1 $(GPU_PYTHON) -m build_scripts bench run
 

@@ -223,7 +223,7 @@ def cmd_bench(args) -> None:
             out_dir = Path(args.results) / "profile" / datetime.date.today().isoformat()
         run_profile(out_dir, comma_separated(args.sets) or None, comma_separated(args.passes or DEFAULT_PASSES),
                     args.match, ncu=os.environ.get("NCU") or "ncu", stop_after_s=args.stop_after,
-                    configs_2d=configs_2d)
+                    configs_2d=configs_2d, paths_off=_paths_off_here())
         return
     if args.action == "models":
         _bench_models(args, configs_2d)
@@ -310,8 +310,8 @@ def _set_cudnn_benchmark(args, torch) -> None:
 
 def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tuple[Path, str]:
     """Where a GPU run's report goes, RESULTS/<device>/<date>/<kind>-<names>-<variants>[-<configs>]
-    [-match-<MATCH>-<its hash>][-cudnn-benchmark].json, and the command that made it, for the report to
-    hold."""
+    [-match-<MATCH>-<its hash>][-cudnn-benchmark][-without-<path>+<path>].json (the last: the kernel paths
+    DWCONV_DISABLE_KERNELS switches off), and the command that made it, for the report to hold."""
     import datetime
     import hashlib
     import shlex
@@ -322,9 +322,23 @@ def _run_report_path(args, torch, names: list[str], kind: str = "bench") -> tupl
     match = [f"match-{args.match}-{hashlib.sha256(args.match.encode()).hexdigest()[:6]}"] \
         if kind == "bench" and args.match else []
     modes = match + (["cudnn-benchmark"] if torch.backends.cudnn.benchmark else [])
+    paths_off = _paths_off_here()
+    modes += [f"without-{'+'.join(paths_off)}"] if paths_off else []
     name = report_file_name(names, comma_separated(args.variants), comma_separated(args.configs) + modes, kind=kind)
     out = Path(args.results) / slug(torch.cuda.get_device_name(0)) / datetime.date.today().isoformat() / name
-    return out, shlex.join(_bench_command(args, kind))
+    setting = [f"DWCONV_DISABLE_KERNELS={','.join(paths_off)}"] if paths_off else []
+    return out, shlex.join(setting + _bench_command(args, kind))
+
+
+def _paths_off_here() -> list[str]:
+    """The kernel paths DWCONV_DISABLE_KERNELS switches off in this process, which every variant keeps
+    (a name that is no path refused here, as the overlay refuses it, with the paths named)."""
+    from .bench.schema import kernel_paths_off
+    from .plan_report import kernel_path_names
+    try:
+        return kernel_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""), kernel_path_names())
+    except ValueError as err:
+        raise HarnessError(str(err)) from None
 
 
 def _bench_command(args, kind: str) -> list[str]:
@@ -381,13 +395,14 @@ def cmd_routing_table(args) -> None:
     if not reports:
         raise HarnessError("routing-table: name the bench reports, e.g. BENCH=results/<device>/<date>/bench.json "
                            "(several, space-separated: where two measured a layer, the later stands)")
-    from .bench.schema import kernel_paths_off
-    from .plan_report import kernel_path_names
-    # the table is for a torch run with this process's switches: the reports must have timed ours with them
-    try:
-        paths_off = kernel_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""), kernel_path_names())
-    except ValueError as err:
+    try:  # the table is for a torch run with this process's switches: the reports must have timed ours with them
+        paths_off = _paths_off_here()
+    except HarnessError as err:
         raise HarnessError(f"routing-table: {err}") from None
+    if paths_off and not args.table:
+        raise HarnessError(f"routing-table: DWCONV_DISABLE_KERNELS={','.join(paths_off)}: a table for a torch run with "
+                           "kernel paths off goes to a file (TABLE=<file>, loaded by DWCONV_ROUTING_TABLE); the "
+                           "compiled-in table is every build's, which runs every path")
     points, measured_on, source, arch = read_points([Path(p) for p in reports], load_pin().stock_version,
                                                     args.avoid_failed_ours, paths_off)
     # before writing: a failure leaves the table as it was. The check compiles the rule with g++; a GPU

@@ -148,8 +148,9 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
         sets, chosen = None, False
     paths = plan_report.kernel_path_names()
     paths_off: list[str] = []
-    try:
-        paths_off = session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), named)
+    try:  # the paths named, then whether the steps take them: each its own problem
+        paths_off = session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), [])
+        session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), named)
     except HarnessError as err:
         found.append(str(err))
     for check in (lambda: parse_variants(settings.get("VARIANTS", ""), paths, paths_off),

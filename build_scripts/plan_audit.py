@@ -24,7 +24,7 @@ from pathlib import Path
 from .bench.launches import KERNEL_NAMESPACE, function_name
 from .bench.profile import short_name
 from .bench.report import problem_label
-from .bench.schema import switched_off_paths
+from .bench.schema import paths_off_of, switched_off_paths
 from .errors import HarnessError
 from .plan_report import BOTH_GRADIENTS, DRIVER_DTYPES, Gpu, Launch, call_line, registers_line, run_driver
 
@@ -44,12 +44,14 @@ def registers_lines(report: dict) -> list[str]:
     return [registers_line(name, count) for name, count in sorted(counts.items())]
 
 
-def row_call_line(row: dict, gpu: Gpu, variant: str) -> str:
-    """The driver's line for a bench row's pass, with the variant's paths switched off."""
+def row_call_line(row: dict, gpu: Gpu, variant: str, paths_off: list[str] = ()) -> str:
+    """The driver's line for a bench row's pass, with the variant's paths switched off, and the paths the
+    run's process ran without (its DWCONV_DISABLE_KERNELS, the report's kernel_paths_off)."""
     layout = "cl" if row["layout"] == "channels_last" else "nchw"
+    disabled = list(dict.fromkeys([*paths_off, *switched_off_paths(variant)]))
     return call_line(DRIVER_DTYPES[row["dtype"]], ROW_PASSES[row["pass"]], layout, row["batch"], row["channels"],
                      (row["height"], row["width"]), tuple(row["kernel"]), tuple(row["stride"]),
-                     tuple(row["padding"]), (1, 1), gpu=gpu, disabled=switched_off_paths(variant))
+                     tuple(row["padding"]), (1, 1), gpu=gpu, disabled=disabled)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def audit(report: dict, binary: Path) -> list[Audited]:
                 errors.append(Audited(label, variant, None, None, (f"not recorded: {recorded.get('error')}",)))
                 continue
             keys.append((label, variant, recorded))
-            lines.append(row_call_line(row, gpu, variant))
+            lines.append(row_call_line(row, gpu, variant, paths_off_of(report)))
     if not keys and not errors:
         raise HarnessError("plan-audit: the report holds no recorded launches: the bench records ours, so its "
                            "VARIANTS must name ours")
@@ -120,6 +122,8 @@ def markdown(audited: list[Audited], report: dict, source: str) -> str:
              f"**{len(audited) - len(differing)} of {len(audited)} passes launched as planned.** Registers: the "
              f"profiler's for the launch; blocks an SM and waves by them (as `make plan-report REGISTERS=1` "
              f"estimates them); shared: static and dynamic."
+             + (f" The run's process had kernel paths {', '.join(paths_off_of(report))} off (DWCONV_DISABLE_KERNELS): "
+                "every pass is planned without them." if paths_off_of(report) else "")
              + (f" The recording stopped before {report['launches_cut_short']['next']}: its rows and the later "
                 f"ones are not audited." if "launches_cut_short" in report else ""), "",
              "| pass | variant | kernel | grid | block | shared KB | registers | blocks/SM | waves | as planned |",

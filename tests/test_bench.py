@@ -418,8 +418,9 @@ def test_a_run_with_kernel_paths_off_says_so_and_does_not_merge_with_one_without
     assert load([tmp_path / "off.json", tmp_path / "off-too.json"])["kernel_paths_off"] == ["pixel", "row"]
 
 
-def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gave_it(tmp_path):
+def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gave_it(tmp_path, monkeypatch):
     from types import SimpleNamespace
+    monkeypatch.delenv("DWCONV_DISABLE_KERNELS", raising=False)
 
     from build_scripts.__main__ import _run_report_path, _set_cudnn_benchmark
     cudnn = SimpleNamespace(benchmark=False)
@@ -452,6 +453,14 @@ def test_the_report_names_the_run_s_file_and_command_from_every_setting_make_gav
     assert cudnn.benchmark and out.name == "models-ConvNeXt-T-stock-ours-float32-contiguous-cudnn-benchmark.json"
     assert command == ("python -m build_scripts bench models --models ConvNeXt-T --variants stock,ours "
                        "--configs float32/contiguous --repeats 30 --cudnn-benchmark")
+    # DWCONV_DISABLE_KERNELS: ours without those paths, named apart from the run with every path, and reproduced
+    monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "row, pixel")
+    out, command = _run_report_path(args, torch, ["ConvNeXt-T"], kind="models")
+    assert out.name == "models-ConvNeXt-T-stock-ours-float32-contiguous-cudnn-benchmark-without-row-pixel.json"
+    assert command.startswith("DWCONV_DISABLE_KERNELS=row,pixel python -m build_scripts bench models ")
+    monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "row,rows")
+    with pytest.raises(HarnessError, match="DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'rows'"):
+        _run_report_path(args, torch, ["ConvNeXt-T"], kind="models")
 
 
 def test_reports_of_one_run_merge_and_of_two_devices_do_not(tmp_path):
@@ -664,6 +673,8 @@ def test_a_process_with_kernel_paths_off_looks_back_past_the_others_and_times_no
     paths = ["register_tiled", "row", "column"]
     assert kernel_paths_off(" column, register_tiled ,", paths) == ["register_tiled", "column"]
     assert kernel_paths_off("", paths) == []
+    with pytest.raises(ValueError, match=r"no depthwise kernel path is called 'row\\t'"):
+        kernel_paths_off("row\t", paths)  # the overlay drops spaces around a name, nothing else
     with pytest.raises(ValueError, match=r"DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'rows', 'x'; "
                                          r"the paths are register_tiled, row, column"):
         kernel_paths_off("rows,column,x", paths)

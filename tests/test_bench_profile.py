@@ -184,6 +184,14 @@ def test_a_run_writes_the_table_the_raw_csv_and_a_log_a_target(tmp_path):
     assert sorted(p.name for p in out.glob("profile-*.log")) == ["profile-1.log", "profile-2.log"]
     calls = (tmp_path / "calls.txt").read_text().splitlines()
     assert len(calls) == 2 and all("--clock-control none --rename-kernels off --config-file off" in c for c in calls)
+    assert "kernel paths off" not in text
+
+
+def test_a_run_with_kernel_paths_off_says_its_kernels_are_ours_without_them(tmp_path):
+    report = run_profile(tmp_path / "out", ["Mamba conv1d"], ["backward_weight"], r"1536 L=2048 b8 bfloat16 contiguous",
+                         ncu=stand_in_ncu(tmp_path, SAMPLE), paths_off=["row_backward", "column_backward"])
+    assert ("(--clock-control none); kernel paths off (DWCONV_DISABLE_KERNELS): row_backward, column_backward, so the "
+            "kernels are those ours runs without them") in report.read_text()
 
 
 def test_a_target_whose_process_fails_is_recorded_with_its_traceback_and_the_rest_still_run(tmp_path):

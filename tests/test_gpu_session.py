@@ -259,14 +259,18 @@ def test_a_session_with_kernel_paths_off_routes_by_a_table_made_for_them(tmp_pat
 
 
 def test_a_session_names_the_kernel_paths_it_runs_without_and_refuses_an_unknown_one(tmp_path):
-    def session(paths_off, steps="probe"):
-        env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=steps, BUDGET="60", DWCONV_DISABLE_KERNELS=paths_off)
+    def session(paths_off, steps="probe", variants=""):
+        env = dict(os.environ, OUT=str(tmp_path / "out"), STEPS=steps, BUDGET="60", DWCONV_DISABLE_KERNELS=paths_off,
+                   VARIANTS=variants, SETS="", CONFIGS="", MATCH="")
         return subprocess.run([sys.executable, "-m", "build_scripts.gpu_session"], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=60)
     result = session("pixel,pixels")
     assert result.returncode == 2, result.stdout
     assert "gpu-session: DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'pixels'" in result.stderr
     assert not (tmp_path / "out").exists()
+    result = session("pixel", steps="bench", variants="stock,ours-without-row+pixel")
+    assert result.returncode == 2 and ("gpu-session: variant 'ours-without-row+pixel': pixel is already off in this "
+                                       "process") in result.stderr, result.stderr
     result = session("pixel", steps="probe,tests,sanitizer")
     assert result.returncode == 2 and ("DWCONV_DISABLE_KERNELS=pixel with the tests and sanitizer steps: the GPU tests "
                                        "expect every kernel path on") in result.stderr, result.stderr

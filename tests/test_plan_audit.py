@@ -118,6 +118,19 @@ def test_a_variant_is_planned_with_its_paths_switched_off(kernel_choice_driver):
     assert result["ours-without-register_tiled_grad_weight_waves"].differences == ()
 
 
+def test_a_run_with_kernel_paths_off_is_planned_without_them(kernel_choice_driver):
+    """A LAUNCHES=1 bench under DWCONV_DISABLE_KERNELS: ours ran without the paths, and is held to that plan."""
+    old_cut = launch(INSTANCE + PARAMETERS, (96, 11, 1), (1, 16, 7), 30096, 72)
+    report = {**report_of([weight_gradient_row({"ours": [old_cut, FINISHED]})]),
+              "kernel_paths_off": ["register_tiled_grad_weight_waves"]}
+    result = audited(report, kernel_choice_driver)
+    assert result["ours"].differences == () and result["ours"].planned.grid == (96, 11, 1)
+    text = plan_audit.markdown(list(result.values()), report, "bench.json")
+    assert ("The run's process had kernel paths register_tiled_grad_weight_waves off (DWCONV_DISABLE_KERNELS): every "
+            "pass is planned without them.") in text
+    assert "kernel paths" not in plan_audit.markdown(list(result.values()), report_of([]), "bench.json")
+
+
 def test_another_kernel_block_or_too_little_shared_memory_is_a_difference(kernel_choice_driver):
     other = launch("void at::native::dwconv::grad_weight_nchw_kernel<float, int>(float const*)", (96, 4, 1),
                    (256, 1, 1), 0, 40)

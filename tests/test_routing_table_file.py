@@ -216,6 +216,9 @@ def test_a_report_timed_with_kernel_paths_off_makes_a_table_only_for_a_torch_run
     assert "routing-table: DWCONV_DISABLE_KERNELS: no depthwise kernel path is called 'rows'" in capsys.readouterr().err
     assert not table.exists()
     monkeypatch.setenv("DWCONV_DISABLE_KERNELS", "row, pixel")
+    assert main(["routing-table", str(source)]) == 1  # the compiled-in table is every build's: every path on
+    assert ("a table for a torch run with kernel paths off goes to a file (TABLE=<file>" in capsys.readouterr().err)
+    assert not (tmp_path / "DepthwiseConvRoutingTable.h").exists()
     assert main(["routing-table", "--table", str(table), str(source)]) == 0
     assert "measured_on\t" + report(SYNTHETIC_ROWS)["device"] in table.read_text()
     assert ", kernel paths pixel, row off\n" in table.read_text()

@@ -226,7 +226,9 @@ def failure(proc: subprocess.CompletedProcess) -> tuple[str, bool] | None:
 
 def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match: str, ncu: str = "ncu",
                 python: str = sys.executable, stop_after_s: float | None = None,
-                configs_2d: tuple[tuple[str, str], ...] | None = None) -> Path:
+                configs_2d: tuple[tuple[str, str], ...] | None = None, paths_off: list[str] = ()) -> Path:
+    """paths_off: the kernel paths this process's DWCONV_DISABLE_KERNELS switches off, which each profiled
+    process inherits (profile.md says so: the kernels are then those ours runs without them)."""
     started = time.monotonic()
     found = targets(sets, passes, match, configs_2d)
     ncu_path = find_ncu(ncu)
@@ -241,7 +243,9 @@ def run_profile(out_dir: Path, sets: list[str] | None, passes: list[str], match:
     configs_setting = f" CONFIGS={configs_text(configs_2d)}" if configs_2d else ""
     header = (f"# ncu profile of our kernels: SETS={','.join(sets or [])}{configs_setting} PASSES={','.join(passes)} "
               f"MATCH={match!r}\n\n{version[-1] if version else ncu_path}; clocks as the card runs them "
-              "(--clock-control none)")
+              "(--clock-control none)"
+              + (f"; kernel paths off (DWCONV_DISABLE_KERNELS): {', '.join(paths_off)}, so the kernels are those ours "
+                 "runs without them" if paths_off else ""))
     raw, rows, failed = [], [], []
     slowest = 0.0
     for n, target in enumerate(found, 1):

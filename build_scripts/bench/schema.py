@@ -18,7 +18,9 @@ A run given a time limit (stop_after_s) that stopped before its last problem als
   cut_short {problems_done, problems, stop_after_s, next}   next: the first problem not measured
 
 and kernel_paths_off lists the kernel paths switched off in the process (DWCONV_DISABLE_KERNELS), which
-ours and routed ran without (absent before 2026-12-07: none were).
+ours and routed ran without (absent before 2026-12-07, when the variants switched every path back on).
+A bench-models report has it too; one from before then does not, though its overlay ran without any
+paths its process's DWCONV_DISABLE_KERNELS named.
 """
 
 from __future__ import annotations
@@ -88,9 +90,10 @@ def parse_variants(text: str, kernel_paths: list[str], paths_off: list[str] | tu
 
 
 def kernel_paths_off(text: str, kernel_paths: list[str]) -> list[str]:
-    """DWCONV_DISABLE_KERNELS=a,b as the overlay reads it: the paths named, in kernel_paths' order; a name
-    that is no kernel path is refused, as the overlay refuses it."""
-    named = comma_separated(text)
+    """DWCONV_DISABLE_KERNELS=a,b as the overlay reads it (split_kernel_path_list: items between commas, spaces
+    around them dropped): the paths named, in kernel_paths' order; a name that is no kernel path is refused,
+    as the overlay refuses it."""
+    named = [item.strip(" ") for item in text.split(",") if item.strip(" ")]
     unknown = [name for name in named if name not in kernel_paths]
     if unknown:
         raise ValueError(f"DWCONV_DISABLE_KERNELS: no depthwise kernel path is called {', '.join(map(repr, unknown))}; "
