@@ -65,13 +65,15 @@ def test_a_look_back_run_times_ours_without_a_kernel_path(tmp_path, one_layer_se
 
 
 def test_a_run_in_a_process_with_a_kernel_path_off_times_ours_without_it_and_says_so(tmp_path, one_layer_set):
-    """DWCONV_DISABLE_KERNELS (here the same switch set in the process): ours runs without the path, the
-    report records it, an ours-without of it is refused, and the switch is as it was after the run."""
+    """DWCONV_DISABLE_KERNELS (here the same switch set in the process): ours runs without the path (its
+    stride-2 weight gradient on the general kernel, where with every path on 132 SMs run it register-tiled:
+    test_launches_record_the_kernels_of_ours_each_pass_ran), the report records it, an ours-without of it is
+    refused, and the switch is as it was after the run."""
     overlay = import_overlay()
     overlay.disable_kernels(["register_tiled_stride2"])
     try:
         report = run_bench(tmp_path / "bench.json", one_layer_set, "stock,ours", repeats=3, warmup=1,
-                           command="test", match=r"64@28 s2 b8 float32 ")
+                           command="test", match=r"64@28 s2 b8 float32 ", launches=True)
         assert overlay.disabled_kernels() == ["register_tiled_stride2"]
         with pytest.raises(ValueError, match="register_tiled_stride2 is already off in this process"):
             run_bench(tmp_path / "refused.json", one_layer_set, "ours,ours-without-register_tiled_stride2")
@@ -79,6 +81,10 @@ def test_a_run_in_a_process_with_a_kernel_path_off_times_ours_without_it_and_say
         overlay.disable_kernels([])
     assert failed_checks(report) == [] and report["kernel_paths_off"] == ["register_tiled_stride2"]
     assert all(row["ms"]["ours"] is not None for row in report["rows"]) and len(report["rows"]) == 4
+    weight_gradient = [launch["kernel"] for launch in report["rows"][2]["launches"]["ours"]]
+    assert report["rows"][2]["pass"] == "backward_weight"
+    assert any("grad_weight_nchw_kernel" in kernel for kernel in weight_gradient), weight_gradient
+    assert not any("grad_weight_register_tiled_kernel" in kernel for kernel in weight_gradient), weight_gradient
     assert "**Kernel paths off** (DWCONV_DISABLE_KERNELS): register_tiled_stride2" in markdown(
         {**report, "commands": [report["command"]]})
 
