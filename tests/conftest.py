@@ -30,6 +30,13 @@ def pytest_sessionfinish(session):
         module.stop_early(session)
 
 
+@pytest.fixture(autouse=True)
+def no_kernel_paths_off_from_the_shell(monkeypatch):
+    """DWCONV_DISABLE_KERNELS in the shell that runs the tests would reach the bench, routing-table and
+    gpu-session under test (each keeps the paths it names off): the tests that need it set it."""
+    monkeypatch.delenv("DWCONV_DISABLE_KERNELS", raising=False)
+
+
 @pytest.fixture
 def fake_tree(tmp_path):
     """(path, commit) of a synthetic PyTorch checkout at the tag v2.11.0."""
