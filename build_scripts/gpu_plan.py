@@ -43,8 +43,8 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
-from .gpu_session import (DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, run_command,
-                          session_paths_off, steps)
+from .gpu_session import (DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, refuse_steps_without_paths,
+                          run_command, session_paths_off, steps)
 
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "MODELS", "TESTS",
                   "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR", "DWCONV_DISABLE_KERNELS"}
@@ -148,9 +148,9 @@ def leg_problems(settings: dict[str, str]) -> list[str]:
         sets, chosen = None, False
     paths = plan_report.kernel_path_names()
     paths_off: list[str] = []
-    try:  # the paths named, then whether the steps take them: each its own problem
-        paths_off = session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), [])
-        session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), named)
+    try:
+        paths_off = session_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""))
+        refuse_steps_without_paths(paths_off, named)  # the variants are checked below, with the rest
     except HarnessError as err:
         found.append(str(err))
     for check in (lambda: parse_variants(settings.get("VARIANTS", ""), paths, paths_off),

@@ -270,24 +270,32 @@ def refuse_bad_choice(names: list[str], sets: str, configs: str, match: str, pas
 STEPS_WITH_EVERY_PATH_ON = ("tests", "sanitizer")
 
 
-def session_paths_off(text: str, names: list[str], variants: str | None = None) -> list[str]:
+def session_paths_off(text: str) -> list[str]:
     """DWCONV_DISABLE_KERNELS, which every step inherits (the overlay reads it at start): the kernel paths
-    named. Refused before any step runs where one is no kernel path, a step of the session is one of the
-    GPU tests', or a bench step's VARIANTS (variants, where given) would time one of them again."""
-    from .bench.schema import kernel_paths_off, parse_variants
+    named, refused before any step runs where one is no kernel path."""
+    from .bench.schema import kernel_paths_off
     from .plan_report import kernel_path_names
     try:
-        paths_off = kernel_paths_off(text, kernel_path_names())
-        if variants is not None and "bench" in names:
-            parse_variants(variants, kernel_path_names(), paths_off)
+        return kernel_paths_off(text, kernel_path_names())
     except ValueError as err:
         raise HarnessError(f"gpu-session: {err}") from None
+
+
+def refuse_steps_without_paths(paths_off: list[str], names: list[str], variants: str | None = None) -> None:
+    """Refuses, before any step runs, kernel paths off with one of the GPU tests' steps, or with a bench step
+    whose VARIANTS (variants, where given) would time one of them again."""
+    from .bench.schema import parse_variants
+    from .plan_report import kernel_path_names
+    if variants is not None and "bench" in names:
+        try:
+            parse_variants(variants, kernel_path_names(), paths_off)
+        except ValueError as err:
+            raise HarnessError(f"gpu-session: {err}") from None
     tests = [name for name in names if name in STEPS_WITH_EVERY_PATH_ON]
     if paths_off and tests:
         raise HarnessError(f"gpu-session: DWCONV_DISABLE_KERNELS={','.join(paths_off)} with the {' and '.join(tests)} "
                            f"step{'s' * (len(tests) > 1)}: the GPU tests expect every kernel path on and switch paths off themselves "
                            "(TESTS=kernels runs each path's passes with it off); run them in a session without it")
-    return paths_off
 
 
 def collect_reports(out: Path, folder: str) -> list[Path]:
@@ -390,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                           tests=args.tests)
         names = [n.strip() for n in args.steps.split(",") if n.strip()]
         refuse_bad_choice(names, args.sets, args.configs, os.environ.get("MATCH", ""), os.environ.get("PASSES", ""))
-        paths_off = session_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""), names, args.variants)
+        paths_off = session_paths_off(os.environ.get("DWCONV_DISABLE_KERNELS", ""))
+        refuse_steps_without_paths(paths_off, names, args.variants)
         stop_steps_on_sigterm()
         outcomes = run_session(names, out, args.budget, available, context=args.steps + (
             f" (kernel paths off, DWCONV_DISABLE_KERNELS: {', '.join(paths_off)})" if paths_off else ""))

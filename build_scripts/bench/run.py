@@ -212,24 +212,26 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
     }
     longest_problem_s = 0.0
     measured = []  # (problem, its rows, its checks), for the launches recorded after the timing
+
+    def stop_before(index: int, problem: Problem, message: str, **reason: str) -> None:
+        """The run ends before `problem`: cut_short says where (and why, for anything but the time limit)."""
+        report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
+                               "next": problem.label, **reason}
+        print(f"stopping: {message}", flush=True)
+        write_json(out_path, report)
+
     for index, problem in enumerate(chosen, 1):
+        done = f"{index - 1} of {len(chosen)} problems measured"
         if not ends_in_time(time.monotonic() - started, longest_problem_s, stop_after_s):
-            report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
-                                   "next": problem.label}
-            print(f"stopping: {index - 1} of {len(chosen)} problems measured, the next would end past "
-                  f"{stop_after_s:.0f} s", flush=True)
-            write_json(out_path, report)
+            stop_before(index, problem, f"{done}, the next would end past {stop_after_s:.0f} s")
             break
         problem_started = time.monotonic()
         try:
             rows, checks = measure_problem(problem, overlay, variants, props, bandwidth, macs_per_ms, repeats, warmup,
                                            memory_budget_bytes, progress=f"{index}/{len(chosen)}", started=started)
         except ContextLost as lost:
-            report["cut_short"] = {"problems_done": index - 1, "problems": len(chosen), "stop_after_s": stop_after_s,
-                                   "next": problem.label, "reason": f"{problem.label}: {lost}"}
-            print(f"stopping: {problem.label}: {lost}; {index - 1} of {len(chosen)} problems measured, the rest not "
-                  "(a fresh process measures them)", flush=True)
-            write_json(out_path, report)
+            stop_before(index, problem, f"{problem.label}: {lost}; {done}, the rest not (a fresh process measures them)",
+                        reason=f"{problem.label}: {lost}")
             break
         report["rows"] += rows
         write_json(out_path, report)

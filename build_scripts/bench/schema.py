@@ -32,16 +32,16 @@ from .floor import compute_floor_ms, floor_ms, pass_bytes, pass_macs
 from .layers import CONFIG_DTYPES, CONFIG_LAYOUTS, COVERAGE_CONFIGS_2D, Problem
 
 SCHEMA = "dwconv-bench/1"
+VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
+BASELINES = ("stock", "cudnn", "native")  # upstream's own paths, timed beside ours; not the patch set's
+WITHOUT = "ours-without-"
+LOOK_BACK = "look-back"  # VARIANTS=look-back: ours, and ours without each kernel path
 
 
 def paths_off_of(report: dict) -> list[str]:
     """The kernel paths ours and routed ran without in the report's run ([] for a report from before they
     were recorded: none were then)."""
     return list(report.get("kernel_paths_off") or [])
-VARIANTS = ("stock", "cudnn", "native", "ours", "routed")
-BASELINES = ("stock", "cudnn", "native")  # upstream's own paths, timed beside ours; not the patch set's
-WITHOUT = "ours-without-"
-LOOK_BACK = "look-back"  # VARIANTS=look-back: ours, and ours without each kernel path
 
 
 def switched_off_path(variant: str) -> str | None:
