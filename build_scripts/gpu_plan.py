@@ -206,29 +206,53 @@ def leg_commands(leg: Leg, history) -> list[Command]:
     recorded, the others none (the leg's BUDGET is all that can be said of them)."""
     from . import plan_report
     from .bench.layers import matching, problems
-    from .bench.schema import LOOK_BACK, comma_separated, kernel_paths_off, parse_configs, parse_variants
+    from .bench.schema import comma_separated, parse_configs
     from .bench.sizing import estimate
-    from .gpu_session import ROUTED_VARIANTS
     settings = leg.settings
     chosen = matching(problems(comma_separated(settings.get("SETS", "")) or None,
                                parse_configs(settings.get("CONFIGS", ""))), settings.get("MATCH", ""))
     repeats = int(settings.get("REPEATS") or 30)
     launches = settings.get("LAUNCHES", "") not in ("", "0")  # in the environment of every bench the leg runs
-    paths = plan_report.kernel_path_names()
-    paths_off = kernel_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), paths)  # look-back leaves them out
     commands = []
+    timed = bench_step_variants(settings)
     for step in settings["STEPS"].split(","):
-        variants = {"bench": settings.get("VARIANTS", ""), "look-back": LOOK_BACK, "routed": ROUTED_VARIANTS}.get(step)
-        if variants is not None:
+        if step in timed:
             if step == "routed":
                 commands.append(Command(step, ROUTING_TABLE_S, False, "the routing table"))
-            found = estimate(chosen, parse_variants(variants, paths, paths_off), history, repeats=repeats, launches=launches)
+            found = estimate(chosen, timed[step], history, repeats=repeats, launches=launches)
             commands.append(Command(step, found.seconds, True, found.text()))
         elif step in STEP_SECONDS:
             commands.append(Command(step, STEP_SECONDS[step], False, f"{STEP_SECONDS[step]} s, its slowest recorded run"))
         else:
             commands.append(Command(step, None, False, "no estimate: nothing recorded"))
     return commands
+
+
+def bench_step_variants(settings: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """The variants each of the leg's bench steps (bench, look-back, routed) times, as gpu-session runs them:
+    look-back leaves out the paths the leg's DWCONV_DISABLE_KERNELS has off."""
+    from . import plan_report
+    from .bench.schema import LOOK_BACK, kernel_paths_off, parse_variants
+    from .gpu_session import ROUTED_VARIANTS
+    paths = plan_report.kernel_path_names()
+    paths_off = kernel_paths_off(settings.get("DWCONV_DISABLE_KERNELS", ""), paths)
+    named = {"bench": settings.get("VARIANTS", ""), "look-back": LOOK_BACK, "routed": ROUTED_VARIANTS}
+    return {step: parse_variants(named[step], paths, paths_off) for step in settings["STEPS"].split(",")
+            if step in named}
+
+
+def leg_predictions(leg: Leg, predictions) -> list:
+    """The predictions (bench/predictions.py) the leg's bench steps time on one of their rows or more, as
+    bench.md grades them; none in a leg with kernel paths off, whose ours is not the kernels predicted for."""
+    from .bench.predictions import bench_rows
+    if leg.settings.get("DWCONV_DISABLE_KERNELS", "").strip(" ,"):
+        return []
+    timed = bench_step_variants(leg.settings)
+    if not timed:
+        return []
+    rows = bench_rows(leg.settings)
+    return [p for p in predictions if any(set(p.variants) <= set(variants) for variants in timed.values())
+            and rows.intersection(p.rows)]
 
 
 def simulate_leg(commands: list[Command], budget_s: float) -> tuple[float, list[str], bool]:
@@ -259,14 +283,16 @@ def simulate_leg(commands: list[Command], budget_s: float) -> tuple[float, list[
     return elapsed, lines, whole
 
 
-def estimate_text(legs: list[Leg], budget_s: float, history) -> str:
+def estimate_text(legs: list[Leg], budget_s: float, history, predictions=()) -> str:
     """Each leg as `run` would give it time (the smaller of its BUDGET and what the call has left), and
-    its steps as gpu-session would run them in that time: estimated seconds, and what would be cut."""
+    its steps as gpu-session would run them in that time: estimated seconds, and what would be cut; and
+    the versions whose predictions (bench/predictions.py) its bench steps time."""
     rows, elapsed, whole = [], 0.0, True
     for leg in legs:
         left = budget_s - elapsed - RESERVE_S
+        graded = ", ".join(dict.fromkeys(p.version for p in leg_predictions(leg, predictions))) or "–"
         if left < MIN_STEP_S * 2:
-            rows.append(f"| {leg.name} | – | {leg.budget_s:.0f} | **skipped**: {left:.0f} s left of the call |")
+            rows.append(f"| {leg.name} | – | {leg.budget_s:.0f} | **skipped**: {left:.0f} s left of the call | {graded} |")
             whole = False
             continue
         given = min(leg.budget_s, left)
@@ -274,10 +300,10 @@ def estimate_text(legs: list[Leg], budget_s: float, history) -> str:
         whole &= leg_whole
         elapsed += seconds
         budget = f"{leg.budget_s:.0f}" + (f" (given {given:.0f})" if given < leg.budget_s else "")
-        rows.append(f"| {leg.name} | {seconds:.0f} | {budget} | {'; '.join(lines)} |")
+        rows.append(f"| {leg.name} | {seconds:.0f} | {budget} | {'; '.join(lines)} | {graded} |")
     verdict = "fits" if whole else "does not fit: what is marked cut or skipped would be lost"
     return "\n".join([
-        "| leg | estimate, s | BUDGET, s | steps |", "| --- | ---: | ---: | --- |", *rows, "",
+        "| leg | estimate, s | BUDGET, s | steps | predictions graded |", "| --- | ---: | ---: | --- | --- |", *rows, "",
         f"The legs take about {elapsed:.0f} s of the call's {budget_s:.0f} s: it {verdict}. The machine's start "
         "(45-90 s) and the idle time between calls come on top, out of the session's device time."])
 
@@ -416,7 +442,12 @@ def main(argv: list[str] | None = None) -> int:
             if not history.records:
                 raise HarnessError(f"gpu-plan: no bench report under {args.results} records its problems' seconds: "
                                    "nothing to size the legs by")
-            print(estimate_text(legs, args.budget, history))
+            from .bench.predictions import load as load_predictions
+            try:
+                predictions = load_predictions()
+            except (ValueError, OSError) as err:
+                raise HarnessError(f"gpu-plan: the predictions file: {err}") from None
+            print(estimate_text(legs, args.budget, history, predictions))
             return 0
         if not args.out:
             raise HarnessError("gpu-plan: say where plan.md and legs.tar.gz go: OUT=<folder> (on the device: $OUT)")

@@ -12,10 +12,13 @@ from math import exp, log
 from pathlib import Path
 from statistics import median
 
+from ..errors import HarnessError
 from .floor import ELEMENT_BYTES
 from .launches import KERNEL_NAMESPACE, function_name
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
-from .schema import BASELINES, paths_off_of, problem_row, switched_off_path
+from .predictions import load as load_predictions
+from .predictions import markdown_lines as predictions_markdown_lines
+from .schema import BASELINES, passed, paths_off_of, problem_row, row_key, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -61,11 +64,6 @@ def failed_checks(report: dict, baselines: bool | None = None) -> list[str]:
             if not result["ok"]:
                 failed.setdefault(label, f"{label} ({result.get('failed') or result.get('error')})")
     return list(failed.values())
-
-
-def row_key(row: dict) -> tuple:
-    """A row's problem and pass: two reports' rows of one key are one measurement, the later standing."""
-    return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
 
 
 # What decides how a report's numbers were taken: reports that differ in it are not one run.
@@ -145,11 +143,6 @@ def config_title(row: dict) -> str:
     if row["conv"] == "1d":
         return f"conv1d {dtype} {row['layout']}"
     return f"{dtype} {'NCHW' if row['layout'] == 'contiguous' else row['layout']}"
-
-
-def passed(row: dict, variant: str) -> bool:
-    """Whether the variant passed its float64 check on this row's problem (no check recorded: yes)."""
-    return row.get("check", {}).get(variant, {}).get("ok", True)
 
 
 def speedup(row: dict, variant: str, over: str) -> float | None:
@@ -324,7 +317,9 @@ def cudnn_benchmark_lines(settings: dict) -> list[str]:
             "the routing's cuDNN route alike. The routing table is made from runs with it off, torch's default"]
 
 
-def markdown(report: dict) -> str:
+def markdown(report: dict, predictions=(), predictions_error: str | None = None) -> str:
+    """bench.md: the header, the targets, the look-back, the predictions graded (predictions.markdown_lines,
+    or predictions_error where the predictions file could not be read), and the tables."""
     rows = report["rows"]
     variants = report["settings"]["variants"]
     lines = [
@@ -369,6 +364,9 @@ def markdown(report: dict) -> str:
                   "| kernel path | rows changed | geomean | best | worst |", "| --- | ---: | ---: | ---: | ---: |"]
         lines += [f"| {path} | {count} of {len(rows)} | {fmt(g, '.2f')}× | {fmt(best, '.2f')}× | "
                   f"{fmt(worst, '.2f')}× |" for path, count, g, best, worst in paths]
+    lines += predictions_markdown_lines(report, list(predictions), paths_off_of(report))
+    if predictions_error:
+        lines += ["", "## Predictions", "", f"Not graded: {predictions_error}"]
     bad = [r for r in rows if any(not c["ok"] for c in r["check"].values())]
     if bad:
         lines += ["", "## Failed checks", ""]
@@ -461,7 +459,11 @@ def write_report(paths: list[Path], out_dir: Path, with_plots: bool = True) -> l
     report = load(paths)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "bench.md"]
-    written[0].write_text(markdown(report))
+    try:
+        text = markdown(report, load_predictions())
+    except (ValueError, OSError, HarnessError) as err:  # a GPU run's report is written whatever the file holds
+        text = markdown(report, predictions_error=str(err))
+    written[0].write_text(text)
     if with_plots:
         written += plots(report, out_dir)
     return written

@@ -50,6 +50,16 @@ def switched_off_path(variant: str) -> str | None:
     return variant[len(WITHOUT):] if variant.startswith(WITHOUT) else None
 
 
+def row_key(row: dict) -> tuple:
+    """A row's problem and pass: two reports' rows of one key are one measurement, the later standing."""
+    return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
+
+
+def passed(row: dict, variant: str) -> bool:
+    """Whether the variant passed its float64 check on this row's problem (no check recorded: yes)."""
+    return row.get("check", {}).get(variant, {}).get("ok", True)
+
+
 SEPARATOR = "+"
 
 
