@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .bench.report import merge, passed
-from .bench.schema import SCHEMA as REPORT_SCHEMA, paths_off_of
+from .bench.schema import SCHEMA as REPORT_SCHEMA, one_run_ms, paths_off_of
 from .errors import HarnessError
 
 TABLE = REPO_ROOT / "patches/files/aten/src/ATen/native/cuda/DepthwiseConvRoutingTable.h"
@@ -169,7 +169,12 @@ def points_of(report: dict, source: str, pinned_version: str, avoid_failed_ours:
             continue  # upstream copies a transposed conv1d input to contiguous first, and so does the routing
         layer = f"{row['set']} {row['layer']}"
         label = f"{layer} batch {row['batch']}"
-        ms = row.get("ms", {})
+        # ours, stock and cuDNN as one run timed them (a merged report's rows keep each run's times)
+        ms = one_run_ms(row, ("ours", "stock", "cudnn")) or one_run_ms(row, ("ours", "stock")) or row.get("ms", {})
+        if len(row.get("runs", ())) > 1 and one_run_ms(row, ("ours", "stock")) is None and all(
+                isinstance(ms.get(v), (int, float)) for v in ("ours", "stock")):
+            raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']} {row['pass']}: no one report timed "
+                               "both ours and stock; route by reports that time them together")
         tolerance = report.get("settings", {}).get("tolerance", {}).get(row["dtype"])
         ours_ok = passed(row, "ours") if not avoid_failed_ours else (
             # this pass's own error (a check covers the problem's passes), and where ours raised, its check

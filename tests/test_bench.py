@@ -15,7 +15,8 @@ from build_scripts.bench.floor import allocation_bytes, buffer_sets_needed, pass
 from build_scripts.bench.layers import (COVERAGE_CONFIGS_2D, COVERAGE_SETS, DEFAULT_SETS, SETS, TRAINING_PASSES, Layer,
                                        Problem, problems)
 from build_scripts.bench.report import (
-    activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, targets, write_report,
+    activation_bytes, floor_fraction, load, look_back, markdown, problem_label, roofline_fraction, speedup, targets,
+    write_report,
 )
 from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, kernel_paths_off, parse_configs,
                                         parse_variants, problem_row, report_file_name, switched_off_paths)
@@ -484,7 +485,9 @@ def test_the_run_that_finishes_a_cut_bench_replaces_its_rows_and_its_cut(tmp_pat
     (tmp_path / "rest.json").write_text(json.dumps(rest))
     merged = load([tmp_path / "cut.json", tmp_path / "rest.json"])
     assert len(merged["rows"]) == 20 and merged["cut_short"] == []
-    assert merged["rows"][8:12] == rest["rows"][:4]  # measured twice: the later run's figures stand
+    # measured twice: the later run's figures stand, and each run's times are kept
+    assert [{k: v for k, v in row.items() if k != "runs"} for row in merged["rows"][8:12]] == rest["rows"][:4]
+    assert merged["rows"][8]["runs"] == [cut["rows"][8]["ms"], rest["rows"][0]["ms"]]
     rest["rows"] = rest["rows"][:4]
     (tmp_path / "rest.json").write_text(json.dumps(rest))
     assert load([tmp_path / "cut.json", tmp_path / "rest.json"])["cut_short"] == [cut["cut_short"]]
@@ -499,6 +502,23 @@ def test_a_run_of_other_variants_adds_its_times_to_the_earlier_rows(tmp_path):
     assert len(merged["rows"]) == len(full["rows"])
     first = merged["rows"][0]["ms"]
     assert (first["stock"], first["routed"], first["ours"]) == (9.0, 1.0, full["rows"][0]["ms"]["ours"])
+
+
+def test_a_ratio_of_two_variants_is_read_from_one_run_of_a_merged_report(tmp_path):
+    """A later run that timed stock (and routed) again leaves ours / stock to the run that timed both;
+    one that timed ours alone (LAUNCHES=1, REPEATS=5) is divided by no other run's stock."""
+    full, routed, ours_alone = synthetic_report(speed_ours=2.0), synthetic_report(), synthetic_report()
+    routed["rows"] = [{**row, "ms": {"stock": row["ms"]["stock"] * 3, "routed": 1.0}} for row in routed["rows"][:4]]
+    ours_alone["rows"] = [{**row, "ms": {"ours": 100.0}} for row in ours_alone["rows"][4:8]]
+    for name, report in (("full", full), ("routed", routed), ("ours", ours_alone)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(report))
+    merged = load([tmp_path / f"{name}.json" for name in ("full", "routed", "ours")])
+    assert [speedup(row, "ours", "stock") for row in merged["rows"][:8]] == pytest.approx([2.0] * 8)
+    assert speedup(merged["rows"][0], "routed", "stock") == pytest.approx(routed["rows"][0]["ms"]["stock"])
+    assert merged["rows"][4]["ms"]["ours"] == 100.0  # the latest time stands in the tables
+    assert speedup(merged["rows"][4], "ours", "cudnn") == pytest.approx(0.9 * 2.0)
+    lone = {**merged["rows"][4], "runs": [{"ours": 1.0}, {"stock": 2.0}]}
+    assert speedup(lone, "ours", "stock") is None
 
 
 def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
@@ -517,6 +537,20 @@ def test_the_routing_table_takes_every_routed_pass_of_a_report(tmp_path):
     assert "Synthetic GPU, torch 2.11.0+cu130, 2026-01-01" in text
     assert math.isclose(points[0].ours_ms * 2.5, points[0].stock_ms)
     assert points_of(report, "r", "2.11.0+cu130")[0].route == "Ours"
+
+
+def test_the_routing_table_routes_by_times_of_one_run(tmp_path):
+    full, ours_alone = synthetic_report(speed_ours=2.0), synthetic_report()
+    ours_alone["rows"] = [{**row, "ms": {"ours": 100.0}} for row in ours_alone["rows"]]
+    paths = [tmp_path / "full.json", tmp_path / "ours.json"]
+    for path, report in zip(paths, (full, ours_alone)):
+        path.write_text(json.dumps(report))
+    merged = load(paths)
+    first = points_of(merged, "r", "2.11.0+cu130")[0]
+    assert math.isclose(first.ours_ms * 2.0, first.stock_ms)  # the full run's ours, not the later 100 ms
+    stock_alone = {**merged, "rows": [{**row, "runs": [{"ours": 1.0}, {"stock": 2.0}]} for row in merged["rows"]]}
+    with pytest.raises(HarnessError, match="no one report timed both ours and stock"):
+        points_of(stock_alone, "r", "2.11.0+cu130")
 
 
 def test_a_target_is_judged_only_over_every_row_it_is_stated_over():

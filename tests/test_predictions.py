@@ -17,9 +17,20 @@ from tests.test_bench import synthetic_report
 
 PATHS = plan_report.kernel_path_names()
 PLAN = REPO_ROOT / "notes" / "next-gpu-session.plan"
-# Predictions no leg of the plan times, and why (the README's table of kernel paths says the same).
-NOT_IN_THE_PLAN = {"v42": "window_shared_opt_in: of the bench's passes only the half types' 7x7 weight gradients "
-                          "reach it, and the tensor cores take those since v43"}
+# The entries no leg of the plan times (version, the start of the claim), and why.
+NOT_IN_THE_PLAN = {
+    ("v42", "ConvNeXt-T 96@56"): "window_shared_opt_in: of the bench's passes only the half types' 7x7 weight "
+                                 "gradients reach it, and the tensor cores take those since v43 (the README's table)",
+    ("v42", "ConvNeXt-T 192@28"): "the same",
+    ("v42", "EfficientNet-B0 144@56 k5 s2"): "fp32 channels_last, a configuration of CONFIGS=coverage",
+    ("v41", "fp32 channels_last alike: 3x3 weight gradients of 112x112"): "fp32 channels_last, likewise",
+    ("v41", "fp32 channels_last alike: 3x3 weight gradients of 28x28"): "fp32 channels_last, likewise",
+    ("v49", "the fp32 NCHW training steps"): "two variants of its own for one claim; v49's passes are graded",
+}
+
+
+def planned_elsewhere(p: Prediction) -> bool:
+    return any(p.version == version and p.claim.startswith(start) for version, start in NOT_IN_THE_PLAN)
 
 ENTRY = """
 [[prediction]]
@@ -81,6 +92,7 @@ def test_an_entry_names_its_rows_and_its_measure():
     ({"variant": '"cudnn"'}, "a prediction compares ours, or ours without kernel paths"),
     ({"baseline": '"look-back"'}, "a prediction compares ours"),
     ({"baseline": '"ours-without-nothing"'}, "unknown variant 'ours-without-nothing'"),
+    ({"baseline": '"ours"'}, "the variant and the baseline are both 'ours'"),
     ({"layers": '["MobileNetV2 192@29 s2"]'}, "no bench layer is called 'MobileNetV2 192@29 s2'"),
     ({"layers": '["192@28 s2"]'}, "no bench layer is called '192@28 s2'"),
     ({"layers": "[]"}, "layers must list"),
@@ -104,10 +116,9 @@ def test_a_file_that_is_no_toml_is_refused_with_its_name():
         parse("prediction = 3", PATHS, "p.toml")
 
 
-def test_the_committed_predictions_load_and_name_each_row_once():
+def test_the_committed_predictions_load():
     loaded = predictions.load()
-    assert len({p.version for p in loaded}) >= 15
-    assert all(p.rows for p in loaded)
+    assert len({p.version for p in loaded}) == 16 and all(p.rows for p in loaded)
 
 
 def rows_timed(ms_by_variant: dict[str, list[float]], prediction: Prediction) -> list[dict]:
@@ -182,6 +193,20 @@ def test_bench_md_grades_the_predictions_whose_variants_the_run_timed():
     assert "Not graded: this run had kernel paths off (pixel)" in off and "| v57 |" not in off
 
 
+def test_a_gain_in_a_merged_report_divides_times_of_one_run(tmp_path):
+    """The launches leg times ours alone again: its ours is divided by no other run's baseline."""
+    import json
+    from build_scripts.bench.report import load
+    p, = parse(ENTRY, PATHS)
+    again = look_back_report(1.3)
+    again["settings"]["variants"] = ["ours"]
+    again["rows"] = [{**row, "ms": {"ours": row["ms"]["ours"] * 2}} for row in again["rows"]]
+    paths = [tmp_path / "bench.json", tmp_path / "launches.json"]
+    for path, report in zip(paths, (look_back_report(1.3), again)):
+        path.write_text(json.dumps(report))
+    assert grade(p, load(paths)["rows"]).values == pytest.approx((1.3, 1.3))
+
+
 def test_a_prediction_none_of_whose_rows_the_run_timed_is_left_out():
     p, = parse(entry(layers='["ConvNeXt-T 96@56"]', passes='["forward"]'), PATHS)
     report = look_back_report(1.3)
@@ -224,11 +249,9 @@ def test_a_leg_grades_the_predictions_its_bench_steps_time():
 def test_the_next_gpu_sessions_plan_times_every_prediction_but_those_it_says_why_not():
     legs = parse_plan(PLAN.read_text())
     loaded = predictions.load()
-    timed = {p.version for leg in legs for p in leg_predictions(leg, loaded)}
-    assert {p.version for p in loaded} - timed == set(NOT_IN_THE_PLAN)
-    for p in loaded:
-        if p.version not in NOT_IN_THE_PLAN:  # on its bf16, fp32 or batch-8 conv1d rows at the least
-            assert any(set(p.rows) & bench_rows(leg.settings) for leg in legs if p in leg_predictions(leg, loaded)), p
+    timed = [p for p in loaded if any(p in leg_predictions(leg, loaded) for leg in legs)]
+    assert [p for p in loaded if p not in timed] == [p for p in loaded if planned_elsewhere(p)]
+    assert len([p for p in loaded if planned_elsewhere(p)]) == len(NOT_IN_THE_PLAN)  # each key names one entry
 
 
 def test_the_estimate_names_the_versions_each_leg_grades():
@@ -255,21 +278,54 @@ def h100_registers() -> list[str]:
     return plan_report.registers_lines(resources, "sm_90")
 
 
-def excludes_one(p: Prediction) -> bool:
-    return p.measure == "floor_multiple" or not p.low <= 1 <= p.high
+@pytest.mark.l0
+def test_each_prediction_is_on_rows_its_switch_reaches(kernel_choice_driver, h100_registers):
+    """A gain on a row both its sides plan alike could only be noise (an "unchanged" one too: it says
+    the version changes nothing there): the entry names a row its version does not reach. Likewise a
+    floor multiple of a path's kernels."""
+    unreached = {}
+    for p in predictions.load():
+        left = predictions.rows_the_switch_leaves(p, kernel_choice_driver, plan_report.H100, h100_registers)
+        if left:
+            unreached[f"{p.version}: {p.claim}"] = left
+    assert unreached == {}
+
+
+def path_versions() -> dict[str, int]:
+    """Each kernel path and the version that added it: the README's tables' "since" (the earliest, where
+    a later version's row names the path too)."""
+    from tests.test_readme_kernels import paths_of, table_rows
+    versions: dict[str, int] = {}
+    for row in table_rows():
+        for path in paths_of(row):
+            versions[path] = min(versions.get(path, 10 ** 6), int(row["since"].lstrip("v")))
+    return versions
 
 
 @pytest.mark.l0
-def test_each_prediction_is_on_rows_its_switch_reaches(kernel_choice_driver, h100_registers):
-    """A gain whose range leaves out 1 on a row both its sides plan alike could only be noise: the
-    entry names a row its version does not reach. Likewise a floor multiple of a path's kernels."""
-    unreached = {}
+def test_no_later_version_reaches_either_side_of_a_prediction(kernel_choice_driver, h100_registers):
+    """A prediction is of its version against the kernels before it: a path added since, which changes
+    the launches of either side on one of its rows, would put that version's work into the gain (v47's
+    bands, recut by v56 on both sides). Such an entry switches the later path off on both sides."""
+    since = path_versions()
+    reached = {}
     for p in predictions.load():
-        if excludes_one(p):
-            left = predictions.rows_the_switch_leaves(p, kernel_choice_driver, plan_report.H100, h100_registers)
-            if left:
-                unreached[f"{p.version}: {p.claim}"] = left
-    assert unreached == {}
+        later = [path for path, version in since.items() if version > int(p.version.lstrip("v"))]
+        found = predictions.later_paths_reaching(p, later, kernel_choice_driver, plan_report.H100, h100_registers)
+        if found:
+            reached[f"{p.version}: {p.claim}"] = sorted(found)
+    assert reached == {}
+
+
+@pytest.mark.l0
+def test_the_later_version_check_finds_v56_inside_v47(kernel_choice_driver, h100_registers):
+    v47 = next(p for p in predictions.load() if p.version == "v47")
+    plain = dataclasses.replace(v47, variant="ours", baseline="ours-without-channels_last_mma_three_blocks")
+    found = predictions.later_paths_reaching(plain, ["stream_band_waves", "stride2_grad_input_waves"],
+                                             kernel_choice_driver, plan_report.H100, h100_registers)
+    assert list(found) == ["stream_band_waves"] and found["stream_band_waves"]
+    assert predictions.later_paths_reaching(v47, ["stream_band_waves"], kernel_choice_driver, plan_report.H100,
+                                            h100_registers) == {}
 
 
 @pytest.mark.l0

@@ -23,7 +23,7 @@ from statistics import median
 
 from .. import REPO_ROOT
 from .layers import SETS, TRAINING_PASSES, problems
-from .schema import SEPARATOR, WITHOUT, parse_configs, parse_variants, passed, row_key
+from .schema import SEPARATOR, WITHOUT, one_run_ms, parse_configs, parse_variants, passed, row_key
 
 PREDICTIONS_FILE = REPO_ROOT / "notes" / "predictions.toml"
 # A measure's name, and whether a higher value is the better one.
@@ -45,14 +45,14 @@ class Prediction:
     baseline: str | None  # the gain's slower side; None for floor_multiple
 
     def value(self, row: dict) -> float | None:
-        """The measure on one row; None where a time is missing or its variant failed its check."""
-        mine = row["ms"].get(self.variant)
-        if not mine or not passed(row, self.variant):
+        """The measure on one row, a gain's two times from one run; None where no run timed them, or a
+        variant failed its check."""
+        times = one_run_ms(row, self.variants)
+        if times is None or not all(passed(row, v) for v in self.variants):
             return None
         if self.measure == "floor_multiple":
-            return mine / row["floor_ms"]
-        theirs = row["ms"].get(self.baseline)
-        return theirs / mine if theirs and passed(row, self.baseline) else None
+            return times[self.variant] / row["floor_ms"]
+        return times[self.baseline] / times[self.variant]
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -123,6 +123,8 @@ def _prediction(entry: dict, kernel_paths: list[str]) -> Prediction:
         if name is not None and (name in ("stock", "cudnn", "native", "routed")
                                  or parse_variants(name, kernel_paths) != (name,)):
             raise ValueError(f"variant {name!r}: a prediction compares ours, or ours without kernel paths")
+    if variant == baseline:
+        raise ValueError(f"the variant and the baseline are both {variant!r}: a gain of 1 by construction")
     return Prediction(version, " ".join(claim.split()), path, _rows(entry), measure, low, high, variant, baseline)
 
 
@@ -247,24 +249,63 @@ def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[
 def rows_the_switch_leaves(prediction: Prediction, binary: Path, gpu, preamble: list[str] = ()) -> list[tuple]:
     """The prediction's rows that the host code plans alike for its two sides (the kernel-choice driver
     `binary`, for `gpu`; `preamble`: its registers lines): rows its version does not reach, where a gain
-    can only be noise. The sides are the variant and the baseline, or for a floor_multiple ours with and
-    without the version's path (none: no row is checked). A step row is planned as its forward and its
-    backward, both gradients asked for together."""
+    can only be noise. The sides are the variant and the baseline, or for a floor_multiple the variant and
+    the variant without the version's path (none: no row is checked)."""
+    if prediction.baseline is None and prediction.path is None:
+        return []
+    sides = _sides(prediction)
+    plans = _planned(prediction, sides, binary, gpu, preamble)
+    return [key for key in prediction.rows if plans[key][0] == plans[key][1]]
+
+
+def later_paths_reaching(prediction: Prediction, later_paths: list[str], binary: Path, gpu,
+                         preamble: list[str] = ()) -> dict[str, list[tuple]]:
+    """For each of `later_paths` (kernel paths added after the prediction's version) that changes the plan
+    of either side of it on one of its rows when switched off, those rows: there the comparison holds a
+    later version's work too, and the entry should switch the path off on both sides. A floor multiple
+    has one side, its variant."""
+    sides = _sides(prediction) if prediction.baseline is not None else (prediction.variant,)
+    reaching = {}
+    for path in later_paths:
+        variants = [name for side in sides for name in (side, _without(side, path))]
+        plans = _planned(prediction, variants, binary, gpu, preamble)
+        rows = [key for key in prediction.rows
+                if any(plans[key][i] != plans[key][i + 1] for i in range(0, len(variants), 2))]
+        if rows:
+            reaching[path] = rows
+    return reaching
+
+
+def _sides(prediction: Prediction) -> tuple[str, str]:
+    """The two variants a prediction sets against each other (a floor multiple's: its variant, and that
+    without the version's path, which its kernels serve)."""
+    if prediction.baseline is not None:
+        return prediction.variant, prediction.baseline
+    return prediction.variant, _without(prediction.variant, prediction.path)
+
+
+def _without(variant: str, path: str) -> str:
+    return f"{variant}{SEPARATOR}{path}" if variant.startswith(WITHOUT) else f"{WITHOUT}{path}"
+
+
+def _planned(prediction: Prediction, variants: list[str], binary: Path, gpu, preamble) -> dict[tuple, list[str]]:
+    """Each of the prediction's rows: the driver's plan under each variant, in order (a step row's is its
+    forward's and its backward's, both gradients asked for together)."""
     from ..plan_audit import row_call_line
     from ..plan_report import run_driver
     from .schema import problem_row
-    if prediction.baseline is None and prediction.path is None:
-        return []
-    sides = (prediction.variant, prediction.baseline or WITHOUT + prediction.path)
     keys, lines = [], []
     for key in prediction.rows:
         row = problem_row(_problem(key), key[5], 1.0)
         for pass_ in ("forward", "step") if key[5] == "step" else (key[5],):
             keys.append(key)
-            lines += [row_call_line({**row, "pass": pass_}, gpu, side) for side in sides]
+            lines += [row_call_line({**row, "pass": pass_}, gpu, variant) for variant in variants]
     answers = run_driver(binary, lines, "--plans", preamble=list(preamble))
-    reached = {key for key, (a, b) in zip(keys, zip(answers[::2], answers[1::2])) if a != b}
-    return [key for key in prediction.rows if key not in reached]
+    plans: dict[tuple, list[str]] = {key: [""] * len(variants) for key in prediction.rows}
+    for n, key in enumerate(keys):
+        for i in range(len(variants)):
+            plans[key][i] += answers[n * len(variants) + i] + "\n"
+    return plans
 
 
 def _problem(key: tuple):

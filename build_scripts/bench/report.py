@@ -18,7 +18,7 @@ from .launches import KERNEL_NAMESPACE, function_name
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
 from .predictions import load as load_predictions
 from .predictions import markdown_lines as predictions_markdown_lines
-from .schema import BASELINES, passed, paths_off_of, problem_row, row_key, switched_off_path
+from .schema import BASELINES, one_run_ms, passed, paths_off_of, problem_row, row_key, switched_off_path
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -77,7 +77,8 @@ def method(report: dict) -> dict:
 
 def merge(reports: list[dict], names: list[str]) -> dict:
     """Reports of one card and torch as one (a bench cut short, then the sets it left, or a run of
-    other variants): where two timed the same problem, pass and variant, the later stands; a cut
+    other variants): where two timed the same problem, pass and variant, the later stands, and each
+    row keeps every run's times (`runs`), so that a ratio of two variants is read from one run; a cut
     that a later report made up for is no longer reported."""
     first = reports[0]
     for name, r in zip(names[1:], reports[1:]):
@@ -97,7 +98,8 @@ def merge(reports: list[dict], names: list[str]) -> dict:
             earlier = rows.get(key, {})
             # per-variant fields (times, checks, graphs) keep the variants only the earlier run timed
             rows[key] = {**earlier, **row, **{k: {**earlier[k], **v} for k, v in row.items()
-                                              if isinstance(v, dict) and isinstance(earlier.get(k), dict)}}
+                                              if isinstance(v, dict) and isinstance(earlier.get(k), dict)},
+                         "runs": [*earlier.get("runs", []), row["ms"]]}
     merged = dict(first)
     merged["rows"] = list(rows.values())
     # the variants any of them timed, in order of first appearance: the tables show each
@@ -146,11 +148,11 @@ def config_title(row: dict) -> str:
 
 
 def speedup(row: dict, variant: str, over: str) -> float | None:
-    """How many times faster `variant` ran than `over`; None where either has no time, or `variant`
-    failed its check (the time of a wrong result proves nothing; `over` is a baseline, and its time
-    stands: it is what a user gets)."""
-    a, b = row["ms"].get(variant), row["ms"].get(over)
-    return b / a if a and b and passed(row, variant) else None
+    """How many times faster `variant` ran than `over`, both timed in one run (the last that timed both);
+    None where no run did, or `variant` failed its check (the time of a wrong result proves nothing; `over`
+    is a baseline, and its time stands: it is what a user gets)."""
+    times = one_run_ms(row, (variant, over))
+    return times[over] / times[variant] if times and passed(row, variant) else None
 
 
 def floor_fraction(row: dict, variant: str = "ours") -> float | None:
@@ -460,10 +462,10 @@ def write_report(paths: list[Path], out_dir: Path, with_plots: bool = True) -> l
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [out_dir / "bench.md"]
     try:
-        text = markdown(report, load_predictions())
+        predictions, error = load_predictions(), None
     except (ValueError, OSError, HarnessError) as err:  # a GPU run's report is written whatever the file holds
-        text = markdown(report, predictions_error=str(err))
-    written[0].write_text(text)
+        predictions, error = [], str(err)
+    written[0].write_text(markdown(report, predictions, error))
     if with_plots:
         written += plots(report, out_dir)
     return written

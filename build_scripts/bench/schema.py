@@ -14,6 +14,9 @@ build_scripts/routing_table.py read them. One row is one problem and pass:
 
 conv1d rows are the 2D problem torch runs for them: height 1, kernel [1, k].
 
+report.merge gives each row of a merged report `runs`: the times (ms) of each report that timed it, in
+the order merged; the row's ms holds the latest time of each variant.
+
 A run given a time limit (stop_after_s) that stopped before its last problem also has
   cut_short {problems_done, problems, stop_after_s, next}   next: the first problem not measured
 
@@ -53,6 +56,16 @@ def switched_off_path(variant: str) -> str | None:
 def row_key(row: dict) -> tuple:
     """A row's problem and pass: two reports' rows of one key are one measurement, the later standing."""
     return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
+
+
+def one_run_ms(row: dict, variants) -> dict | None:
+    """The times of the last run that timed every one of `variants` on this row (a merged report's rows keep
+    each run's times in `runs`; another row's only run is its own), or None where no run timed them all: a
+    ratio of two variants' times is read from one run, as the method takes them, never across runs."""
+    for ms in reversed(row.get("runs") or [row["ms"]]):
+        if all(ms.get(v) for v in variants):
+            return ms
+    return None
 
 
 def passed(row: dict, variant: str) -> bool:
