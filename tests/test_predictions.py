@@ -207,6 +207,15 @@ def test_a_gain_in_a_merged_report_divides_times_of_one_run(tmp_path):
     assert grade(p, load(paths)["rows"]).values == pytest.approx((1.3, 1.3))
 
 
+def test_bench_md_lists_the_predictions_by_version():
+    v57, = parse(ENTRY, PATHS)
+    v9 = dataclasses.replace(v57, version="v9", claim="an older one")
+    v100 = dataclasses.replace(v57, version="v100", claim="a newer one")
+    table = [line.split(" | ")[0] for line in markdown_lines(look_back_report(1.3), [v100, v57, v9], [])
+             if line.startswith("| v")]
+    assert table == ["| v9", "| v57", "| v100"]
+
+
 def test_a_prediction_none_of_whose_rows_the_run_timed_is_left_out():
     p, = parse(entry(layers='["ConvNeXt-T 96@56"]', passes='["forward"]'), PATHS)
     report = look_back_report(1.3)

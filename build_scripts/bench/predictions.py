@@ -223,7 +223,8 @@ def bench_rows(settings: dict[str, str]) -> set[tuple]:
 def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[str]) -> list[str]:
     """bench.md's section grading the predictions this report times (none: no section)."""
     rows, variants = report["rows"], report["settings"]["variants"]
-    graded = [grade(p, rows) for p in predictions if gradable(p, rows, variants)]
+    graded = sorted((grade(p, rows) for p in predictions if gradable(p, rows, variants)),
+                    key=lambda g: int(g.prediction.version.lstrip("v")))  # in the file's order within a version
     if not graded:
         return []
     lines = ["", "## Predictions (notes/predictions.toml)", ""]
