@@ -212,7 +212,7 @@ def test_bench_md_lists_the_predictions_by_version():
     v9 = dataclasses.replace(v57, version="v9", claim="an older one")
     v100 = dataclasses.replace(v57, version="v100", claim="a newer one")
     table = [line.split(" | ")[0] for line in markdown_lines(look_back_report(1.3), [v100, v57, v9], [])
-             if line.startswith("| v")]
+             if line.startswith("| v") and not line.startswith("| version")]
     assert table == ["| v9", "| v57", "| v100"]
 
 
