@@ -8,9 +8,10 @@ for one measure:
   before it on whatever GPU the bench runs, with no second overlay.
 - floor_multiple: the time of `variant` (ours) over the row's byte floor.
 
-The file is read once, and everything in it is checked against the harness (the layers, passes,
-configurations and kernel paths), so a prediction that names a row no bench times is refused here,
-not found unmatched after the GPU session.
+Everything in the file is checked against the harness when it is read (the layers, passes,
+configurations, variants and kernel paths), so a prediction that names a row no bench times is refused
+here, not found unmatched after the GPU session; tests/test_predictions.py checks the rest against the
+host code's launches.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ VERSION = re.compile(r"^v\d+$")
 class Prediction:
     version: str
     claim: str  # the prediction in the notes' words, shortened
-    path: str | None  # the kernel path the version added, where it added one
+    path: str | None  # the kernel path whose kernels it is about (the version's own, where it added one)
     rows: tuple[tuple, ...]  # row keys (schema.row_key): set, layer, batch, dtype, layout, pass
     measure: str  # a key of MEASURES
     low: float
