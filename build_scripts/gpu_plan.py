@@ -43,8 +43,8 @@ from pathlib import Path
 
 from . import REPO_ROOT
 from .errors import HarnessError
-from .gpu_session import (DEFAULT_BUDGET_S, MIN_STEP_S, gpu_test_targets, refuse_bad_choice, refuse_steps_without_paths,
-                          run_command, session_paths_off, steps)
+from .gpu_session import (DEFAULT_BUDGET_S, MIN_STEP_S, chosen_problems, gpu_test_targets, refuse_bad_choice,
+                          refuse_steps_without_paths, run_command, session_paths_off, steps)
 
 KNOWN_SETTINGS = {"STEPS", "SETS", "CONFIGS", "VARIANTS", "MATCH", "PASSES", "BUDGET", "MODELS", "TESTS",
                   "CUDNN_BENCHMARK", "LAUNCHES", "REPEATS", "DWCONV_OVERLAY_DIR", "DWCONV_DISABLE_KERNELS"}
@@ -204,13 +204,9 @@ def leg_commands(leg: Leg, history) -> list[Command]:
     """The commands gpu-session will run for the leg, each with its estimate: the bench, look-back and
     routed steps' from the records (bench/sizing.py), the probe's, tests' and sanitizer's the slowest
     recorded, the others none (the leg's BUDGET is all that can be said of them)."""
-    from . import plan_report
-    from .bench.layers import matching, problems
-    from .bench.schema import comma_separated, parse_configs
     from .bench.sizing import estimate
     settings = leg.settings
-    chosen = matching(problems(comma_separated(settings.get("SETS", "")) or None,
-                               parse_configs(settings.get("CONFIGS", ""))), settings.get("MATCH", ""))
+    chosen = chosen_problems(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings.get("MATCH", ""))
     repeats = int(settings.get("REPEATS") or 30)
     launches = settings.get("LAUNCHES", "") not in ("", "0")  # in the environment of every bench the leg runs
     commands = []
@@ -241,16 +237,25 @@ def bench_step_variants(settings: dict[str, str]) -> dict[str, tuple[str, ...]]:
             if step in named}
 
 
+def leg_bench_rows(settings: dict[str, str]) -> set[tuple]:
+    """The rows (schema.row_key) a bench step of the leg times: its SETS, CONFIGS and MATCH's problems, each
+    pass of each."""
+    from .bench.schema import problem_row_key
+    chosen = chosen_problems(settings.get("SETS", ""), settings.get("CONFIGS", ""), settings.get("MATCH", ""))
+    return {problem_row_key(problem, passname) for problem in chosen for passname in problem.passes}
+
+
 def leg_predictions(leg: Leg, predictions) -> list:
     """The predictions (bench/predictions.py) the leg's bench steps time on one of their rows or more, as
     bench.md grades them; none in a leg with kernel paths off, whose ours is not the kernels predicted for."""
-    from .bench.predictions import bench_rows
-    if leg.settings.get("DWCONV_DISABLE_KERNELS", "").strip(" ,"):
+    from . import plan_report
+    from .bench.schema import kernel_paths_off
+    if kernel_paths_off(leg.settings.get("DWCONV_DISABLE_KERNELS", ""), plan_report.kernel_path_names()):
         return []
     timed = bench_step_variants(leg.settings)
     if not timed:
         return []
-    rows = bench_rows(leg.settings)
+    rows = leg_bench_rows(leg.settings)
     return [p for p in predictions if any(set(p.variants) <= set(variants) for variants in timed.values())
             and rows.intersection(p.rows)]
 

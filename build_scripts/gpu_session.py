@@ -138,19 +138,26 @@ def gpu_test_targets(text: str) -> str:
     return " ".join(words)
 
 
+def chosen_problems(sets: str, configs: str, match: str) -> list:
+    """The bench problems SETS, CONFIGS and MATCH choose, as a bench step of the session runs them; a
+    ValueError names an unknown set or configuration, or a MATCH that finds none."""
+    from .bench.layers import matching, problems
+    from .bench.schema import comma_separated, parse_configs
+    return matching(problems(comma_separated(sets) or None, parse_configs(configs)), match)
+
+
 def check_problem_choice(sets: str, configs: str, match: str, passes: str | None = None) -> None:
     """Refuses, before any step runs, a choice of bench problems that names none: unknown sets or
     configurations, or a MATCH (which bench, look-back and profile all take from the environment)
     that is no regular expression or finds no problem of them; with `passes` (a profile step's
     PASSES, empty for its default), also one that finds no problem with such a pass."""
-    from .bench.layers import matching, problems
     from .bench.profile import DEFAULT_PASSES, targets
     from .bench.schema import comma_separated, parse_configs
     try:
-        chosen_sets, chosen_configs = comma_separated(sets) or None, parse_configs(configs)
-        matching(problems(chosen_sets, chosen_configs), match)
+        chosen_problems(sets, configs, match)
         if passes is not None:
-            targets(chosen_sets, comma_separated(passes or DEFAULT_PASSES), match, chosen_configs)
+            targets(comma_separated(sets) or None, comma_separated(passes or DEFAULT_PASSES), match,
+                    parse_configs(configs))
     except (ValueError, HarnessError) as err:
         raise HarnessError(f"gpu-session: {str(err).removeprefix('profile: ')}") from None
 

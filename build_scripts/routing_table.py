@@ -170,11 +170,12 @@ def points_of(report: dict, source: str, pinned_version: str, avoid_failed_ours:
         layer = f"{row['set']} {row['layer']}"
         label = f"{layer} batch {row['batch']}"
         # ours, stock and cuDNN as one run timed them (a merged report's rows keep each run's times)
-        ms = one_run_ms(row, ("ours", "stock", "cudnn")) or one_run_ms(row, ("ours", "stock")) or row.get("ms", {})
-        if len(row.get("runs", ())) > 1 and one_run_ms(row, ("ours", "stock")) is None and all(
-                isinstance(ms.get(v), (int, float)) for v in ("ours", "stock")):
-            raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']} {row['pass']}: no one report timed "
-                               "both ours and stock; route by reports that time them together")
+        ms = one_run_ms(row, ("ours", "stock", "cudnn")) or one_run_ms(row, ("ours", "stock"))
+        if ms is None:  # no run timed both: the row's latest times, unless they are two runs'
+            ms = row.get("ms", {})
+            if len(row.get("runs", ())) > 1 and all(isinstance(ms.get(v), (int, float)) for v in ("ours", "stock")):
+                raise HarnessError(f"{source}: {label} {row['dtype']} {row['layout']} {row['pass']}: no one report "
+                                   "timed both ours and stock; route by reports that time them together")
         tolerance = report.get("settings", {}).get("tolerance", {}).get(row["dtype"])
         ours_ok = passed(row, "ours") if not avoid_failed_ours else (
             # this pass's own error (a check covers the problem's passes), and where ours raised, its check

@@ -10,9 +10,9 @@ import pytest
 
 from build_scripts import REPO_ROOT, plan_report
 from build_scripts.bench import predictions
-from build_scripts.bench.predictions import Prediction, bench_rows, grade, markdown_lines, parse
+from build_scripts.bench.predictions import Prediction, grade, markdown_lines, parse
 from build_scripts.bench.report import markdown, write_report
-from build_scripts.gpu_plan import Leg, estimate_text, leg_predictions, parse_plan
+from build_scripts.gpu_plan import Leg, estimate_text, leg_bench_rows, leg_predictions, parse_plan
 from tests.test_bench import synthetic_report
 
 PATHS = plan_report.kernel_path_names()
@@ -237,9 +237,9 @@ def test_write_report_grades_the_committed_predictions_and_survives_a_broken_fil
 
 
 def test_a_legs_bench_rows_are_its_sets_configurations_and_match():
-    rows = bench_rows({"SETS": "ConvNeXt-T", "CONFIGS": "float32/contiguous", "MATCH": "b64"})
+    rows = leg_bench_rows({"SETS": "ConvNeXt-T", "CONFIGS": "float32/contiguous", "MATCH": "b64"})
     assert len(rows) == 4 * 4 and {r[2] for r in rows} == {64}
-    assert len(bench_rows({"SETS": "Mamba conv1d", "MATCH": "b8"})) == 4 * 2 * 4
+    assert len(leg_bench_rows({"SETS": "Mamba conv1d", "MATCH": "b8"})) == 4 * 2 * 4
 
 
 def test_a_leg_grades_the_predictions_its_bench_steps_time():

@@ -24,7 +24,8 @@ from statistics import median
 
 from .. import REPO_ROOT
 from .layers import SETS, TRAINING_PASSES, problems
-from .schema import SEPARATOR, WITHOUT, one_run_ms, parse_configs, parse_variants, passed, row_key
+from .schema import (BASELINES, SEPARATOR, WITHOUT, one_run_ms, parse_configs, parse_variants, passed,
+                     problem_row_key, row_key)
 
 PREDICTIONS_FILE = REPO_ROOT / "notes" / "predictions.toml"
 # A measure's name, and whether a higher value is the better one.
@@ -121,8 +122,7 @@ def _prediction(entry: dict, kernel_paths: list[str]) -> Prediction:
     if measure == "floor_multiple" and "baseline" in entry:
         raise ValueError("a floor_multiple is the variant's time over the floor: it takes no baseline")
     for name in (variant, baseline):
-        if name is not None and (name in ("stock", "cudnn", "native", "routed")
-                                 or parse_variants(name, kernel_paths) != (name,)):
+        if name is not None and (name in (*BASELINES, "routed") or parse_variants(name, kernel_paths) != (name,)):
             raise ValueError(f"variant {name!r}: a prediction compares ours, or ours without kernel paths")
     if variant == baseline:
         raise ValueError(f"the variant and the baseline are both {variant!r}: a gain of 1 by construction")
@@ -169,7 +169,7 @@ def _rows(entry: dict) -> tuple[tuple, ...]:
             if missing:
                 raise ValueError(f"{problem.label} is timed in {', '.join(problem.passes)} only, not "
                                  f"{', '.join(missing)}")
-            keys += [(layer.set, layer.name, batch, dtype, layout, p) for p in passes]
+            keys += [problem_row_key(problem, p) for p in passes]
     if len(set(keys)) != len(keys):
         raise ValueError("a row is named twice")
     return tuple(keys)
@@ -211,14 +211,6 @@ def gradable(prediction: Prediction, rows: list[dict], variants: list[str]) -> b
     """Whether a report of these rows and variants times the prediction: its variants, on a row of it."""
     wanted = set(prediction.rows)
     return set(prediction.variants) <= set(variants) and any(row_key(r) in wanted for r in rows)
-
-
-def bench_rows(settings: dict[str, str]) -> set[tuple]:
-    """The rows (keys) a gpu-session bench step with these settings (SETS, CONFIGS, MATCH) times."""
-    from .layers import matching
-    sets = [name for name in settings.get("SETS", "").split(",") if name] or None
-    chosen = matching(problems(sets, parse_configs(settings.get("CONFIGS", ""))), settings.get("MATCH", ""))
-    return {(p.layer.set, p.layer.name, p.batch, p.dtype, p.layout, passname) for p in chosen for passname in p.passes}
 
 
 def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[str]) -> list[str]:

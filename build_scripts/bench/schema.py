@@ -58,6 +58,11 @@ def row_key(row: dict) -> tuple:
     return row["set"], row["layer"], row["batch"], row["dtype"], row["layout"], row["pass"]
 
 
+def problem_row_key(problem: Problem, passname: str) -> tuple:
+    """The row_key of a problem's pass, before any row is made of it."""
+    return problem.layer.set, problem.layer.name, problem.batch, problem.dtype, problem.layout, passname
+
+
 def one_run_ms(row: dict, variants) -> dict | None:
     """The times of the last run that timed every one of `variants` on this row (a merged report's rows keep
     each run's times in `runs`; another row's only run is its own), or None where no run timed them all: a
