@@ -9,7 +9,7 @@ HARNESS := $(PY) -m build_scripts
 export FORCE
 
 .DEFAULT_GOAL := help
-.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session gpu-plan gpu-plan-estimate test-upstream bench bench-models bench-report profile routing-table resource-report plan-report plan-audit memory-profile clean
+.PHONY: help source patch unpatch check series overlay build build-local docker test race-check lint test-gpu gpu-deps gpu-session gpu-plan gpu-plan-estimate gpu-plan-import test-upstream bench bench-models bench-report profile routing-table resource-report plan-report plan-audit memory-profile clean
 
 help:  ## list the verbs
 	@echo "Depthwise-convolution patch set for PyTorch $$(sed -n 's/^tag = "\(.*\)"/\1/p' pin.toml) -- verbs:"
@@ -124,6 +124,11 @@ gpu-plan:  ## (GPU) the legs of PLAN=<file> in one device call within BUDGET s (
 
 gpu-plan-estimate: $(VENV)/.ready  ## each leg of PLAN=<file>: its seconds estimated from the bench reports under results/
 	$(VENV)/bin/python -m build_scripts.gpu_plan estimate
+
+# What a gpu-plan call gave back (FROM=<the run's files_at>) filed under results/<device>/<date>/ (or INTO=<folder>),
+# with bench.md, its plots and the launch audits (build_scripts/plan_import.py).
+gpu-plan-import: $(VENV)/.ready  ## file a gpu-plan call's plan.md and legs.tar.gz (FROM=<folder>) in results/<device>/<date>/, with bench.md, plots, launch audits
+	$(VENV)/bin/python -m build_scripts.plan_import $(if $(FROM),--from "$(FROM)") $(if $(INTO),--into "$(INTO)")
 
 profile:  ## (GPU) Nsight Compute on our kernels of chosen bench passes (SETS=a,b CONFIGS= PASSES=backward_weight MATCH=regex OUT=dir)
 	@$(REQUIRE_STAGED_OVERLAY)

@@ -28,6 +28,7 @@ needs only what gpu-session needs: the standard library, and the bench's layer l
 from __future__ import annotations
 
 import argparse
+import datetime
 import io
 import os
 import re
@@ -357,9 +358,36 @@ def run_leg(leg: Leg, folder: Path, budget_s: float, make: str) -> str:
     return leg_status(code, folder)
 
 
-def plan_markdown(outcomes: list[LegOutcome], legs: list[Leg], work: Path, budget_s: float) -> str:
+UNKNOWN_DEVICE = "unknown (nvidia-smi said nothing)"
+
+
+def card_name() -> str | None:
+    """The GPU's name as nvidia-smi gives it (the first card), or None where it cannot say."""
+    try:
+        found = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    names = found.stdout.split("\n") if found.returncode == 0 else [""]
+    return names[0].strip() or None
+
+
+@dataclass(frozen=True)
+class CallHeader:
+    """What plan.md says of the call before its legs, for `make gpu-plan-import` to file it by: the
+    command, the card and when it started (UTC)."""
+    command: str
+    device: str | None
+    started: str  # ISO 8601, seconds, ending in Z
+
+    def lines(self) -> list[str]:
+        return [f"Command: `{self.command}`", f"Device: {self.device or UNKNOWN_DEVICE}", f"Started: {self.started}"]
+
+
+def plan_markdown(outcomes: list[LegOutcome], legs: list[Leg], work: Path, budget_s: float, header: CallHeader) -> str:
     settings = {leg.name: shlex.join(f"{key}={value}" for key, value in leg.settings.items()) for leg in legs}
-    lines = ["# GPU plan", "", f"Budget {budget_s:.0f} s; every leg's folder is in legs.tar.gz.", "",
+    lines = ["# GPU plan", "", *header.lines(), "",
+             f"Budget {budget_s:.0f} s; every leg's folder is in legs.tar.gz.", "",
              "| leg | status | seconds | variables |", "| --- | --- | ---: | --- |"]
     lines += [f"| {o.name} | {o.status} | {o.seconds:.0f} | `{settings[o.name]}` |" for o in outcomes]
     for o in outcomes:
@@ -402,8 +430,10 @@ def pack(work: Path, names: list[str], target: Path) -> None:
         write_atomically(target, lambda partial: write(partial, bulky))
 
 
-def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make") -> list[LegOutcome]:
+def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make", command: str = "") -> list[LegOutcome]:
     deadline = time.monotonic() + budget_s
+    header = CallHeader(command or f"make gpu-plan LEGS={','.join(leg.name for leg in legs)} BUDGET={budget_s:.0f}",
+                        card_name(), datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-plan-"))
     outcomes: list[LegOutcome] = []
@@ -415,7 +445,7 @@ def run_plan(legs: list[Leg], out: Path, budget_s: float, make: str = "make") ->
             started = time.monotonic()
             status = run_leg(leg, work / leg.name, min(leg.budget_s, left), make)
             outcomes.append(LegOutcome(leg.name, status, time.monotonic() - started))
-        text = plan_markdown(outcomes, legs, work, budget_s)
+        text = plan_markdown(outcomes, legs, work, budget_s, header)
         write_atomically(out / "plan.md", lambda partial: partial.write_text(text))
         pack(work, [o.name for o in outcomes], out / "legs.tar.gz")
     shutil.rmtree(work, ignore_errors=True)  # legs.tar.gz holds it
@@ -456,7 +486,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not args.out:
             raise HarnessError("gpu-plan: say where plan.md and legs.tar.gz go: OUT=<folder> (on the device: $OUT)")
-        outcomes = run_plan(legs, Path(args.out).resolve(), args.budget, os.environ.get("MAKE", "make"))
+        command = shlex.join(["make", "gpu-plan", f"PLAN={args.plan}", *([f"LEGS={args.legs}"] if args.legs else []),
+                              f"BUDGET={args.budget:g}"])
+        outcomes = run_plan(legs, Path(args.out).resolve(), args.budget, os.environ.get("MAKE", "make"), command)
     except HarnessError as err:
         print(err, file=sys.stderr)
         return 2

@@ -263,8 +263,8 @@ def context_loss_checks():
 
 
 def paths_off_checks():
-    """A process with kernel paths off (DWCONV_DISABLE_KERNELS): run_bench records them, its look-back leaves
-    them out, and it refuses an ours-without-<path> of one before measuring anything."""
+    """A process with kernel paths off (DWCONV_DISABLE_KERNELS): run_bench records them (and every path the
+    overlay has), its look-back leaves them out, and it refuses an ours-without-<path> of one before measuring anything."""
     from build_scripts.bench import run
 
     timed = []
@@ -281,6 +281,7 @@ def paths_off_checks():
         written = json.loads(out.read_text())
         results["paths_off/recorded, and look-back leaves them out"] = (
             "pass" if report["kernel_paths_off"] == ["column"] == written["kernel_paths_off"] and timed
+            and written.get("kernel_paths") == ["row", "column", "pixel"]  # the overlay's, off or not
             and all(v == ("stock", "ours", "ours-without-row", "ours-without-pixel") for v in timed)
             and report["settings"]["variants"] == list(timed[0]) else f"{report.get('kernel_paths_off')} {timed}")
         timed.clear()

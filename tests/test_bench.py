@@ -21,6 +21,7 @@ from build_scripts.bench.report import (
 from build_scripts.bench.schema import (SCHEMA, VARIANTS, configs_text, ends_in_time, kernel_paths_off, parse_configs,
                                         parse_variants, problem_row, report_file_name, switched_off_paths)
 from build_scripts.errors import HarnessError
+from build_scripts.plan_report import kernel_path_names
 from build_scripts.routing_table import points_of, summary, write_table
 
 BANDWIDTH = 3.0e9  # bytes per ms: 3 TB/s
@@ -194,7 +195,8 @@ def synthetic_report(speed_ours=2.5, routed_slower=False) -> dict:
             rows.append(row)
     return {"schema": SCHEMA, "command": "python -m build_scripts bench run", "date": "2026-01-01",
             "device": "Synthetic GPU", "torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": 91002,
-            "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "copy_bandwidth_GBps": 3000.0, "fp32_fma_TFLOPS": 50.0,
+            "overlay_patchset": "abc", "routing_measured_on": "nothing yet", "kernel_paths": kernel_path_names(),
+            "copy_bandwidth_GBps": 3000.0, "fp32_fma_TFLOPS": 50.0,
             "l2_bytes": 50 << 20, "sm_count": 132, "arch": "sm_90",
             "settings": {"repeats": 30, "warmup": 3, "check_batch": 2, "tolerance": {}, "cudnn_allow_tf32": True,
                          "cudnn_benchmark": False, "variants": ["stock", "cudnn", "native", "ours", "routed"],

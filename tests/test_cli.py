@@ -7,7 +7,7 @@ import sys
 from build_scripts import REPO_ROOT
 
 VERBS = ("source patch unpatch check overlay build build-local docker test lint test-gpu test-upstream bench "
-         "bench-report routing-table resource-report clean").split()
+         "bench-report routing-table resource-report gpu-session gpu-plan gpu-plan-estimate gpu-plan-import clean").split()
 
 
 def harness(*args, env=None):

@@ -2,6 +2,7 @@
 runs, then run in order within one call's budget, with plan.md and legs.tar.gz written after every leg.
 A stand-in `make` here plays gpu-session; the real legs need a GPU."""
 
+import datetime
 import os
 import stat
 import subprocess
@@ -154,7 +155,33 @@ def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tm
     assert "| two | not passed: bench failed (exit 1) |" in plan
     assert "`STEPS=bench 'SETS=Mamba conv1d' DWCONV_DISABLE_KERNELS=row`" in plan
     assert "## one\n\n### GPU session: probe" in plan
+    assert "Command: `make gpu-plan LEGS=one,two,three BUDGET=60`\n" in plan  # called with no command of its own
     assert capsys.readouterr().out.rstrip().endswith(plan.rstrip().splitlines()[-1])
+
+
+def test_plan_md_says_first_the_command_the_card_and_when_the_call_started(tmp_path, stand_in_make, monkeypatch):
+    monkeypatch.setattr(gpu_plan, "card_name", lambda: "Stand-in GPU")
+    monkeypatch.setenv("MAKE", stand_in_make)
+    plan = tmp_path / "two.plan"
+    plan.write_text("one: STEPS=probe BUDGET=30\ntwo: STEPS=probe\n")
+    assert gpu_plan.main(["run", "--plan", str(plan), "--legs", "one", "--out", str(tmp_path / "out"),
+                          "--budget", "60"]) == 0
+    header = (tmp_path / "out" / "plan.md").read_text().split("\n\n")[1].splitlines()
+    assert header[:2] == [f"Command: `make gpu-plan PLAN={plan} LEGS=one BUDGET=60`", "Device: Stand-in GPU"]
+    started = datetime.datetime.strptime(header[2], "Started: %Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()) < 60
+
+
+def test_the_card_is_the_first_nvidia_smi_names_and_none_without_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_plan.card_name() is None  # no nvidia-smi
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\nimport sys\nassert '--query-gpu=name' in sys.argv\n"
+                   "print('NVIDIA H100 80GB HBM3')\nprint('NVIDIA H100 80GB HBM3')\n")
+    smi.chmod(0o755)
+    assert gpu_plan.card_name() == "NVIDIA H100 80GB HBM3"
+    smi.write_text("#!/bin/sh\necho 'No devices were found'; exit 6\n")
+    assert gpu_plan.card_name() is None
 
 
 def test_a_hung_leg_is_stopped_past_its_budget_with_its_processes_and_the_rest_skipped(tmp_path, stand_in_make,

@@ -207,6 +207,29 @@ def test_a_gain_in_a_merged_report_divides_times_of_one_run(tmp_path):
     assert grade(p, load(paths)["rows"]).values == pytest.approx((1.3, 1.3))
 
 
+def test_a_run_whose_overlay_had_not_the_versions_path_grades_none_of_its_predictions(tmp_path):
+    """A floor multiple needs only ours, which an overlay from before the version times with the kernels
+    the version replaced (the H200's v38 reports, for v41-v54's): it is named, not graded. A merged
+    report has the paths every one of its runs' overlays had."""
+    import json
+    from build_scripts.bench.report import load
+    floor, = parse(entry(gain=None, floor_multiple="[1.1, 1.25]"), PATHS)
+    other, = parse(entry(gain=None, floor_multiple="[1.1, 1.25]", path='"pixel"'), PATHS)
+    report = synthetic_report()
+    assert "| v57 |" in "\n".join(markdown_lines(report, [floor], []))
+    report["kernel_paths"] = [path for path in report["kernel_paths"] if path != "stride2_grad_input_waves"]
+    lines = markdown_lines(report, [floor, other], [])
+    assert ("Not graded: 1 prediction of v57, whose kernel paths this run's overlay did not have (an overlay from "
+            "before them times their rows with the kernels they replaced).") in lines
+    assert sum(line.startswith("| v57 |") for line in lines) == 1  # the other entry, on pixel, is graded
+    del report["kernel_paths"]  # a report from before the paths were recorded
+    assert "Not graded: 2 predictions of v57" in "\n".join(markdown_lines(report, [floor, other], []))
+    paths = [tmp_path / "new.json", tmp_path / "old.json"]
+    paths[0].write_text(json.dumps(synthetic_report()))
+    paths[1].write_text(json.dumps(report))
+    assert load(paths)["kernel_paths"] == [] and load(paths[:1])["kernel_paths"] == PATHS
+
+
 def test_bench_md_lists_the_predictions_by_version():
     v57, = parse(ENTRY, PATHS)
     v9 = dataclasses.replace(v57, version="v9", claim="an older one")

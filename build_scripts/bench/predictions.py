@@ -24,8 +24,8 @@ from statistics import median
 
 from .. import REPO_ROOT
 from .layers import SETS, TRAINING_PASSES, problems
-from .schema import (BASELINES, SEPARATOR, WITHOUT, one_run_ms, parse_configs, parse_variants, passed,
-                     problem_row_key, row_key)
+from .schema import (BASELINES, SEPARATOR, WITHOUT, kernel_paths_of, one_run_ms, parse_configs, parse_variants,
+                     passed, problem_row_key, row_key)
 
 PREDICTIONS_FILE = REPO_ROOT / "notes" / "predictions.toml"
 # A measure's name, and whether a higher value is the better one.
@@ -207,27 +207,42 @@ def grade(prediction: Prediction, rows: list[dict]) -> Grade:
     return Grade(prediction, tuple(v for v in values if v is not None))
 
 
-def gradable(prediction: Prediction, rows: list[dict], variants: list[str]) -> bool:
-    """Whether a report of these rows and variants times the prediction: its variants, on a row of it."""
+def timed_by(prediction: Prediction, rows: list[dict], variants: list[str]) -> bool:
+    """Whether a report of these rows and variants times the prediction's measure: its variants, on a row of it."""
     wanted = set(prediction.rows)
     return set(prediction.variants) <= set(variants) and any(row_key(r) in wanted for r in rows)
 
 
+def _version_number(prediction: Prediction) -> int:
+    return int(prediction.version.lstrip("v"))
+
+
 def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[str]) -> list[str]:
-    """bench.md's section grading the predictions this report times (none: no section)."""
-    rows, variants = report["rows"], report["settings"]["variants"]
-    graded = sorted((grade(p, rows) for p in predictions if gradable(p, rows, variants)),
-                    key=lambda g: int(g.prediction.version.lstrip("v")))  # in the file's order within a version
-    if not graded:
+    """bench.md's section grading the predictions this report times (none: no section). One whose kernel
+    path the run's overlay did not have is not graded: a floor multiple needs only ours, which an overlay
+    from before the version times too, with the kernels before it."""
+    rows, variants, kernel_paths = report["rows"], report["settings"]["variants"], kernel_paths_of(report)
+    timed = sorted((p for p in predictions if timed_by(p, rows, variants)), key=_version_number)
+    if not timed:
         return []
+    before = [p for p in timed if p.path is not None and p.path not in kernel_paths]
+    graded = [grade(p, rows) for p in timed if p not in before]  # in the file's order within a version
     lines = ["", "## Predictions (notes/predictions.toml)", ""]
     if paths_off:
         return lines + [f"Not graded: this run had kernel paths off ({', '.join(paths_off)}), so ours is not the "
                         "kernels the predictions were made for."]
-    lines += ["Each version's prediction, written before any GPU ran it, against this run: the median over its rows "
-              "that were timed and passed their check, held where it lies in the predicted range.", "",
-              "| version | predicted | measured as | rows | median | worst – best | rows in range | verdict |",
-              "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"]
+    if before:
+        versions = ", ".join(dict.fromkeys(p.version for p in before))
+        lines += [f"Not graded: {len(before)} prediction{'s' * (len(before) > 1)} of {versions}, whose kernel paths "
+                  "this run's overlay did not have (an overlay from before them times their rows with the kernels "
+                  "they replaced)."]
+    if not graded:
+        return lines
+    lines += [""] * bool(before) + [
+        "Each version's prediction, written before any GPU ran it, against this run: the median over its rows that "
+        "were timed and passed their check, held where it lies in the predicted range.", "",
+        "| version | predicted | measured as | rows | median | worst – best | rows in range | verdict |",
+        "| --- | --- | --- | ---: | ---: | --- | ---: | --- |"]
     for g in graded:
         p = g.prediction
         spread = "–"

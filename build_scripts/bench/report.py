@@ -18,7 +18,8 @@ from .launches import KERNEL_NAMESPACE, function_name
 from .layers import DEFAULT_SETS, GEOMEAN_SETS, label_text, problems
 from .predictions import load as load_predictions
 from .predictions import markdown_lines as predictions_markdown_lines
-from .schema import BASELINES, one_run_ms, passed, paths_off_of, problem_row, row_key, switched_off_path
+from .schema import (BASELINES, kernel_paths_of, one_run_ms, passed, paths_off_of, problem_row, row_key,
+                     switched_off_path)
 
 PASSES = ("forward", "backward_input", "backward_weight", "step")
 PASS_TITLES = {"forward": "forward", "backward_input": "backward-input", "backward_weight": "backward-weight",
@@ -105,6 +106,7 @@ def merge(reports: list[dict], names: list[str]) -> dict:
     # the variants any of them timed, in order of first appearance: the tables show each
     merged["settings"] = {**first.get("settings", {}), "variants": list(dict.fromkeys(
         v for r in reports for v in r.get("settings", {}).get("variants", [])))}
+    merged["kernel_paths"] = [path for path in kernel_paths_of(first) if all(path in kernel_paths_of(r) for r in reports)]
     merged["overlay_patchsets"] = list(dict.fromkeys(r["overlay_patchset"] for r in reports if r.get("overlay_patchset")))
     merged["commands"] = [r.get("command", "") for r in reports]
     merged["cut_short"] = [r["cut_short"] for i, r in enumerate(reports)

@@ -195,6 +195,7 @@ def run_bench(out_path: Path, set_names: list[str] | None, variant_names: str = 
         "cudnn": torch.backends.cudnn.version(),
         "overlay_patchset": overlay.module.PATCHSET_HASH,
         "routing_measured_on": overlay.module.routing_measured_on(),
+        "kernel_paths": list(overlay.module.kernel_paths()),  # which versions' kernels it holds (predictions.py)
         "kernel_paths_off": paths_off,
         "copy_bandwidth_GBps": bandwidth / 1e6,
         "fp32_fma_TFLOPS": 2 * macs_per_ms / 1e9,

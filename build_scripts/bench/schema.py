@@ -47,6 +47,12 @@ def paths_off_of(report: dict) -> list[str]:
     return list(report.get("kernel_paths_off") or [])
 
 
+def kernel_paths_of(report: dict) -> list[str]:
+    """The kernel paths the report's overlay had ([] for a report from before they were recorded, 2026-12-08:
+    its overlay is taken to have none of those added since)."""
+    return list(report.get("kernel_paths") or [])
+
+
 def switched_off_path(variant: str) -> str | None:
     """The kernel path an ours-without-<path> variant switches off (<path>+<path>: several
     together, SEPARATOR-joined); None for the others."""

@@ -18,6 +18,7 @@ from build_scripts.bench import layers  # noqa: E402
 from build_scripts.bench.report import failed_checks, markdown  # noqa: E402
 from build_scripts.bench.run import import_overlay, run_bench  # noqa: E402
 from build_scripts.bench.variants import VARIANTS  # noqa: E402
+from build_scripts.plan_report import kernel_path_names  # noqa: E402
 
 
 @pytest.fixture
@@ -45,6 +46,7 @@ def test_a_small_bench_run(tmp_path, one_layer_set):
         assert row["floor_ms"] > 0 and row["buffer_sets"] >= 2
         assert row["compute_floor_ms"] > 0 and row["macs"] > 0
     assert 1 < report["fp32_fma_TFLOPS"] < 1000, report["fp32_fma_TFLOPS"]  # measured, in TFLOPS
+    assert report["kernel_paths"] == kernel_path_names()  # the overlay's, for grading the predictions by
     channels_last_2d = [r for r in rows if r["conv"] == "2d" and r["layout"] == "channels_last"]
     assert {r["backends"]["stock_forward"] for r in channels_last_2d} == {"Cudnn"}
     text = markdown({**report, "commands": [report["command"]]})
