@@ -107,17 +107,20 @@ def test_a_call_is_filed_by_its_card_and_day_with_its_tables_and_audits(tmp_path
     assert (dest / "gpu-plan-bf16.md").read_text() == (source / "plan.md").read_text()
     assert {"bf16/session.md", "bf16/routing-table.tsv", "bf16/bench-bf16.json", "without/bench-without.json",
             "launches/bench-launches.json", "bench.md", "speedup.png", "floor.png", "without-pixel/bench.md",
-            "launches/plan-audit.md"} <= tree(dest)
-    assert not (dest / "compile-tests").exists() and not any(p.name.startswith(".") for p in results.iterdir())
+            "launches/plan-audit.md", "launches/bench.md"} <= tree(dest)
+    assert not (dest / "compile-tests").exists() and not list(results.rglob(".gpu-plan-import-*"))
     bench_md = (dest / "bench.md").read_text()
-    # every path-on report of the call in one table; the run without a path in its own
-    assert all(f"Command: `{c}`" in bench_md for c in ("bench bf16", "routed bf16", "bench launches"))
+    # the path-on reports of the call in one table; the run without a path in its own; the launches leg's
+    # five repeats under the profiler beside its audit, not over the others' ours
+    assert all(f"Command: `{c}`" in bench_md for c in ("bench bf16", "routed bf16"))
     assert "bench without" not in bench_md and "Command: `bench without`" in (dest / "without-pixel/bench.md").read_text()
+    assert "bench launches" not in bench_md and "Command: `bench launches`" in (dest / "launches/bench.md").read_text()
     assert "**1 of 1 passes launched as planned.**" in (dest / "launches/plan-audit.md").read_text()
     out = capsys.readouterr().out
     assert f"filed in {dest}: gpu-plan-bf16.md" in out and "  launches/ (not passed: bench stopped at the budget)" in out
     assert "(no folder came back for compile-tests: skipped (the call's budget is spent))" in out
-    # the table only from the reports that timed stock and ours with every path on
+    # the table only from the reports that timed stock and ours with every path on, read as routing-table reads them
+    assert "the routing table from the 1 reports filed in " in out and "bfloat16 channels_last b64" in out
     assert f'make routing-table BENCH="{dest / "bf16/bench-bf16.json"}"' in out
 
 
@@ -132,7 +135,8 @@ def test_a_second_call_of_the_day_is_filed_beside_the_first_and_the_tables_redra
     assert {"gpu-plan-bf16.md", "gpu-plan-fp16.md", "bf16", "fp16"} <= set(os.listdir(dest))
     bench_md = (dest / "bench.md").read_text()
     assert bench_md.index("Command: `first call`") < bench_md.index("Command: `second call`")
-    assert "bf16/bench-a.json" in capsys.readouterr().out.rsplit("make routing-table", 1)[1]  # both calls' reports
+    command = capsys.readouterr().out.rsplit("make routing-table", 1)[1]
+    assert "bf16/bench-a.json" in command and "fp16/bench-b.json" in command  # both calls' reports
     # filing either call again is refused, and nothing changes
     before = {p: p.stat().st_mtime_ns for p in dest.rglob("*")}
     assert plan_import.main(["--from", str(second), "--results", str(results)]) == 2
@@ -161,21 +165,33 @@ def test_an_archive_member_outside_a_listed_legs_folder_is_refused(tmp_path):
     assert all(f"\n  {name} (outside" in text for name in ("../escape.txt", "bf16/../../up.txt", "other/file", "bf16"))
 
 
-def test_a_move_that_fails_midway_takes_back_the_legs_moved_before_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("failing", ["extract", "rename"])
+def test_a_filing_that_fails_midway_takes_back_what_it_did(tmp_path, monkeypatch, failing):
+    """The disk fills while the archive is written out, or the last rename fails: the legs moved before are
+    taken back, and the folders the filing made removed, the results folder's own included."""
     source = device_call(tmp_path, {"a": ("passed", {"bench.log": "x"}), "b": ("passed", {"bench.log": "y"})})
-    real_move = plan_import.shutil.move
+    if failing == "extract":
+        real_copy = plan_import.shutil.copyfileobj
 
-    def move_but_the_record(staged, filed):
-        if Path(filed).name == "gpu-plan-a.md":
-            raise OSError(28, "No space left on device")
-        return real_move(staged, filed)
+        def copy_then_fill(packed, copy):
+            if Path(copy.name).parent.name == "b":
+                raise OSError(28, "No space left on device")
+            real_copy(packed, copy)
 
-    monkeypatch.setattr(plan_import.shutil, "move", move_but_the_record)
+        monkeypatch.setattr(plan_import.shutil, "copyfileobj", copy_then_fill)
+    else:
+        real_rename = Path.rename
+
+        def rename_but_the_record(self, target):
+            if Path(target).name == "gpu-plan-a.md":
+                raise OSError(28, "No space left on device")
+            return real_rename(self, target)
+
+        monkeypatch.setattr(Path, "rename", rename_but_the_record)
     results = tmp_path / "results"
-    results.joinpath(*DAY_FOLDER).mkdir(parents=True)
-    with pytest.raises(HarnessError, match="cannot file the call: .*No space left on device.*; nothing was filed"):
+    with pytest.raises(HarnessError, match="cannot read or file .*: .*No space left on device.*; nothing was filed"):
         plan_import.file_call(source, results)
-    assert tree(results) == {DAY_FOLDER[0], "/".join(DAY_FOLDER)}
+    assert not results.exists()
 
 
 @pytest.mark.parametrize("cards, named", [
@@ -218,7 +234,7 @@ def test_a_folder_with_a_bench_md_no_import_drew_is_not_filed_into(tmp_path):
 @pytest.mark.parametrize("damage, message", [
     (lambda out: (out / "legs.tar.gz").unlink(), "no .*legs.tar.gz"),
     (lambda out: (out / "plan.md").write_text("# Something else\n"), "is no plan.md of `make gpu-plan`"),
-    (lambda out: (out / "legs.tar.gz").write_bytes((out / "legs.tar.gz").read_bytes()[:40]), "cannot read .*legs.tar.gz"),
+    (lambda out: (out / "legs.tar.gz").write_bytes((out / "legs.tar.gz").read_bytes()[:40]), "cannot read or file .*legs.tar.gz"),
 ])
 def test_a_missing_or_damaged_file_is_refused_naming_it(tmp_path, damage, message):
     source = device_call(tmp_path, {"a": ("passed", {"bench-a.json": bench_report("here")})})
@@ -226,17 +242,72 @@ def test_a_missing_or_damaged_file_is_refused_naming_it(tmp_path, damage, messag
     refused(tmp_path, source, message)
 
 
-def test_tables_that_cannot_be_drawn_are_named_after_the_call_is_filed(tmp_path, capsys):
-    """Two reports of one setting measured two ways do not make one table: the legs are filed, the
-    table is not drawn, and the exit status says so."""
-    other_method = bench_report("cuDNN's benchmark mode")
-    other_method["settings"]["cudnn_benchmark"] = True
+def test_a_run_of_another_method_gets_a_table_of_its_own(tmp_path, capsys):
+    """Numbers of two methods make no one table (report.merge): cuDNN's benchmark mode is drawn apart, and
+    left out of the routing table, which is for torch's default."""
+    benchmark_mode = bench_report("cuDNN's benchmark mode")
+    benchmark_mode["settings"]["cudnn_benchmark"] = True
     source = device_call(tmp_path, {"a": ("passed", {"bench-a.json": bench_report("plain"),
-                                                     "bench-b.json": copy.deepcopy(other_method)})})
+                                                     "bench-b.json": benchmark_mode})})
+    assert plan_import.main(["--from", str(source), "--results", str(tmp_path / "results")]) == 0
+    dest = tmp_path.joinpath("results", *DAY_FOLDER)
+    assert "Command: `plain`" in (dest / "bench.md").read_text()
+    assert "Command: `cuDNN's benchmark mode`" in (dest / "cudnn-benchmark" / "bench.md").read_text()
+    assert "bench-b.json" not in capsys.readouterr().out.rsplit("make routing-table", 1)[1]
+
+
+def test_tables_that_cannot_be_drawn_are_named_after_the_call_is_filed(tmp_path, capsys):
+    """Reports of two torch builds do not make one table: the legs are filed, the table is not drawn, the
+    exit status says so, and INTO alone draws the folder's tables again once the cause is gone."""
+    other_torch = bench_report("another torch")
+    other_torch["torch"] = "2.12.0+cu130"
+    source = device_call(tmp_path, {"a": ("passed", {"bench-a.json": bench_report("plain"),
+                                                     "bench-b.json": copy.deepcopy(other_torch)})})
     assert plan_import.main(["--from", str(source), "--results", str(tmp_path / "results")]) == 1
     dest = tmp_path.joinpath("results", *DAY_FOLDER)
     assert (dest / "a" / "bench-a.json").is_file() and not (dest / "bench.md").exists()
-    assert "not made: " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "not made: " in out and "torch 2.12.0+cu130" in out
+    (dest / "a" / "bench-b.json").unlink()
+    assert plan_import.main(["--into", str(dest)]) == 0
+    assert "Command: `plain`" in (dest / "bench.md").read_text()
+
+
+def test_a_leg_the_first_call_skipped_is_filed_with_the_call_that_ran_it(tmp_path, capsys):
+    results = tmp_path / "results"
+    first = device_call(tmp_path / "one", {"correctness": ("passed", {"probe.log": "ok"}),
+                                           "bf16": ("skipped (the call's budget is spent)", None),
+                                           "fp32": ("passed", {"probe.log": "ok"})})
+    second = device_call(tmp_path / "two", {"bf16": ("passed", {"bench-a.json": bench_report("rerun")})},
+                         started="2026-12-09T10:12:00Z")
+    assert plan_import.main(["--from", str(first), "--results", str(results)]) == 0
+    assert plan_import.main(["--from", str(second), "--results", str(results)]) == 0
+    dest = results.joinpath(*DAY_FOLDER)
+    assert plan_import.filed_legs(dest) == ["correctness", "fp32", "bf16"]  # in the order they ran
+    assert (dest / "bench.md").read_text().count("Command: `rerun`") == 1
+    assert capsys.readouterr().out.count("bf16/bench-a.json") == 1
+
+
+def test_the_routing_table_command_is_printed_only_for_reports_routing_table_takes(tmp_path, capsys):
+    failed = bench_report("ours failed")
+    failed["rows"][0]["check"]["ours"] = {"ok": False, "failed": "illegal memory access"}
+    source = device_call(tmp_path, {"a": ("passed", {"bench-a.json": failed})})
+    assert plan_import.main(["--from", str(source), "--results", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "make routing-table" not in out
+    assert "no routing table from the reports filed in " in out and "failed its float64 check" in out
+
+
+def test_what_the_call_left_out_is_filed_beside_its_record(tmp_path):
+    source = device_call(tmp_path, {"a": ("passed", {"bench.log": "x"})},
+                         extra_members={"left-out.txt": b"a/sanitizer.log: 20000000 bytes\n"})
+    dest, _, _ = plan_import.file_call(source, tmp_path / "results")
+    assert (dest / "left-out-a.txt").read_text() == "a/sanitizer.log: 20000000 bytes\n"
+
+
+def test_a_leg_named_as_a_tables_folder_is_refused(tmp_path):
+    source = device_call(tmp_path, {"without-pixel": ("passed", {"bench.log": "x"})})
+    refused(tmp_path, source, "as the tables' folders are .*: without-pixel")
 
 
 def test_make_gpu_plan_import_asks_for_the_folder():

@@ -230,6 +230,22 @@ def test_a_run_whose_overlay_had_not_the_versions_path_grades_none_of_its_predic
     assert load(paths)["kernel_paths"] == [] and load(paths[:1])["kernel_paths"] == PATHS
 
 
+def test_a_gain_is_graded_whatever_overlay_a_merged_run_had(tmp_path):
+    """A gain's two times come from the one run that timed ours without the path, which only a run whose
+    overlay had it does: merged with a report from before the paths were recorded, it is still graded."""
+    import json
+    from build_scripts.bench.report import load
+    gain, = parse(ENTRY, PATHS)
+    old = synthetic_report()
+    del old["kernel_paths"]
+    paths = [tmp_path / "old.json", tmp_path / "new.json"]
+    paths[0].write_text(json.dumps(old))
+    paths[1].write_text(json.dumps(look_back_report(1.3)))
+    merged = load(paths)
+    assert merged["kernel_paths"] == []
+    assert any(line.startswith("| v57 |") and "| held |" in line for line in markdown_lines(merged, [gain], []))
+
+
 def test_bench_md_lists_the_predictions_by_version():
     v57, = parse(ENTRY, PATHS)
     v9 = dataclasses.replace(v57, version="v9", claim="an older one")

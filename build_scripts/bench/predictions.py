@@ -25,7 +25,7 @@ from statistics import median
 from .. import REPO_ROOT
 from .layers import SETS, TRAINING_PASSES, problems
 from .schema import (BASELINES, SEPARATOR, WITHOUT, kernel_paths_of, one_run_ms, parse_configs, parse_variants,
-                     passed, problem_row_key, row_key)
+                     passed, problem_row_key, row_key, switched_off_paths)
 
 PREDICTIONS_FILE = REPO_ROOT / "notes" / "predictions.toml"
 # A measure's name, and whether a higher value is the better one.
@@ -213,19 +213,26 @@ def timed_by(prediction: Prediction, rows: list[dict], variants: list[str]) -> b
     return set(prediction.variants) <= set(variants) and any(row_key(r) in wanted for r in rows)
 
 
+def _overlay_had_path(prediction: Prediction, kernel_paths: list[str]) -> bool:
+    """Whether the run that times the prediction had its kernel path: among the overlay's, or switched off by
+    one of its variants, which a run times only where the path is (a gain's two times come from that run)."""
+    return (prediction.path is None or prediction.path in kernel_paths
+            or any(prediction.path in switched_off_paths(variant) for variant in prediction.variants))
+
+
 def _version_number(prediction: Prediction) -> int:
     return int(prediction.version.lstrip("v"))
 
 
 def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[str]) -> list[str]:
     """bench.md's section grading the predictions this report times (none: no section). One whose kernel
-    path the run's overlay did not have is not graded: a floor multiple needs only ours, which an overlay
-    from before the version times too, with the kernels before it."""
+    path the run's overlay did not have is named, not graded: a floor multiple needs only ours, which an
+    overlay from before the version times too, with the kernels before it."""
     rows, variants, kernel_paths = report["rows"], report["settings"]["variants"], kernel_paths_of(report)
     timed = sorted((p for p in predictions if timed_by(p, rows, variants)), key=_version_number)
     if not timed:
         return []
-    before = [p for p in timed if p.path is not None and p.path not in kernel_paths]
+    before = [p for p in timed if not _overlay_had_path(p, kernel_paths)]
     graded = [grade(p, rows) for p in timed if p not in before]  # in the file's order within a version
     lines = ["", "## Predictions (notes/predictions.toml)", ""]
     if paths_off:
