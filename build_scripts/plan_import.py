@@ -53,7 +53,7 @@ HEADER_LINE = re.compile(r"^(Command|Device|Started): (.+)$", re.MULTILINE)
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 SKIPPED = "skipped"  # gpu_plan's status of a leg the call had no time for: no folder comes back
 # the tables' own folders beside the legs': a leg of these names would be drawn over
-TABLE_FOLDERS = re.compile(r"^(without-|cudnn-benchmark)")
+TABLE_FOLDERS = re.compile(r"^(without-|cudnn-benchmark|method-)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ def read_call(text: str, source: str) -> Call:
     bad = [name for name in legs if not LEG_NAME.match(name) or TABLE_FOLDERS.match(name)]
     if not legs or bad:
         raise HarnessError(f"gpu-plan-import: {source}: " + (
-            f"legs named as no plan names them, or as the tables' folders are (without-*, cudnn-benchmark*): "
+            f"legs named as no plan names them, or as the tables' folders are (without-*, cudnn-benchmark*, "
+            f"method-*): "
             f"{', '.join(bad)}" if bad else "its table lists no leg"))
     header = dict(HEADER_LINE.findall(text[:start]))
     device = header.get("Device")
@@ -251,30 +252,33 @@ def method_key(report: dict) -> str:
     return json.dumps(method(report), sort_keys=True)
 
 
-def table_groups(reports: list[tuple[Path, dict]]) -> dict[str, list[Path]]:
-    """The bench reports that make one table each, by the folder (relative to the day's) it goes in: those
-    of one setting of the kernel paths and one method; a report that recorded launches in its own folder."""
+def table_groups(dest: Path, reports: list[tuple[Path, dict]]) -> dict[Path, list[Path]]:
+    """The bench reports that make one table each, by the folder it goes in: those of one setting of the
+    kernel paths and one method together (the day's folder, without-<paths>/, cudnn-benchmark/, or for a
+    method the bench's settings do not name method-<its hash>/); a report that recorded launches alone,
+    in its leg's folder."""
     groups: dict[tuple, list[Path]] = {}
     for path, report in reports:
         if report["schema"] != SCHEMA:
             continue
         if report.get("settings", {}).get("launches"):
-            groups[("launches", str(path))] = [path]
+            groups[("launches", path)] = [path]
         else:
             groups.setdefault((tuple(sorted(paths_off_of(report))), method_key(report)), []).append(path)
-    named: dict[str, list[Path]] = {}
+    launches_in = [key[1].parent for key in groups if key[0] == "launches"]
+    folders: dict[Path, list[Path]] = {}
     for key, paths in groups.items():
         if key[0] == "launches":
-            name = str(paths[0].parent)
+            folder = paths[0].parent / paths[0].stem if launches_in.count(paths[0].parent) > 1 else paths[0].parent
         else:
-            report = json.loads(paths[0].read_text())
-            parts = [f"without-{'+'.join(key[0])}"] * bool(key[0]) \
-                + ["cudnn-benchmark"] * bool(report.get("settings", {}).get("cudnn_benchmark"))
-            name = "-".join(parts) or "."
-            if name in named:  # a method the bench's settings do not name
-                name = f"{name}-method-{hashlib.sha256(key[1].encode()).hexdigest()[:6]}".removeprefix(".-")
-        named[name] = paths
-    return named
+            paths_off, method = key
+            benchmark_mode = json.loads(method).get("cudnn_benchmark")
+            parts = [f"without-{'+'.join(paths_off)}"] * bool(paths_off) + ["cudnn-benchmark"] * bool(benchmark_mode)
+            folder = dest / "-".join(parts)
+            if folder in folders:
+                folder = dest / "-".join([*parts, f"method-{hashlib.sha256(method.encode()).hexdigest()[:6]}"])
+        folders[folder] = paths
+    return folders
 
 
 def draw_tables(dest: Path) -> tuple[list[Path], list[str]]:
@@ -286,8 +290,7 @@ def draw_tables(dest: Path) -> tuple[list[Path], list[str]]:
     plots = importlib.util.find_spec("matplotlib") is not None
     reports = [(leg, path, report) for leg in filed_legs(dest) for path, report in reports_in(dest / leg)]
     written, not_made = [], []
-    for name, paths in table_groups([(path, report) for _, path, report in reports]).items():
-        folder = dest / name
+    for folder, paths in table_groups(dest, [(path, report) for _, path, report in reports]).items():
         try:
             written += write_report(paths, folder, with_plots=plots)
         except (ValueError, KeyError) as err:

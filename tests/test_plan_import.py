@@ -256,6 +256,29 @@ def test_a_run_of_another_method_gets_a_table_of_its_own(tmp_path, capsys):
     assert "bench-b.json" not in capsys.readouterr().out.rsplit("make routing-table", 1)[1]
 
 
+def test_a_method_the_bench_settings_do_not_name_gets_a_folder_by_its_hash(tmp_path):
+    other = bench_report("more rotation")
+    other["settings"]["l2_multiple"] = 5
+    source = device_call(tmp_path, {"a": ("passed", {"bench-a.json": bench_report("plain"), "bench-b.json": other})})
+    assert plan_import.main(["--from", str(source), "--results", str(tmp_path / "results")]) == 0
+    dest = tmp_path.joinpath("results", *DAY_FOLDER)
+    method_folders = [p for p in dest.iterdir() if p.name.startswith("method-")]
+    assert len(method_folders) == 1 and "Command: `more rotation`" in (method_folders[0] / "bench.md").read_text()
+    assert "more rotation" not in (dest / "bench.md").read_text()
+
+
+@pytest.mark.l0
+def test_two_reports_that_recorded_launches_in_one_leg_keep_a_table_and_an_audit_each(tmp_path, driver_here):
+    source = device_call(tmp_path, {"launches": ("passed", {
+        "bench-one.json": bench_report("first", ("ours",), launches=True),
+        "bench-two.json": bench_report("second", ("ours",), launches=True)})})
+    assert plan_import.main(["--from", str(source), "--results", str(tmp_path / "results")]) == 0
+    leg = tmp_path.joinpath("results", *DAY_FOLDER, "launches")
+    assert "Command: `first`" in (leg / "bench-one" / "bench.md").read_text()
+    assert "Command: `second`" in (leg / "bench-two" / "bench.md").read_text()
+    assert {"plan-audit-bench-one.md", "plan-audit-bench-two.md"} <= set(os.listdir(leg))
+
+
 def test_tables_that_cannot_be_drawn_are_named_after_the_call_is_filed(tmp_path, capsys):
     """Reports of two torch builds do not make one table: the legs are filed, the table is not drawn, the
     exit status says so, and INTO alone draws the folder's tables again once the cause is gone."""
