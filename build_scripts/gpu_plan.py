@@ -361,10 +361,10 @@ def run_leg(leg: Leg, folder: Path, budget_s: float, make: str) -> str:
 UNKNOWN_DEVICE = "unknown (nvidia-smi said nothing)"
 
 
-def card_name() -> str | None:
+def card_name(nvidia_smi: str = "nvidia-smi") -> str | None:
     """The GPU's name as nvidia-smi gives it (the first card), or None where it cannot say."""
     try:
-        found = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+        found = subprocess.run([nvidia_smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -206,18 +206,14 @@ def file_call(source: Path, results: Path, into: Path | None = None) -> tuple[Pa
                 raise HarnessError("gpu-plan-import: filed already, or in the way; nothing was filed:\n  "
                                    + "\n  ".join(found))
             made = make_folders(dest)
-            staging = Path(tempfile.mkdtemp(prefix=".gpu-plan-import-", dir=dest.parent))  # a rename away
+            staging = Path(tempfile.mkdtemp(prefix=".gpu-plan-import-", dir=dest.parent))
             for member in members:
-                target = staging / member.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.extractfile(member) as packed, target.open("wb") as copy:
-                    shutil.copyfileobj(packed, copy)
-                os.utime(target, (member.mtime, member.mtime))
+                write_member(archive, member, staging / member.name)
         shutil.copy2(plan_path, staging / PLAN_NAME)
         names = [(leg, leg) for leg in legs] + [(LEFT_OUT_NAME, call.left_out_name)] * left_out \
             + [(PLAN_NAME, call.record_name)]  # the call's record last: a folder without it is no filed call
         for staged, filed in names:
-            (staging / staged).rename(dest / filed)
+            move(staging / staged, dest / filed)
             moved.append((staging / staged, dest / filed))
     except (tarfile.TarError, EOFError, OSError) as err:
         undo(moved, made, staging)
@@ -227,6 +223,17 @@ def file_call(source: Path, results: Path, into: Path | None = None) -> tuple[Pa
         raise
     shutil.rmtree(staging)
     return dest, call, legs
+
+
+def write_member(archive: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with archive.extractfile(member) as packed, target.open("wb") as copy:
+        shutil.copyfileobj(packed, copy)
+    os.utime(target, (member.mtime, member.mtime))
+
+
+def move(staged: Path, filed: Path) -> None:
+    staged.rename(filed)  # the staging folder is beside the destination: one file system
 
 
 def undo(moved: list[tuple[Path, Path]], made: list[Path], staging: Path | None) -> None:

@@ -160,28 +160,33 @@ def test_the_legs_run_in_order_and_out_holds_only_the_summary_and_the_archive(tm
 
 
 def test_plan_md_says_first_the_command_the_card_and_when_the_call_started(tmp_path, stand_in_make, monkeypatch):
-    monkeypatch.setattr(gpu_plan, "card_name", lambda: "Stand-in GPU")
-    monkeypatch.setenv("MAKE", stand_in_make)
+    """The command as `make gpu-plan` was given it (main passes it on), the card, the start in UTC."""
+    given = {}
+    monkeypatch.setattr(gpu_plan, "run_plan", lambda legs, out, budget, make, command: given.update(
+        command=command, legs=[leg.name for leg in legs]) or [])
     plan = tmp_path / "two.plan"
     plan.write_text("one: STEPS=probe BUDGET=30\ntwo: STEPS=probe\n")
     assert gpu_plan.main(["run", "--plan", str(plan), "--legs", "one", "--out", str(tmp_path / "out"),
                           "--budget", "60"]) == 0
-    header = (tmp_path / "out" / "plan.md").read_text().split("\n\n")[1].splitlines()
-    assert header[:2] == [f"Command: `make gpu-plan PLAN={plan} LEGS=one BUDGET=60`", "Device: Stand-in GPU"]
+    assert given == {"command": f"make gpu-plan PLAN={plan} LEGS=one BUDGET=60", "legs": ["one"]}
+    monkeypatch.setattr(gpu_plan, "card_name", lambda: "Stand-in GPU")
+    run_plan([Leg("one", {"STEPS": "probe"})], tmp_path / "out", 60, make=stand_in_make, command="the command")
+    text = (tmp_path / "out" / "plan.md").read_text()
+    header = text.split("\n\n")[1].splitlines()
+    assert header[:2] == ["Command: `the command`", "Device: Stand-in GPU"] and "| one | passed |" in text
     started = datetime.datetime.strptime(header[2], "Started: %Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
     assert abs((datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()) < 60
 
 
-def test_the_card_is_the_first_nvidia_smi_names_and_none_without_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert gpu_plan.card_name() is None  # no nvidia-smi
+def test_the_card_is_the_first_nvidia_smi_names_and_none_without_it(tmp_path):
     smi = tmp_path / "nvidia-smi"
+    assert gpu_plan.card_name(str(smi)) is None  # no nvidia-smi
     smi.write_text(f"#!{sys.executable}\nimport sys\nassert '--query-gpu=name' in sys.argv\n"
                    "print('NVIDIA H100 80GB HBM3')\nprint('NVIDIA H100 80GB HBM3')\n")
     smi.chmod(0o755)
-    assert gpu_plan.card_name() == "NVIDIA H100 80GB HBM3"
+    assert gpu_plan.card_name(str(smi)) == "NVIDIA H100 80GB HBM3"
     smi.write_text("#!/bin/sh\necho 'No devices were found'; exit 6\n")
-    assert gpu_plan.card_name() is None
+    assert gpu_plan.card_name(str(smi)) is None
 
 
 def test_a_hung_leg_is_stopped_past_its_budget_with_its_processes_and_the_rest_skipped(tmp_path, stand_in_make,

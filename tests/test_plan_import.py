@@ -171,23 +171,23 @@ def test_a_filing_that_fails_midway_takes_back_what_it_did(tmp_path, monkeypatch
     taken back, and the folders the filing made removed, the results folder's own included."""
     source = device_call(tmp_path, {"a": ("passed", {"bench.log": "x"}), "b": ("passed", {"bench.log": "y"})})
     if failing == "extract":
-        real_copy = plan_import.shutil.copyfileobj
+        real_write = plan_import.write_member
 
-        def copy_then_fill(packed, copy):
-            if Path(copy.name).parent.name == "b":
+        def write_then_fill(archive, member, target):
+            if target.parent.name == "b":
                 raise OSError(28, "No space left on device")
-            real_copy(packed, copy)
+            real_write(archive, member, target)
 
-        monkeypatch.setattr(plan_import.shutil, "copyfileobj", copy_then_fill)
+        monkeypatch.setattr(plan_import, "write_member", write_then_fill)
     else:
-        real_rename = Path.rename
+        real_move = plan_import.move
 
-        def rename_but_the_record(self, target):
-            if Path(target).name == "gpu-plan-a.md":
+        def move_but_the_record(staged, filed):
+            if filed.name == "gpu-plan-a.md":
                 raise OSError(28, "No space left on device")
-            return real_rename(self, target)
+            real_move(staged, filed)
 
-        monkeypatch.setattr(Path, "rename", rename_but_the_record)
+        monkeypatch.setattr(plan_import, "move", move_but_the_record)
     results = tmp_path / "results"
     with pytest.raises(HarnessError, match="cannot read or file .*: .*No space left on device.*; nothing was filed"):
         plan_import.file_call(source, results)
