@@ -86,11 +86,11 @@ def read_call(text: str, source: str) -> Call:
     end = text.find("\n\n", start + 1)
     legs = {m["name"]: m["status"] for m in LEG_ROW.finditer(text[start:end if end > 0 else len(text)])}
     bad = [name for name in legs if not LEG_NAME.match(name) or TABLE_FOLDERS.match(name)]
-    if not legs or bad:
-        raise HarnessError(f"gpu-plan-import: {source}: " + (
-            f"legs named as no plan names them, or as the tables' folders are (without-*, cudnn-benchmark*, "
-            f"method-*): "
-            f"{', '.join(bad)}" if bad else "its table lists no leg"))
+    if not legs:
+        raise HarnessError(f"gpu-plan-import: {source}: its table lists no leg")
+    if bad:
+        raise HarnessError(f"gpu-plan-import: {source}: legs named as no plan names them, or as the tables' folders "
+                           f"are (without-*, cudnn-benchmark*, method-*): {', '.join(bad)}")
     header = dict(HEADER_LINE.findall(text[:start]))
     device = header.get("Device")
     day = DAY.match(header.get("Started", ""))
