@@ -254,6 +254,11 @@ def filed_legs(dest: Path) -> list[str]:
     return list(dict.fromkeys(legs))
 
 
+def filed_reports(dest: Path) -> list[tuple[str, Path, dict]]:
+    """The reports of the legs filed in dest, each with its leg, in the order the legs ran."""
+    return [(leg, path, report) for leg in filed_legs(dest) for path, report in reports_in(dest / leg)]
+
+
 def method_key(report: dict) -> str:
     from .bench.report import method
     return json.dumps(method(report), sort_keys=True)
@@ -288,14 +293,13 @@ def table_groups(dest: Path, reports: list[tuple[Path, dict]]) -> dict[Path, lis
     return folders
 
 
-def draw_tables(dest: Path) -> tuple[list[Path], list[str]]:
-    """bench.md and its plots for each table group of the filed legs' bench reports, plan-audit.md for each
-    that recorded launches, models.md for each bench-models report: what was written, and what could not
-    be made, with why."""
+def draw_tables(dest: Path, reports: list[tuple[str, Path, dict]]) -> tuple[list[Path], list[str]]:
+    """bench.md and its plots for each table group of the filed legs' bench reports (filed_reports), plan-audit.md
+    for each that recorded launches, models.md for each bench-models report: what was written, and what could
+    not be made, with why."""
     from .bench.model_report import write_model_report
     from .bench.report import write_report
     plots = importlib.util.find_spec("matplotlib") is not None
-    reports = [(leg, path, report) for leg in filed_legs(dest) for path, report in reports_in(dest / leg)]
     written, not_made = [], []
     for folder, paths in table_groups(dest, [(path, report) for _, path, report in reports]).items():
         try:
@@ -329,21 +333,21 @@ def audit_markdown(report: dict, path: Path) -> str:
     return markdown(audit(report, build_driver(REPO_ROOT / "build" / "plan-report")), report, relative(path))
 
 
-def routing_reports(dest: Path) -> list[Path]:
+def routing_reports(reports: list[tuple[str, Path, dict]]) -> list[Path]:
     """The filed bench reports a compiled-in routing table is made from: stock and ours timed with every kernel
     path on, as torch runs by default (cuDNN's benchmark mode off)."""
-    return [path for leg in filed_legs(dest) for path, report in reports_in(dest / leg)
+    return [path for _, path, report in reports
             if report["schema"] == SCHEMA and not paths_off_of(report)
             and not report.get("settings", {}).get("cudnn_benchmark")
             and {"stock", "ours"} <= set(report.get("settings", {}).get("variants", []))]
 
 
-def routing_lines(dest: Path) -> list[str]:
+def routing_lines(dest: Path, reports: list[tuple[str, Path, dict]]) -> list[str]:
     """The `make routing-table` command over the folder's reports, once the harness has read them as it
     would; else why it would refuse them."""
     from .pin import load_pin
     from .routing_table import read_points
-    paths = routing_reports(dest)
+    paths = routing_reports(reports)
     if not paths:
         return []
     try:
@@ -364,14 +368,15 @@ def relative(path: Path) -> str:
         return str(path)
 
 
-def summary(dest: Path, call: Call | None, legs: list[str], written: list[Path], not_made: list[str]) -> str:
+def summary(dest: Path, call: Call | None, legs: list[str], written: list[Path], not_made: list[str],
+            routing: list[str]) -> str:
     lines = []
     if call is not None:
         lines += [f"filed in {relative(dest)}: {call.record_name}"]
         lines += [f"  {leg}/ ({call.legs[leg]})" for leg in legs]
         lines += [f"  (no folder came back for {leg}: {status})" for leg, status in call.legs.items() if leg not in legs]
     lines += [f"wrote {relative(path)}" for path in written]
-    lines += routing_lines(dest)
+    lines += routing
     lines += [f"not made: {line}" for line in not_made]
     return "\n".join(lines)
 
@@ -393,8 +398,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             raise HarnessError("gpu-plan-import: name the folder the device gave the call's files back in: FROM=<folder> "
                                "(or, to draw the tables of calls filed already again, INTO=<their folder> alone)")
-        written, not_made = draw_tables(dest)
-        print(summary(dest, call, legs, written, not_made))
+        reports = filed_reports(dest)  # read once: the tables and the routing table's check both take them
+        written, not_made = draw_tables(dest, reports)
+        print(summary(dest, call, legs, written, not_made, routing_lines(dest, reports)))
     except HarnessError as err:
         print(err, file=sys.stderr)
         return 2

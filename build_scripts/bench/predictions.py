@@ -232,12 +232,12 @@ def markdown_lines(report: dict, predictions: list[Prediction], paths_off: list[
     timed = sorted((p for p in predictions if timed_by(p, rows, variants)), key=_version_number)
     if not timed:
         return []
-    before = [p for p in timed if not _overlay_had_path(p, kernel_paths)]
-    graded = [grade(p, rows) for p in timed if p not in before]  # in the file's order within a version
     lines = ["", "## Predictions (notes/predictions.toml)", ""]
     if paths_off:
         return lines + [f"Not graded: this run had kernel paths off ({', '.join(paths_off)}), so ours is not the "
                         "kernels the predictions were made for."]
+    before = [p for p in timed if not _overlay_had_path(p, kernel_paths)]
+    graded = [grade(p, rows) for p in timed if p not in before]  # in the file's order within a version
     if before:
         versions = ", ".join(dict.fromkeys(p.version for p in before))
         lines += [f"Not graded: {len(before)} prediction{'s' * (len(before) > 1)} of {versions}, whose kernel paths "
